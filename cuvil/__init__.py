@@ -1,0 +1,40 @@
+"""Cuvil: a compiler for PyTorch models in which every optimization is a rewrite rule.
+
+    graph = cuvil.from_torch(model, example_inputs)     # torch.export -> Cuvil IR
+    cuvil.run(graph, x)                                  # reference semantics
+    best = cuvil.optimize(graph, rules="rules/")         # equality saturation + extraction
+    fn = cuvil.compile(model, example_inputs)            # ... lowered to Numba kernels
+
+Heavy modules (torch, egglog, numba) load on first use, so `cuvil --version` is instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from cuvil.errors import CuvilError, IRError, ShapeError, UnsupportedOpsError
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "Graph": "cuvil.ir",
+    "TensorType": "cuvil.ir",
+    "DType": "cuvil.ir",
+    "run": "cuvil.ops.execute",
+    "from_torch": "cuvil.frontend",
+    "optimize": "cuvil.pipeline",
+    "compile": "cuvil.pipeline",
+    "zoo": "cuvil.zoo",
+}
+
+__all__ = ["CuvilError", "IRError", "ShapeError", "UnsupportedOpsError", "__version__",
+           *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'cuvil' has no attribute {name!r}")
+    module = importlib.import_module(_LAZY[name])
+    value = module if name == "zoo" else getattr(module, name)
+    globals()[name] = value
+    return value

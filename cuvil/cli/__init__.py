@@ -1,0 +1,46 @@
+"""The `cuvil` command line: one module per subcommand, each with `add_parser` and `run`.
+
+User errors (`CuvilError`) print one line on stderr and exit 1; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from cuvil import __version__
+from cuvil.errors import CuvilError
+
+# Subcommand modules under cuvil.cli, in the order `--help` lists them.
+COMMANDS = ["import_", "check"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cuvil", description="Compile PyTorch models with declarative rewrite rules.")
+    parser.add_argument("--version", action="version", version=f"cuvil {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"cuvil.cli.{name}")
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.run(args) or 0
+    except CuvilError as e:
+        print(f"cuvil: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""The `.cvr` abstract syntax tree: frozen dataclasses, one per grammar alias in `cvr.lark`.
+
+Every node carries a `Pos` (`path:line:col`) so that each later stage (checker, egglog
+encoder, verifier, provenance) can point at the source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+
+@dataclass(frozen=True)
+class Pos:
+    path: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}"
+
+    @property
+    def where(self) -> str:
+        """`path:line`, the form provenance and generated code cite."""
+        return f"{self.path}:{self.line}"
+
+
+# -- terms (rule sides and op bodies) ---------------------------------------------------------
+@dataclass(frozen=True)
+class Var:
+    """A pattern variable; used twice in one pattern it means the same value."""
+
+    name: str
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Wildcard:
+    """`_`: matches anything, binds nothing."""
+
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Literal:
+    """An int, float, string or tuple of literals."""
+
+    value: int | float | str | bool | tuple
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Call:
+    """`op(args..., key=value...)`; positional args are tensors then attributes in order."""
+
+    op: str
+    args: tuple[Term, ...]
+    kwargs: tuple[tuple[str, Term], ...]
+    pos: Pos
+
+
+Term = Union[Var, Wildcard, Literal, Call]
+
+
+# -- guard and cost expressions -----------------------------------------------------------------
+@dataclass(frozen=True)
+class BinOp:
+    """`and or == != < <= > >= + - * / %`."""
+
+    op: str
+    left: Expr
+    right: Expr
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Not:
+    operand: Expr
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: Expr
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """`rank(x)`, `dim(x, -1)`, `has_target("cuda")`, `max(a, b)`, ...: never Python."""
+
+    name: str
+    args: tuple[Expr, ...]
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class TargetParam:
+    """`target.gflops` inside a `cost` expression."""
+
+    name: str
+    pos: Pos
+
+
+Expr = Union[BinOp, Not, Neg, Builtin, TargetParam, Var, Literal]
+
+
+# -- top-level items --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    lhs: Term
+    rhs: Term
+    guard: Expr | None
+    bidirectional: bool
+    ruleset: str
+    description: str
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class OpDecl:
+    """`op NAME(params) = BODY`: a composite op defined by what it computes."""
+
+    name: str
+    params: tuple[str, ...]
+    body: Term
+    description: str
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class RulesetDecl:
+    name: str
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class TargetDecl:
+    """`target NAME(key=number, ...)`: cost parameters of a compile target."""
+
+    name: str
+    params: tuple[tuple[str, float], ...]
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class CostDecl:
+    """`cost OP(params) = EXPR`: the op's cost in microseconds."""
+
+    op: str
+    params: tuple[str, ...]
+    expr: Expr
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Saturate:
+    rulesets: tuple[str, ...]
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Repeat:
+    times: int
+    rulesets: tuple[str, ...]
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Schedule:
+    steps: tuple[Saturate | Repeat, ...]
+    pos: Pos
+
+
+Item = Union[Rule, OpDecl, RulesetDecl, TargetDecl, CostDecl, Schedule]
+
+
+@dataclass(frozen=True)
+class Module:
+    """One parsed `.cvr` file."""
+
+    path: str
+    items: tuple[Item, ...]

@@ -1,0 +1,241 @@
+"""The Cuvil graph: typed values produced by nodes, in topological order.
+
+Every node produces one value, named like the node. Graph inputs are `input` nodes,
+imported weights are `const` nodes that hold a reference into `Graph.constants` (never a
+copy), scalars are 0-d `scalar` nodes. Outputs are a nested structure (tuple/list/dict) of
+value names, so a compiled model returns what the torch model returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+
+from cuvil.errors import IRError
+from cuvil.ir.types import DType, TensorType
+
+Structure = Any  # a value name, or a tuple / list / dict of structures
+
+
+@dataclass(frozen=True)
+class Node:
+    """One op application; `name` is also the name of the value it produces."""
+
+    name: str
+    op: str
+    inputs: tuple[str, ...]
+    attrs: dict[str, Any]
+    type: TensorType
+    source: str = ""
+    origin: tuple[str, ...] = field(default=(), compare=False)
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        return self.attrs.get(key, default)
+
+    def where(self) -> str:
+        """`op` plus its source line, for error messages."""
+        return f"{self.name} = {self.op}" + (f" (from {self.source})" if self.source else "")
+
+
+class Graph:
+    """A Cuvil graph. Build with `input`, `const`, `scalar`, `add`; end with `set_outputs`."""
+
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self.nodes: dict[str, Node] = {}
+        self.inputs: list[str] = []
+        self.output_structure: Structure = ()
+        self.constants: dict[str, torch.Tensor] = {}
+        self.defs: dict[str, Any] = {}  # composite ops (from `.cvr`) this graph uses
+        self.report: Any = None
+        self._counter = 0
+
+    # -- building ---------------------------------------------------------------------------
+    def fresh(self, hint: str = "v") -> str:
+        while True:
+            self._counter += 1
+            name = f"{hint}{self._counter}"
+            if name not in self.nodes:
+                return name
+
+    def _put(self, node: Node) -> str:
+        if node.name in self.nodes:
+            raise IRError(f"value {node.name!r} defined twice")
+        self.nodes[node.name] = node
+        return node.name
+
+    def input(self, name: str, type: TensorType) -> str:
+        self.inputs.append(name)
+        return self._put(Node(name, "input", (), {}, type))
+
+    def const(self, tensor: torch.Tensor, ref: str | None = None, name: str | None = None,
+              layout: str = "") -> str:
+        """A constant held by reference: `Graph.constants[ref]` is `tensor` itself."""
+        ref = ref or self.fresh("c")
+        if ref in self.constants and self.constants[ref] is not tensor:
+            raise IRError(f"constant {ref!r} defined twice")
+        self.constants[ref] = tensor
+        t = TensorType(tuple(tensor.shape), DType.from_torch(tensor.dtype), layout)
+        return self._put(Node(name or _ident(ref), "const", (), {"ref": ref}, t))
+
+    def scalar(self, value: float | int | bool, dtype: DType | None = None,
+               name: str | None = None) -> str:
+        if dtype is None:
+            dtype = DType.bool if isinstance(value, bool) else (
+                DType.i64 if isinstance(value, int) else DType.f32)
+        attrs = {"value": value, "dtype": str(dtype)}
+        return self._put(Node(name or self.fresh("s"), "scalar", (), attrs, TensorType((), dtype)))
+
+    def add(self, op: str, inputs: Iterable[str], attrs: dict[str, Any] | None = None, *,
+            type: TensorType | None = None, name: str | None = None, source: str = "",
+            origin: tuple[str, ...] = ()) -> str:
+        """Append `op(inputs, **attrs)`; its type is inferred by the op catalog if not given."""
+        from cuvil.ops import registry
+
+        inputs = tuple(inputs)
+        for i in inputs:
+            if i not in self.nodes:
+                raise IRError(f"{op}: input {i!r} is not defined" + _at(source))
+        attrs = registry.get(op, self.defs).complete_attrs(attrs or {}, where=f"{op}{_at(source)}")
+        if type is None:
+            type = registry.infer(op, [self.nodes[i].type for i in inputs], attrs, source,
+                                  self.defs)
+        return self._put(Node(name or self.fresh(), op, inputs, attrs, type, source, origin))
+
+    def set_outputs(self, structure: Structure) -> None:
+        for name in flatten(structure):
+            if name not in self.nodes:
+                raise IRError(f"output {name!r} is not defined")
+        self.output_structure = structure
+
+    def replace_node(self, node: Node) -> None:
+        """Swap the definition of an existing value (same name, same position)."""
+        if node.name not in self.nodes:
+            raise IRError(f"no value {node.name!r}")
+        self.nodes[node.name] = node
+
+    # -- reading ----------------------------------------------------------------------------
+    @property
+    def outputs(self) -> list[str]:
+        return list(flatten(self.output_structure))
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes.values())
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __getitem__(self, name: str) -> Node:
+        return self.nodes[name]
+
+    def type_of(self, name: str) -> TensorType:
+        return self.nodes[name].type
+
+    def users(self) -> dict[str, list[str]]:
+        result: dict[str, list[str]] = {n: [] for n in self.nodes}
+        for node in self:
+            for i in node.inputs:
+                result[i].append(node.name)
+        return result
+
+    def ops(self) -> list[str]:
+        return [n.op for n in self if n.op not in ("input", "const", "scalar")]
+
+    def copy(self) -> Graph:
+        g = Graph(self.name)
+        g.nodes = dict(self.nodes)
+        g.inputs = list(self.inputs)
+        g.output_structure = self.output_structure
+        g.constants = dict(self.constants)
+        g.defs = dict(self.defs)
+        g._counter = self._counter
+        return g
+
+    def prune(self) -> Graph:
+        """A copy without the nodes that no output depends on (inputs are kept)."""
+        live = set(self.outputs) | set(self.inputs)
+        for node in reversed(list(self)):
+            if node.name in live:
+                live.update(node.inputs)
+        g = self.copy()
+        g.nodes = {k: v for k, v in self.nodes.items() if k in live}
+        refs = {n.attrs["ref"] for n in g if n.op == "const"}
+        g.constants = {k: v for k, v in self.constants.items() if k in refs}
+        return g
+
+    def with_types(self, types: dict[str, TensorType]) -> Graph:
+        g = self.copy()
+        for name, t in types.items():
+            g.nodes[name] = replace(g.nodes[name], type=t)
+        return g
+
+    # -- text, hash, verification ------------------------------------------------------------
+    def to_text(self) -> str:
+        from cuvil.ir.text import print_graph
+
+        return print_graph(self)
+
+    __str__ = to_text
+
+    @staticmethod
+    def from_text(text: str, constants: dict[str, torch.Tensor] | None = None) -> Graph:
+        from cuvil.ir.text import parse_graph
+
+        return parse_graph(text, constants)
+
+    def verify(self) -> Graph:
+        from cuvil.ir.verify import verify
+
+        verify(self)
+        return self
+
+    def structural_hash(self) -> str:
+        """A hash of the computation that ignores value names (and the graph's name)."""
+        from cuvil.ir.text import format_attrs
+
+        keys: dict[str, str] = {}
+        for node in self:
+            parts = [node.op, format_attrs(node.attrs), str(node.type)]
+            if node.op == "input":
+                parts.append(str(self.inputs.index(node.name)))
+            parts += [keys[i] for i in node.inputs]
+            keys[node.name] = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+        out = _map(self.output_structure, lambda name: keys[name])
+        return hashlib.sha256(repr(out).encode()).hexdigest()[:16]
+
+
+def flatten(structure: Structure) -> Iterator[str]:
+    if isinstance(structure, str):
+        yield structure
+    elif isinstance(structure, dict):
+        for v in structure.values():
+            yield from flatten(v)
+    else:
+        for v in structure:
+            yield from flatten(v)
+
+
+def _map(structure: Structure, fn) -> Any:
+    if isinstance(structure, str):
+        return fn(structure)
+    if isinstance(structure, dict):
+        return {k: _map(v, fn) for k, v in structure.items()}
+    return type(structure)(_map(v, fn) for v in structure)
+
+
+def unflatten(structure: Structure, values: dict[str, Any]) -> Any:
+    """Rebuild `structure` with each value name replaced by `values[name]`."""
+    return _map(structure, values.__getitem__)
+
+
+def _ident(ref: str) -> str:
+    text = "".join(c if c.isalnum() else "_" for c in ref)
+    return text if text and not text[0].isdigit() else f"c_{text}"
+
+
+def _at(source: str) -> str:
+    return f" (from {source})" if source else ""

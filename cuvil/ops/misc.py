@@ -1,0 +1,67 @@
+"""Leaves (graph inputs, constants, scalars) and `torch_op`, the opaque escape hatch.
+
+A `torch_op` node runs an aten op the catalog lacks through torch. Rules cannot see into it;
+its output type is recorded at import (`out`), its call as `target` plus an argument
+template in which `"$i"` stands for tensor input i.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from cuvil.errors import CuvilError
+from cuvil.ir.types import DType, TensorType
+from cuvil.ops.registry import LEAF, OPAQUE, AttrSpec, OpDef, register
+
+
+def _leaf(name: str, attrs: tuple[AttrSpec, ...], doc: str) -> None:
+    def infer(ts, a):
+        raise CuvilError(f"{name} nodes carry their own type")
+
+    def ref(xs, a):
+        raise CuvilError(f"{name} nodes are evaluated by the executor")
+
+    register(OpDef(name, (), attrs, infer, ref, LEAF, doc=doc))
+
+
+_leaf("input", (), "a graph input")
+_leaf("const", (AttrSpec("ref", "str"),), "a constant tensor, held by reference")
+register(OpDef("scalar", (), (AttrSpec("value", "number"), AttrSpec("dtype", "dtype", "f32")),
+               lambda ts, a: TensorType((), DType(a["dtype"])),
+               lambda xs, a: torch.tensor(a["value"], dtype=DType(a["dtype"]).torch), LEAF,
+               doc="a 0-d constant"))
+
+
+def resolve_target(target: str):
+    """`aten.cumsum.default` -> the torch op overload; a clear error if it does not exist."""
+    obj: Any = torch.ops
+    for part in target.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise CuvilError(f"torch_op: no torch op {target!r}")
+    return obj
+
+
+def fill_template(template: Any, tensors: list[torch.Tensor]) -> Any:
+    if isinstance(template, str) and template.startswith("$") and template[1:].isdigit():
+        return tensors[int(template[1:])]
+    if isinstance(template, tuple):
+        return tuple(fill_template(t, tensors) for t in template)
+    return template
+
+
+def _torch_op(xs: list[torch.Tensor], a) -> torch.Tensor:
+    args = fill_template(a["args"], xs)
+    kwargs = dict(fill_template(a["kwargs"], xs))
+    result = resolve_target(a["target"])(*args, **kwargs)
+    return result[a["index"]] if a["index"] is not None else result
+
+
+register(OpDef("torch_op", ("x?",),
+               (AttrSpec("target", "str"), AttrSpec("args", "any", ()),
+                AttrSpec("kwargs", "any", ()), AttrSpec("index", "any", None),
+                AttrSpec("out", "str")),
+               lambda ts, a: TensorType.parse(a["out"]), _torch_op, OPAQUE, variadic=True,
+               doc="an aten op run through torch; opaque to rules"))

@@ -1,0 +1,191 @@
+"""Neural-network ops: convolution, normalisation, softmax, pooling, embedding, attention.
+
+Spatial ops take logical NCHW shapes whatever the layout tag, and keep their input's layout.
+"""
+
+from __future__ import annotations
+
+import sympy
+import torch
+import torch.nn.functional as F
+
+from cuvil.ir.types import Dim, DType, TensorType, default_layout, is_static, numel
+from cuvil.ops.registry import CONV, GEMM, NORM, POOL, AttrSpec, OpDef, check, register
+
+
+def floordiv(a: Dim, b: int) -> Dim:
+    if is_static(a):
+        return a // b
+    return sympy.floor(a / b)
+
+
+def ceildiv(a: Dim, b: int) -> Dim:
+    if is_static(a):
+        return -(-a // b)
+    return sympy.ceiling(a / b)
+
+
+def window_out(size: Dim, k: int, s: int, p: int, d: int = 1, ceil: bool = False) -> Dim:
+    """Output length of a sliding window (torch's formula, ceil_mode included)."""
+    span = size + 2 * p - d * (k - 1) - 1
+    out = (ceildiv(span, s) if ceil else floordiv(span, s)) + 1
+    if ceil and is_static(out) and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _pair(v) -> tuple:
+    return tuple(v) if isinstance(v, tuple | list) else (v, v)
+
+
+def _conv_type(ts: list[TensorType], a) -> TensorType:
+    x, w = ts
+    check(x.rank == 4 and w.rank == 4, "conv2d: input and weight must have rank 4")
+    check(x.dtype == w.dtype, f"conv2d: dtypes differ ({x.dtype}, {w.dtype})")
+    (sh, sw), (ph, pw), (dh, dw) = (_pair(a["stride"]), _pair(a["padding"]),
+                                    _pair(a["dilation"]))
+    g = a["groups"]
+    check(x.shape[1] == w.shape[1] * g, f"conv2d: {x.shape[1]} input channels do not match "
+          f"weight {w.shape[1]} x groups {g}")
+    check(is_static(w.shape[0]) and w.shape[0] % g == 0, "conv2d: out channels % groups != 0")
+    h = window_out(x.shape[2], w.shape[2], sh, ph, dh)
+    wd = window_out(x.shape[3], w.shape[3], sw, pw, dw)
+    check(not is_static(h) or (h > 0 and wd > 0), "conv2d: output would be empty")
+    return TensorType((x.shape[0], w.shape[0], h, wd), x.dtype, x.layout, x.device)
+
+
+def _conv_flops(ts, out, a):
+    w = ts[1].shape
+    return 2 * numel(out.shape) * w[1] * w[2] * w[3]
+
+
+_CONV_ATTRS = (AttrSpec("stride", "ints", (1, 1)), AttrSpec("padding", "ints", (0, 0)),
+               AttrSpec("dilation", "ints", (1, 1)), AttrSpec("groups", "int", 1))
+register(OpDef("conv2d", ("x", "w"), _CONV_ATTRS, _conv_type,
+               lambda xs, a: F.conv2d(xs[0], xs[1], None, **a), CONV, flops=_conv_flops,
+               doc="2-d cross-correlation, no bias (NCHW logical shapes)"))
+
+
+def _channel_param_type(ts: list[TensorType], a, what: str) -> TensorType:
+    x = ts[0]
+    check(x.rank >= 2, f"{what}: input must have rank >= 2")
+    for p in ts[1:]:
+        check(p.shape == (x.shape[1],), f"{what}: parameters must have shape [{x.shape[1]}]")
+    return x
+
+
+register(OpDef("batch_norm", ("x", "weight", "bias", "mean", "var"),
+               (AttrSpec("eps", "float", 1e-5),),
+               lambda ts, a: _channel_param_type(ts, a, "batch_norm"),
+               lambda xs, a: F.batch_norm(xs[0], xs[3], xs[4], xs[1], xs[2], False, 0.0,
+                                          a["eps"]),
+               NORM, flops=lambda ts, out, a: 2 * numel(out.shape),
+               doc="(x - mean) / sqrt(var + eps) * weight + bias over dim 1 (inference)"))
+
+
+def _layer_norm_type(ts: list[TensorType], a) -> TensorType:
+    x = ts[0]
+    ns = tuple(a["normalized_shape"])
+    check(x.shape[x.rank - len(ns):] == ns, f"layer_norm: trailing dims must be {list(ns)}")
+    for p in ts[1:]:
+        check(p.shape == ns, f"layer_norm: parameters must have shape {list(ns)}")
+    return x
+
+
+register(OpDef("layer_norm", ("x", "weight", "bias"),
+               (AttrSpec("normalized_shape", "shape"), AttrSpec("eps", "float", 1e-5)),
+               _layer_norm_type,
+               lambda xs, a: F.layer_norm(xs[0], a["normalized_shape"], xs[1], xs[2], a["eps"]),
+               NORM, flops=lambda ts, out, a: 8 * numel(out.shape),
+               doc="normalise over the trailing normalized_shape dims, then scale and shift"))
+
+
+def _softmax_type(ts: list[TensorType], a) -> TensorType:
+    check(-ts[0].rank <= a["dim"] < max(ts[0].rank, 1), f"softmax: dim {a['dim']} out of range")
+    check(ts[0].dtype.is_float, "softmax: input must be float")
+    return ts[0]
+
+
+for _name, _fn in [("softmax", torch.softmax), ("log_softmax", torch.log_softmax)]:
+    register(OpDef(_name, ("x",), (AttrSpec("dim", "int", -1),), _softmax_type,
+                   lambda xs, a, fn=_fn: fn(xs[0], a["dim"]), NORM,
+                   flops=lambda ts, out, a: 5 * numel(out.shape),
+                   doc=f"{_name} along dim"))
+
+
+def _pool_type(ts: list[TensorType], a) -> TensorType:
+    x = ts[0]
+    check(x.rank == 4, "pool: input must have rank 4")
+    k, p = _pair(a["kernel_size"]), _pair(a["padding"])
+    s = _pair(a["stride"]) if a["stride"] else k
+    d = _pair(a.get("dilation", 1))
+    hw = [window_out(x.shape[2 + i], k[i], s[i], p[i], d[i], a["ceil_mode"]) for i in (0, 1)]
+    return x.with_(shape=(x.shape[0], x.shape[1], *hw), layout=x.layout)
+
+
+register(OpDef("max_pool2d", ("x",),
+               (AttrSpec("kernel_size", "ints"), AttrSpec("stride", "ints", ()),
+                AttrSpec("padding", "ints", (0, 0)), AttrSpec("dilation", "ints", (1, 1)),
+                AttrSpec("ceil_mode", "bool", False)),
+               _pool_type, lambda xs, a: F.max_pool2d(xs[0], **{**a, "stride": a["stride"] or None}), POOL,
+               doc="max over sliding windows"))
+register(OpDef("avg_pool2d", ("x",),
+               (AttrSpec("kernel_size", "ints"), AttrSpec("stride", "ints", ()),
+                AttrSpec("padding", "ints", (0, 0)), AttrSpec("ceil_mode", "bool", False),
+                AttrSpec("count_include_pad", "bool", True)),
+               _pool_type, lambda xs, a: F.avg_pool2d(xs[0], **{**a, "stride": a["stride"] or None}),
+               POOL,
+               doc="mean over sliding windows"))
+
+
+def _adaptive_type(ts: list[TensorType], a) -> TensorType:
+    x = ts[0]
+    check(x.rank == 4, "adaptive_avg_pool2d: input must have rank 4")
+    oh, ow = _pair(a["output_size"])
+    return x.with_(shape=(x.shape[0], x.shape[1], oh, ow), layout=x.layout)
+
+
+register(OpDef("adaptive_avg_pool2d", ("x",), (AttrSpec("output_size", "ints"),), _adaptive_type,
+               lambda xs, a: F.adaptive_avg_pool2d(xs[0], a["output_size"]), POOL,
+               flops=lambda ts, out, a: numel(ts[0].shape),
+               doc="mean over output_size adaptive windows"))
+
+
+def _embedding_type(ts: list[TensorType], a) -> TensorType:
+    w, idx = ts
+    check(w.rank == 2, "embedding: weight must have rank 2")
+    check(idx.dtype in (DType.i32, DType.i64), "embedding: indices must be integers")
+    shape = (*idx.shape, w.shape[1])
+    return TensorType(shape, w.dtype, default_layout(len(shape)), w.device)
+
+
+register(OpDef("embedding", ("weight", "indices"), (), _embedding_type,
+               lambda xs, a: F.embedding(xs[1], xs[0]), GEMM,
+               flops=lambda ts, out, a: 0, doc="rows of weight picked by indices"))
+
+
+def _sdpa_type(ts: list[TensorType], a) -> TensorType:
+    q, k, v = ts[:3]
+    check(q.rank >= 2 and k.rank == q.rank and v.rank == q.rank, "attention: ranks differ")
+    check(q.shape[-1] == k.shape[-1], "attention: q and k head dims differ")
+    check(k.shape[-2] == v.shape[-2], "attention: k and v lengths differ")
+    check(q.dtype.is_float, "attention: inputs must be float")
+    if len(ts) == 4:
+        from cuvil.ops.elementwise import broadcast_shapes
+
+        broadcast_shapes(ts[3].shape, (*q.shape[:-1], k.shape[-2]))
+    return TensorType((*q.shape[:-1], v.shape[-1]), q.dtype, "", q.device)
+
+
+def _sdpa(xs, a):
+    mask = xs[3] if len(xs) == 4 else None
+    return F.scaled_dot_product_attention(xs[0], xs[1], xs[2], attn_mask=mask,
+                                          is_causal=a["is_causal"], scale=a["scale"])
+
+
+register(OpDef("scaled_dot_product_attention", ("q", "k", "v", "mask?"),
+               (AttrSpec("is_causal", "bool", False), AttrSpec("scale", "any", None)),
+               _sdpa_type, _sdpa, GEMM,
+               flops=lambda ts, out, a: 4 * numel(out.shape[:-1]) * ts[1].shape[-2]
+               * ts[0].shape[-1],
+               doc="softmax(q @ k^T * scale + mask) @ v"))

@@ -1,0 +1,182 @@
+"""The op catalog's registry: one `OpDef` per op, the semantic ground truth of Cuvil.
+
+An `OpDef` gives an op's signature (tensor inputs, then attributes with defaults), its type
+inference (shape with symbolic dims, dtype, layout, device), its reference implementation in
+torch, and its work estimate for the cost model. Composite ops defined in `.cvr` files are
+`OpDef`s too; they live in a table passed as `defs`, not in the global catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from cuvil.errors import CuvilError, ShapeError
+from cuvil.ir.types import DType, TensorType, numel
+
+REQUIRED = object()
+
+# Attribute kinds. `ints` and `shape` are tuples (a shape may hold symbolic dims).
+ATTR_KINDS = ("int", "float", "number", "str", "bool", "ints", "shape", "dtype", "layout",
+              "device", "any")
+
+# Op kinds: how lowering and costing treat an op.
+ELEMENTWISE, REDUCTION, GEMM, CONV, POOL, NORM, SHAPE, CONVERT, LEAF, OPAQUE, COMPOSITE, MISC = (
+    "elementwise", "reduction", "gemm", "conv", "pool", "norm", "shape", "convert", "leaf",
+    "opaque", "composite", "misc")
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    name: str
+    kind: str
+    default: Any = REQUIRED
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+Infer = Callable[[list[TensorType], dict[str, Any]], TensorType]
+Ref = Callable[[list[torch.Tensor], dict[str, Any]], torch.Tensor]
+Flops = Callable[[list[TensorType], TensorType, dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One op: `name(inputs..., attrs...)`. An input name ending in `?` is optional."""
+
+    name: str
+    inputs: tuple[str, ...]
+    attrs: tuple[AttrSpec, ...]
+    infer: Infer
+    ref: Ref
+    kind: str = MISC
+    variadic: bool = False
+    flops: Flops | None = None
+    doc: str = ""
+    body: Any = field(default=None, compare=False)  # composite ops: the `.cvr` definition
+
+    @property
+    def min_inputs(self) -> int:
+        return sum(1 for i in self.inputs if not i.endswith("?"))
+
+    def attr_spec(self, name: str) -> AttrSpec | None:
+        return next((a for a in self.attrs if a.name == name), None)
+
+    def complete_attrs(self, attrs: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+        """Attrs in signature order with defaults filled in; unknown or missing ones fail."""
+        where = where or self.name
+        unknown = set(attrs) - {a.name for a in self.attrs}
+        if unknown:
+            raise CuvilError(f"{where}: unknown attribute(s) {', '.join(sorted(unknown))}")
+        result = {}
+        for spec in self.attrs:
+            if spec.name in attrs:
+                result[spec.name] = _normalise(attrs[spec.name])
+            elif spec.required:
+                raise CuvilError(f"{where}: missing attribute {spec.name!r}")
+            else:
+                result[spec.name] = spec.default
+        return result
+
+    def check_arity(self, n: int, where: str = "") -> None:
+        lo, hi = self.min_inputs, len(self.inputs)
+        if n < lo or (n > hi and not self.variadic):
+            want = f"at least {lo}" if self.variadic else (
+                str(lo) if lo == hi else f"{lo} to {hi}")
+            raise CuvilError(f"{where or self.name}: takes {want} input(s), got {n}")
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_normalise(v) for v in value)
+    if isinstance(value, sympy.Basic):
+        value = sympy.sympify(value)
+        return int(value) if value.is_Integer else value
+    return value
+
+
+CATALOG: dict[str, OpDef] = {}
+
+
+def register(opdef: OpDef) -> OpDef:
+    if opdef.name in CATALOG:
+        raise ValueError(f"op {opdef.name} registered twice")
+    CATALOG[opdef.name] = opdef
+    return opdef
+
+
+def exists(name: str, defs: Mapping[str, OpDef] | None = None) -> bool:
+    _load()
+    return name in CATALOG or (defs is not None and name in defs)
+
+
+def get(name: str, defs: Mapping[str, OpDef] | None = None) -> OpDef:
+    _load()
+    if defs and name in defs:
+        return defs[name]
+    if name not in CATALOG:
+        raise CuvilError(f"unknown op {name!r}")
+    return CATALOG[name]
+
+
+def all_ops() -> dict[str, OpDef]:
+    _load()
+    return dict(CATALOG)
+
+
+def infer(op: str, types: list[TensorType], attrs: dict[str, Any], source: str = "",
+          defs: Mapping[str, OpDef] | None = None) -> TensorType:
+    """The type of `op(inputs, **attrs)`; errors name the op and its source line."""
+    opdef = get(op, defs)
+    where = op + (f" (from {source})" if source else "")
+    opdef.check_arity(len(types), where)
+    try:
+        return opdef.infer(types, attrs)
+    except ShapeError as e:
+        raise ShapeError(f"{where}: {e}") from None
+
+
+def flops(op: str, types: list[TensorType], out: TensorType, attrs: dict[str, Any],
+          defs: Mapping[str, OpDef] | None = None) -> Any:
+    """Arithmetic work of one application (may be symbolic); default: one per output."""
+    opdef = get(op, defs)
+    if opdef.flops is not None:
+        return opdef.flops(types, out, attrs)
+    return 0 if opdef.kind in (SHAPE, LEAF) else numel(out.shape)
+
+
+def check(cond: bool, message: str) -> None:
+    if not cond:
+        raise ShapeError(message)
+
+
+def promote(*dtypes: DType) -> DType:
+    result = dtypes[0].torch
+    for d in dtypes[1:]:
+        result = torch.promote_types(result, d.torch)
+    return DType.from_torch(result)
+
+
+_loaded = False
+
+
+def _load() -> None:
+    """Import the catalog modules (they register their ops) on first use."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from cuvil.ops import (  # noqa: F401
+            convert,
+            elementwise,
+            linalg,
+            misc,
+            nn,
+            reduce,
+            shape,
+        )

@@ -1,0 +1,60 @@
+"""Checked rules: what `cuvil.rules.load` returns and every later stage consumes.
+
+Terms in a `CheckedRule` are normalised against the op catalog: each `Call` holds its tensor
+arguments in `args` and *every* attribute in `kwargs`, in signature order, with the
+catalog's defaults filled in; a number where a tensor is expected is a 0-d
+`scalar(value=..., dtype=...)` call (`f32` for floats, `i64` for ints, `bool` for bools);
+`_` stays a `Wildcard`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from cuvil.dsl.ast import CostDecl, Expr, Pos, Schedule, TargetDecl, Term
+from cuvil.ops.registry import OpDef
+
+
+@dataclass(frozen=True)
+class CheckedRule:
+    name: str
+    lhs: Term
+    rhs: Term
+    guard: Expr | None
+    ruleset: str
+    description: str
+    pos: Pos
+    reverse: bool = False  # the right-to-left half of a `<=>` rule
+
+    @property
+    def where(self) -> str:
+        return self.pos.where
+
+    @property
+    def label(self) -> str:
+        """A unique, readable name: `add_comm` and `add_comm~rev` for its reverse half."""
+        return f"{self.name}~rev" if self.reverse else self.name
+
+
+@dataclass(frozen=True)
+class RuleLibrary:
+    rules: tuple[CheckedRule, ...] = ()
+    ops: dict[str, OpDef] = field(default_factory=dict)  # composite ops from `op` items
+    rulesets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # in load order
+    targets: dict[str, TargetDecl] = field(default_factory=dict)
+    costs: dict[str, CostDecl] = field(default_factory=dict)
+    schedule: Schedule | None = None
+    files: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def without(self, disabled: tuple[str, ...] | list[str]) -> RuleLibrary:
+        """The library minus the named rulesets and rules."""
+        off = set(disabled)
+        rules = tuple(r for r in self.rules if r.name not in off and r.ruleset not in off)
+        kept = {r.name for r in rules}
+        rulesets = {k: tuple(n for n in v if n in kept) for k, v in self.rulesets.items()
+                    if k not in off}
+        return replace(self, rules=rules, rulesets=rulesets)
+
+    def rule(self, name: str) -> CheckedRule:
+        return next(r for r in self.rules if r.name == name)
