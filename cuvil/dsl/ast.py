@@ -7,7 +7,6 @@ encoder, verifier, provenance) can point at the source.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ class Call:
     pos: Pos
 
 
-Term = Union[Var, Wildcard, Literal, Call]
+Term = Var | Wildcard | Literal | Call
 
 
 # -- guard and cost expressions -----------------------------------------------------------------
@@ -102,7 +101,7 @@ class TargetParam:
     pos: Pos
 
 
-Expr = Union[BinOp, Not, Neg, Builtin, TargetParam, Var, Literal]
+Expr = BinOp | Not | Neg | Builtin | TargetParam | Var | Literal
 
 
 # -- top-level items --------------------------------------------------------------------------
@@ -173,7 +172,7 @@ class Schedule:
     pos: Pos
 
 
-Item = Union[Rule, OpDecl, RulesetDecl, TargetDecl, CostDecl, Schedule]
+Item = Rule | OpDecl | RulesetDecl | TargetDecl | CostDecl | Schedule
 
 
 @dataclass(frozen=True)
