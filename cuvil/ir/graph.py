@@ -52,6 +52,7 @@ class Graph:
         self.constants: dict[str, torch.Tensor] = {}
         self.defs: dict[str, Any] = {}  # composite ops (from `.cvr`) this graph uses
         self.report: Any = None
+        self.import_report: Any = None  # what the frontend did (cuvil.frontend.ImportReport)
         self._counter = 0
 
     # -- building ---------------------------------------------------------------------------
@@ -152,6 +153,7 @@ class Graph:
         g.output_structure = self.output_structure
         g.constants = dict(self.constants)
         g.defs = dict(self.defs)
+        g.import_report = self.import_report
         g._counter = self._counter
         return g
 

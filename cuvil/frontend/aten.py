@@ -1,0 +1,373 @@
+"""The aten -> Cuvil mapping: one small converter per aten op family, and the table of them.
+
+A converter gets the importer `ix` and the op's arguments by schema name (`a["input"]` for
+`self`; tensors as `Value`s, sizes as dims, lists as tuples) and returns the value it built,
+or a tuple of values for an op with several results (`None` for a result Cuvil does not
+build). Primitive ops carry no bias: `linear(x, W, b)` becomes `add(matmul(x, W.T), b)` with
+`W.T` a constant computed at import. A converter that meets arguments it cannot map raises
+`Fallback`, and the op runs through torch as an opaque `torch_op`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from cuvil.frontend.importer import Importer
+
+Args = dict[str, Any]
+
+
+class Value(str):
+    """The name of a tensor value in the graph being built (other arguments are Python)."""
+
+
+class Fallback(Exception):
+    """These arguments have no catalog form: run the op through torch instead."""
+
+
+def _need(cond: bool, why: str) -> None:
+    if not cond:
+        raise Fallback(why)
+
+
+def _pair(v) -> tuple:
+    v = tuple(v) if isinstance(v, tuple | list) else (v,)
+    return v * 2 if len(v) == 1 else v
+
+
+# -- elementwise -----------------------------------------------------------------------------
+def unary(op: str, **attrs) -> Callable:
+    return lambda ix, a: ix.add(op, [ix.tensor(a["input"])], attrs)
+
+
+def binary(op: str, second: str = "other") -> Callable:
+    return lambda ix, a: ix.add(op, [ix.tensor(a["input"]), ix.tensor(a[second])])
+
+
+def add_sub(op: str, reverse: bool = False) -> Callable:
+    """`add`/`sub`/`rsub` with torch's `alpha` multiplier on the second operand."""
+
+    def convert(ix: Importer, a: Args) -> Value:
+        x, y = ix.tensor(a["input"]), ix.tensor(a["other"])
+        if reverse:
+            x, y = y, x
+        if a.get("alpha", 1) != 1:
+            y = ix.add("mul", [y, ix.tensor(a["alpha"])])
+        return ix.add(op, [x, y])
+
+    return convert
+
+
+def div(ix: Importer, a: Args) -> Value:
+    _need(a.get("rounding_mode") is None, "rounding division")
+    return ix.add("div", [ix.tensor(a["input"]), ix.tensor(a["other"])])
+
+
+def boolean(op: str) -> Callable:
+    """bitwise and/or/not on bools are the logical ops; on integers they stay in torch."""
+
+    def convert(ix: Importer, a: Args) -> Value:
+        xs = [ix.tensor(a[k]) for k in ("input", "other") if k in a]
+        _need(all(ix.type(x).dtype == "bool" for x in xs), "bitwise op on integers")
+        return ix.add(op, xs)
+
+    return convert
+
+
+def hardtanh(ix: Importer, a: Args) -> Value:
+    x, lo, hi = ix.tensor(a["input"]), float(a["min_val"]), float(a["max_val"])
+    if (lo, hi) == (0.0, 6.0):
+        return ix.add("relu6", [x])
+    return ix.add("hardtanh", [x], {"min_val": lo, "max_val": hi})
+
+
+def clamp(ix: Importer, a: Args) -> Value:
+    bounds = {k: a.get(k) for k in ("min", "max")}
+    _need(not any(isinstance(v, Value) for v in bounds.values()), "tensor clamp bounds")
+    return ix.add("clamp", [ix.tensor(a["input"])], bounds)
+
+
+def dropout(ix: Importer, a: Args) -> Value:
+    _need(not a["train"], "dropout in training mode")
+    return ix.add("dropout", [ix.tensor(a["input"])], {"p": float(a["p"])})
+
+
+def where(ix: Importer, a: Args) -> Value:
+    _need("input" in a, "where(condition) without values")
+    return ix.add("where", [ix.tensor(a["condition"]), ix.tensor(a["input"]),
+                            ix.tensor(a["other"])])
+
+
+def masked_fill(ix: Importer, a: Args) -> Value:
+    _need(not isinstance(a["value"], Value), "masked_fill with a tensor value")
+    return ix.add("masked_fill", [ix.tensor(a["input"]), ix.tensor(a["mask"])],
+                  {"value": a["value"]})
+
+
+def identity(ix: Importer, a: Args) -> Value:
+    return ix.tensor(a["input"])
+
+
+def cast(ix: Importer, a: Args) -> Value:
+    """`.to(dtype)` and friends; moving to another device or layout stays in torch."""
+    x = ix.tensor(a["input"])
+    device = a.get("device")
+    _need(device is None or torch.device(device).type == "cpu", "device move")
+    _need(a.get("layout") in (None, torch.strided), "layout change")
+    dtype = a["other"] if "other" in a else a.get("dtype")
+    if isinstance(dtype, Value):
+        dtype = ix.type(dtype).dtype.torch
+    if dtype is None or ix.type(x).dtype.torch == dtype:
+        return x
+    from cuvil.ir.types import DType
+
+    return ix.add("cast", [x], {"dtype": str(DType.from_torch(dtype))})
+
+
+# -- linear algebra --------------------------------------------------------------------------
+def matmul(op: str) -> Callable:
+    return lambda ix, a: ix.add(op, [ix.tensor(a["input"]), ix.tensor(a.get("other",
+                                                                            a.get("mat2")))])
+
+
+def transpose(ix: Importer, a: Args) -> Value:
+    """`t`/`transpose`; the transpose of a constant is folded into a new constant."""
+    x = ix.tensor(a["input"])
+    rank = ix.type(x).rank
+    if rank < 2 and "dim0" not in a:
+        return x
+    d0, d1 = a.get("dim0", 0), a.get("dim1", 1)
+    weight = ix.constant(x)
+    if weight is not None and sorted((d0 % rank, d1 % rank)) == [rank - 2, rank - 1]:
+        return ix.folded(weight.transpose(d0, d1).contiguous(), ix.ref(x) + ".T")
+    return ix.add("transpose", [x], {"dim0": d0, "dim1": d1})
+
+
+def weight_t(ix: Importer, w: Value) -> Value:
+    return transpose(ix, {"input": w, "dim0": -2, "dim1": -1})
+
+
+def linear(ix: Importer, a: Args) -> Value:
+    y = ix.add("matmul", [ix.tensor(a["input"]), weight_t(ix, ix.tensor(a["weight"]))])
+    return y if a["bias"] is None else ix.add("add", [y, ix.tensor(a["bias"])])
+
+
+def addmm(ix: Importer, a: Args) -> Value:
+    _need(a["beta"] == 1 and a["alpha"] == 1, "addmm with alpha/beta")
+    y = ix.add("matmul", [ix.tensor(a["mat1"]), ix.tensor(a["mat2"])])
+    return ix.add("add", [y, ix.tensor(a["input"])])
+
+
+# -- neural-network ops ----------------------------------------------------------------------
+def conv2d(ix: Importer, a: Args) -> Value:
+    x, w = ix.tensor(a["input"]), ix.tensor(a["weight"])
+    _need(ix.type(w).rank == 4 and not a.get("transposed"), "not a 2-d convolution")
+    padding = a["padding"]
+    if isinstance(padding, str):
+        padding = _same_padding(ix.type(w).shape[2:], _pair(a["dilation"]), padding)
+    attrs = {"stride": _pair(a["stride"]), "padding": _pair(padding),
+             "dilation": _pair(a["dilation"]), "groups": a["groups"]}
+    y = ix.add("conv2d", [x, w], attrs)
+    return y if a["bias"] is None else ix.add("add", [y, channel_bias(ix, a["bias"])])
+
+
+def _same_padding(kernel, dilation, mode: str) -> tuple[int, int]:
+    if mode == "valid":
+        return (0, 0)
+    totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
+    _need(mode == "same" and all(t % 2 == 0 for t in totals), f"padding={mode!r}")
+    return tuple(t // 2 for t in totals)
+
+
+def channel_bias(ix: Importer, bias: Value) -> Value:
+    """A bias of shape (C,) as (C, 1, 1), to broadcast over NCHW (a constant if it is one)."""
+    tensor = ix.constant(bias)
+    if tensor is not None:
+        return ix.folded(tensor.reshape(-1, 1, 1), ix.ref(bias) + ".bcast")
+    return ix.add("reshape", [bias], {"shape": (ix.type(bias).shape[0], 1, 1)})
+
+
+def batch_norm(ix: Importer, a: Args) -> Value | tuple:
+    _need(not a.get("training") and a["running_mean"] is not None, "batch statistics")
+    x = ix.tensor(a["input"])
+    channels = ix.type(x).shape[1]
+    params = [ix.tensor(a["weight"]) if a["weight"] is not None else ix.filled(1.0, (channels,)),
+              ix.tensor(a["bias"]) if a["bias"] is not None else ix.filled(0.0, (channels,)),
+              ix.tensor(a["running_mean"]), ix.tensor(a["running_var"])]
+    y = ix.add("batch_norm", [x, *params], {"eps": float(a["eps"])})
+    return y if "training" in a else (y, None, None)  # the `_legit` form returns a triple
+
+
+def layer_norm(ix: Importer, a: Args) -> Value | tuple:
+    shape = tuple(a["normalized_shape"])
+    weight = ix.tensor(a["weight"]) if a["weight"] is not None else ix.filled(1.0, shape)
+    bias = ix.tensor(a["bias"]) if a["bias"] is not None else ix.filled(0.0, shape)
+    y = ix.add("layer_norm", [ix.tensor(a["input"]), weight, bias],
+               {"normalized_shape": shape, "eps": float(a["eps"])})
+    return y if "cudnn_enable" in a else (y, None, None)  # native_layer_norm: a triple
+
+
+def softmax(op: str) -> Callable:
+    def convert(ix: Importer, a: Args) -> Value:
+        _need(a.get("dtype") is None and not a.get("half_to_float"), "softmax with a dtype")
+        return ix.add(op, [ix.tensor(a["input"])], {"dim": a["dim"]})
+
+    return convert
+
+
+def max_pool2d(ix: Importer, a: Args) -> Value | tuple:
+    attrs = {"kernel_size": _pair(a["kernel_size"]),
+             "stride": _pair(a["stride"]) if a["stride"] else (),
+             "padding": _pair(a["padding"]), "dilation": _pair(a["dilation"]),
+             "ceil_mode": bool(a["ceil_mode"])}
+    y = ix.add("max_pool2d", [ix.tensor(a["input"])], attrs)
+    return (y, None) if "with_indices" in ix.op_name() else y
+
+
+def avg_pool2d(ix: Importer, a: Args) -> Value:
+    _need(a["divisor_override"] is None, "avg_pool2d with divisor_override")
+    attrs = {"kernel_size": _pair(a["kernel_size"]),
+             "stride": _pair(a["stride"]) if a["stride"] else (),
+             "padding": _pair(a["padding"]), "ceil_mode": bool(a["ceil_mode"]),
+             "count_include_pad": bool(a["count_include_pad"])}
+    return ix.add("avg_pool2d", [ix.tensor(a["input"])], attrs)
+
+
+def adaptive_avg_pool2d(ix: Importer, a: Args) -> Value:
+    return ix.add("adaptive_avg_pool2d", [ix.tensor(a["input"])],
+                  {"output_size": _pair(a["output_size"])})
+
+
+def embedding(ix: Importer, a: Args) -> Value:
+    return ix.add("embedding", [ix.tensor(a["weight"]), ix.tensor(a["indices"])])
+
+
+def attention(ix: Importer, a: Args) -> Value:
+    _need(a["dropout_p"] == 0 and not a["enable_gqa"], "attention dropout or GQA")
+    qkv = [ix.tensor(a[k]) for k in ("query", "key", "value")]
+    mask = [ix.tensor(a["attn_mask"])] if a["attn_mask"] is not None else []
+    return ix.add("scaled_dot_product_attention", qkv + mask,
+                  {"is_causal": bool(a["is_causal"]), "scale": a["scale"]})
+
+
+# -- reductions ------------------------------------------------------------------------------
+def reduction(op: str) -> Callable:
+    def convert(ix: Importer, a: Args) -> Value:
+        _need(a.get("dtype") is None, f"{op} with a dtype")
+        dims = a.get("dim")
+        dims = () if dims is None else tuple(dims) if isinstance(dims, tuple) else (dims,)
+        return ix.add(op, [ix.tensor(a["input"])],
+                      {"dim": dims, "keepdim": bool(a.get("keepdim", False))})
+
+    return convert
+
+
+# -- shape ops -------------------------------------------------------------------------------
+def reshape(op: str) -> Callable:
+    """reshape/view/unflatten/expand: the target shape is the one torch computed."""
+
+    def convert(ix: Importer, a: Args) -> Value:
+        _need(not isinstance(a.get("dtype"), torch.dtype), "view as another dtype")
+        return ix.add(op, [ix.tensor(a["input"])], {"shape": ix.out_shape()})
+
+    return convert
+
+
+def permute(ix: Importer, a: Args) -> Value:
+    return ix.add("permute", [ix.tensor(a["input"])], {"dims": tuple(a["dims"])})
+
+
+def flatten(ix: Importer, a: Args) -> Value:
+    return ix.add("flatten", [ix.tensor(a["input"])],
+                  {"start_dim": a["start_dim"], "end_dim": a["end_dim"]})
+
+
+def unsqueeze(ix: Importer, a: Args) -> Value:
+    return ix.add("unsqueeze", [ix.tensor(a["input"])], {"dim": a["dim"]})
+
+
+def squeeze(ix: Importer, a: Args) -> Value:
+    dims = a.get("dim", ())
+    dims = tuple(dims) if isinstance(dims, tuple) else (dims,)
+    return ix.add("squeeze", [ix.tensor(a["input"])], {"dim": dims})
+
+
+def cat(ix: Importer, a: Args) -> Value:
+    return ix.add("cat", [ix.tensor(t) for t in a["tensors"]], {"dim": a["dim"]})
+
+
+def split(ix: Importer, a: Args) -> tuple:
+    """split/split_with_sizes/chunk: one `slice` per piece (sizes as torch computed them)."""
+    x = ix.tensor(a["input"])
+    rank = ix.type(x).rank
+    d = a["dim"] % rank
+    pieces, start = [], 0
+    for size in (t.shape[d] for t in ix.out_fakes()):
+        size = ix.dims.dim(size)
+        pieces.append(ix.add("slice", [x], {"dim": d, "start": start, "end": start + size}))
+        start = start + size
+    return tuple(pieces)
+
+
+def slice_(ix: Importer, a: Args) -> Value:
+    x = ix.tensor(a["input"])
+    start, end = a["start"] or 0, a["end"]
+    if isinstance(end, int) and end >= 2**62:
+        end = None
+    return ix.add("slice", [x], {"dim": a["dim"], "start": start, "end": end, "step": a["step"]})
+
+
+def select(ix: Importer, a: Args) -> Value:
+    _need(isinstance(a["index"], int), "select at a symbolic index")
+    return ix.add("select", [ix.tensor(a["input"])], {"dim": a["dim"], "index": a["index"]})
+
+
+# -- the table: aten op (overload packet) -> converter ----------------------------------------
+ATEN: dict[str, Callable[[Importer, Args], Any]] = {
+    # elementwise arithmetic
+    "add": add_sub("add"), "sub": add_sub("sub"), "rsub": add_sub("sub", reverse=True),
+    "mul": binary("mul"), "div": div, "pow": binary("pow", "exponent"),
+    "maximum": binary("maximum"), "minimum": binary("minimum"),
+    "eq": binary("eq"), "ne": binary("ne"), "lt": binary("lt"), "le": binary("le"),
+    "gt": binary("gt"), "ge": binary("ge"),
+    "logical_and": binary("logical_and"), "logical_or": binary("logical_or"),
+    "logical_not": unary("logical_not"), "bitwise_and": boolean("logical_and"),
+    "bitwise_or": boolean("logical_or"), "bitwise_not": boolean("logical_not"),
+    # unary math and activations
+    "neg": unary("neg"), "sqrt": unary("sqrt"), "rsqrt": unary("rsqrt"), "exp": unary("exp"),
+    "log": unary("log"), "tanh": unary("tanh"), "erf": unary("erf"),
+    "sigmoid": unary("sigmoid"), "silu": unary("silu"), "reciprocal": unary("reciprocal"),
+    "relu": unary("relu"), "relu6": unary("relu6"), "abs": unary("abs"),
+    "gelu": lambda ix, a: ix.add("gelu", [ix.tensor(a["input"])],
+                                 {"approximate": a["approximate"]}),
+    "hardtanh": hardtanh, "clamp": clamp, "clamp_min": clamp, "clamp_max": clamp,
+    "dropout": dropout, "where": where, "masked_fill": masked_fill,
+    # no-ops and conversions
+    "clone": identity, "contiguous": identity, "alias": identity, "detach": identity,
+    "lift_fresh_copy": identity, "_to_copy": cast, "to": cast, "type_as": cast,
+    # linear algebra
+    "matmul": matmul("matmul"), "mm": matmul("matmul"), "bmm": matmul("bmm"),
+    "linear": linear, "addmm": addmm, "t": transpose, "transpose": transpose,
+    # neural-network ops
+    "conv2d": conv2d, "convolution": conv2d,
+    "batch_norm": batch_norm, "_native_batch_norm_legit_no_training": batch_norm,
+    "layer_norm": layer_norm, "native_layer_norm": layer_norm,
+    "softmax": softmax("softmax"), "_softmax": softmax("softmax"),
+    "log_softmax": softmax("log_softmax"), "_log_softmax": softmax("log_softmax"),
+    "max_pool2d": max_pool2d, "max_pool2d_with_indices": max_pool2d,
+    "avg_pool2d": avg_pool2d, "adaptive_avg_pool2d": adaptive_avg_pool2d,
+    "_adaptive_avg_pool2d": adaptive_avg_pool2d, "embedding": embedding,
+    "scaled_dot_product_attention": attention,
+    # reductions
+    "sum": reduction("sum"), "mean": reduction("mean"), "amax": reduction("amax"),
+    # shape ops
+    "reshape": reshape("reshape"), "_unsafe_view": reshape("reshape"),
+    "unflatten": reshape("reshape"), "view": reshape("view"), "expand": reshape("expand"),
+    "permute": permute, "flatten": flatten, "unsqueeze": unsqueeze, "squeeze": squeeze,
+    "cat": cat, "split": split, "split_with_sizes": split, "chunk": split,
+    "slice": slice_, "select": select,
+}
