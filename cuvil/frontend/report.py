@@ -40,13 +40,12 @@ def source_of(node: torch.fx.Node) -> Source:
 
 
 def _short_path(path: str) -> str:
-    """Relative to the current directory when under it; torch's files as `torch/...`."""
-    cwd = os.getcwd() + os.sep
-    if path.startswith(cwd):
-        return path[len(cwd):]
+    """torch's own files as `torch/...`; others relative to the current directory when
+    under it, else as given."""
     if path.startswith(_TORCH_DIR):
         return "torch/" + path[len(_TORCH_DIR):]
-    return path
+    cwd = os.getcwd() + os.sep
+    return path[len(cwd):] if path.startswith(cwd) else path
 
 
 @dataclass

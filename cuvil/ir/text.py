@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from typing import Any
 
 import sympy
@@ -31,7 +32,7 @@ def format_value(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, float):
-        return repr(value)
+        return repr(value)  # inf, -inf and nan read back as floats
     if isinstance(value, int):
         return str(value)
     if isinstance(value, sympy.Basic):
@@ -147,13 +148,20 @@ def _split_top(text: str) -> list[str]:
     return [p for p in [*parts, cur] if p.strip()]
 
 
+_NON_FINITE = {"inf": math.inf, "nan": math.nan}
+
+
 def _attr_value(node: ast.AST) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
+    if isinstance(node, ast.Name) and node.id in _NON_FINITE:
+        return _NON_FINITE[node.id]
     if isinstance(node, ast.Tuple | ast.List):
         return tuple(_attr_value(e) for e in node.elts)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
-        return -node.operand.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and (
+            isinstance(node.operand, ast.Constant) or (
+                isinstance(node.operand, ast.Name) and node.operand.id in _NON_FINITE)):
+        return -_attr_value(node.operand)
     return dim(_dim_expr(node, ast.unparse(node)))
 
 
@@ -165,5 +173,6 @@ def _structure(node: ast.AST) -> Any:
     if isinstance(node, ast.List):
         return [_structure(e) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {ast.literal_eval(k): _structure(v) for k, v in zip(node.keys, node.values)}
+        return {ast.literal_eval(k): _structure(v) for k, v in zip(node.keys, node.values,
+                                                                      strict=True)}
     raise IRError("return takes value names in tuples, lists or dicts")

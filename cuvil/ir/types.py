@@ -105,8 +105,14 @@ def format_dim(d: Dim) -> str:
 _ALLOWED_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Div: "/"}
 
 
+# Functions a dim may use, with their arity (as sympy prints them).
+_DIM_FUNCTIONS = {"floor": (sympy.floor, 1), "ceiling": (sympy.ceiling, 1),
+                  "Min": (sympy.Min, 2), "Max": (sympy.Max, 2), "Mod": (sympy.Mod, 2)}
+
+
 def parse_dim(text: str) -> Dim:
-    """Parse `384`, `batch`, `2*batch`, `floor(batch/2)` without evaluating Python."""
+    """Parse `384`, `batch`, `2*batch`, `floor(batch/2)`, `Min(batch,64)` without
+    evaluating Python."""
     try:
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as e:
@@ -135,9 +141,9 @@ def _dim_expr(node: ast.AST, text: str) -> sympy.Expr:
             case ast.Div():
                 return a / b
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id in ("floor", "ceiling") and len(node.args) == 1):
-        fn = sympy.floor if node.func.id == "floor" else sympy.ceiling
-        return fn(_dim_expr(node.args[0], text))
+            and len(node.args) == _DIM_FUNCTIONS.get(node.func.id, (None, -1))[1]):
+        fn = _DIM_FUNCTIONS[node.func.id][0]
+        return fn(*(_dim_expr(a, text) for a in node.args))
     raise IRError(f"bad dim {text!r}")
 
 

@@ -123,18 +123,22 @@ def _pool_type(ts: list[TensorType], a) -> TensorType:
     return x.with_(shape=(x.shape[0], x.shape[1], *hw), layout=x.layout)
 
 
+def _pool_args(a) -> dict:
+    """torch's pooling keywords; an empty stride means the kernel size."""
+    return {**a, "stride": a["stride"] or None}
+
+
 register(OpDef("max_pool2d", ("x",),
                (AttrSpec("kernel_size", "ints"), AttrSpec("stride", "ints", ()),
                 AttrSpec("padding", "ints", (0, 0)), AttrSpec("dilation", "ints", (1, 1)),
                 AttrSpec("ceil_mode", "bool", False)),
-               _pool_type, lambda xs, a: F.max_pool2d(xs[0], **{**a, "stride": a["stride"] or None}), POOL,
+               _pool_type, lambda xs, a: F.max_pool2d(xs[0], **_pool_args(a)), POOL,
                doc="max over sliding windows"))
 register(OpDef("avg_pool2d", ("x",),
                (AttrSpec("kernel_size", "ints"), AttrSpec("stride", "ints", ()),
                 AttrSpec("padding", "ints", (0, 0)), AttrSpec("ceil_mode", "bool", False),
                 AttrSpec("count_include_pad", "bool", True)),
-               _pool_type, lambda xs, a: F.avg_pool2d(xs[0], **{**a, "stride": a["stride"] or None}),
-               POOL,
+               _pool_type, lambda xs, a: F.avg_pool2d(xs[0], **_pool_args(a)), POOL,
                doc="mean over sliding windows"))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch import nn
 
@@ -11,7 +13,7 @@ class MLP(nn.Module):
 
     def __init__(self, sizes: tuple[int, ...] = (784, 512, 512, 10)):
         super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(sizes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers[:-1]:
@@ -24,7 +26,7 @@ class GeluMLP(nn.Module):
 
     def __init__(self, sizes: tuple[int, ...] = (784, 512, 512, 10)):
         super().__init__()
-        pairs = list(zip(sizes, sizes[1:]))
+        pairs = list(itertools.pairwise(sizes))
         self.norms = nn.ModuleList(nn.LayerNorm(a) for a, _ in pairs[:-1])
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in pairs)
 
