@@ -1,0 +1,153 @@
+"""The cost model: microseconds per e-node, from shapes, dtypes, layouts and devices.
+
+An op's cost is its `.cvr` `cost` declaration if it has one, else the default roofline
+`launch_us + max(flops / (1e3 * gflops), bytes / (1e3 * gbps))` with the parameters of the
+target that owns the node's device. A composite op pays one launch and the flops of its
+whole body, but moves only its inputs and output: that is why fusion wins. Conversions pay
+for the bytes they move (`to_device` over the host link). Leaves are free, pure views
+nearly so. Costs are finite and non-negative.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from cuvil.dsl import ast
+from cuvil.errors import CuvilError
+from cuvil.ir.types import Dim, TensorType, is_static
+from cuvil.ops import registry
+
+# Default cost parameters per device; `target NAME(...)` declarations override them.
+DEFAULT_TARGETS = {
+    "cpu": {"gflops": 150.0, "gbps": 20.0, "launch_us": 2.0},
+    "cuda": {"gflops": 50000.0, "gbps": 3000.0, "launch_us": 5.0, "link_gbps": 25.0},
+}
+DEVICE_TARGET = {"cpu": "cpu", "cuda": "cuda"}
+FREE = {"input", "const", "scalar"}
+VIEWS = {"reshape", "view", "flatten", "squeeze", "unsqueeze", "dropout"}
+VIEW_COST = 0.05
+FALLBACK_US = 20.0
+MAX_COST = 1e15
+DEFAULT_HINT = 16
+
+
+@dataclass
+class CostModel:
+    defs: dict
+    costs: dict = field(default_factory=dict)  # op -> ast.CostDecl
+    targets: dict = field(default_factory=dict)  # name -> params (from .cvr targets)
+    hints: dict[str, int] = field(default_factory=dict)  # symbol -> size assumed
+    _memo: dict = field(default_factory=dict)
+
+    def params(self, device: str) -> dict[str, float]:
+        name = DEVICE_TARGET.get(device, device)
+        return {**DEFAULT_TARGETS.get(name, DEFAULT_TARGETS["cpu"]), **self.targets.get(name, {})}
+
+    def size(self, d: Dim) -> float:
+        if is_static(d):
+            return float(d)
+        subs = {s: self.hints.get(str(s), DEFAULT_HINT) for s in d.free_symbols}
+        return float(sympy.sympify(d).subs(subs))
+
+    def numel(self, t: TensorType) -> float:
+        return math.prod(self.size(d) for d in t.shape)
+
+    def bytes(self, t: TensorType) -> float:
+        return self.numel(t) * t.dtype.itemsize
+
+    def node_cost(self, op: str, attrs: dict[str, Any], ins: list[TensorType],
+                  out: TensorType) -> float:
+        key = (op, _freeze(attrs), tuple(ins), out)
+        if key not in self._memo:
+            self._memo[key] = _clamp(self._cost(op, attrs, ins, out))
+        return self._memo[key]
+
+    def _cost(self, op, attrs, ins, out) -> float:
+        if op in FREE:
+            return 0.0
+        if op in VIEWS:
+            return VIEW_COST
+        p = self.params(out.device)
+        if op in self.costs:
+            return self.declared(self.costs[op], attrs, ins, out, p)
+        moved = sum(self.bytes(t) for t in ins) + self.bytes(out)
+        if op == "to_device":
+            link = self.params("cuda").get("link_gbps", 25.0)
+            return p["launch_us"] + self.bytes(out) / (1e3 * link)
+        work = self.flops(op, attrs, ins, out)
+        launch = p["launch_us"] + (FALLBACK_US if op == "torch_op" else 0.0)
+        return launch + max(work / (1e3 * p["gflops"]), moved / (1e3 * p["gbps"]))
+
+    def flops(self, op: str, attrs: dict, ins: list[TensorType], out: TensorType) -> float:
+        value = registry.flops(op, ins, out, attrs, self.defs)
+        return float(value) if isinstance(value, int | float) else self.size(value)
+
+    # -- `cost OP(params) = EXPR` ---------------------------------------------------------
+    def declared(self, decl, attrs, ins, out, target: dict[str, float]) -> float:
+        opdef = registry.get(decl.op, self.defs)
+        values: list[Any] = [*ins, *(attrs[a.name] for a in opdef.attrs)]
+        env = dict(zip(decl.params, values, strict=False))
+        return float(self._eval(decl.expr, env, target, decl))
+
+    def _eval(self, e, env: dict, target: dict, decl) -> Any:
+        match e:
+            case ast.Literal(value=v):
+                return v
+            case ast.Var(name=name):
+                return env[name]
+            case ast.TargetParam(name=name):
+                if name not in target:
+                    raise CuvilError(f"{e.pos}: error: the target has no parameter {name!r}")
+                return target[name]
+            case ast.Neg(operand=x):
+                return -self._eval(x, env, target, decl)
+            case ast.Not(operand=x):
+                return not self._eval(x, env, target, decl)
+            case ast.BinOp(op=op, left=a, right=b):
+                return _binop(op, self._eval(a, env, target, decl),
+                              self._eval(b, env, target, decl))
+            case ast.Builtin(name=name, args=args):
+                vals = [self._eval(a, env, target, decl) for a in args]
+                return self._builtin(name, vals, e)
+        raise CuvilError(f"{decl.pos}: error: unsupported cost expression")
+
+    def _builtin(self, name: str, vals: list, e) -> Any:
+        x = vals[0] if vals else None
+        table = {
+            "numel": lambda: self.numel(x), "rank": lambda: x.rank,
+            "bytes": lambda: self.bytes(x), "dtype": lambda: str(x.dtype),
+            "layout": lambda: x.layout, "device": lambda: x.device,
+            "is_float": lambda: x.dtype.is_float, "max": lambda: max(vals),
+            "min": lambda: min(vals),
+            "dim": lambda: self.size(x.shape[vals[1]]) if -x.rank <= vals[1] < x.rank else 0.0,
+        }
+        if name not in table:
+            raise CuvilError(f"{e.pos}: error: '{name}' cannot be used in a cost")
+        return table[name]()
+
+
+def _binop(op: str, a: Any, b: Any) -> Any:
+    if op in ("/", "%") and b == 0:
+        return MAX_COST
+    ops = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+           "%": lambda: a % b, "==": lambda: a == b, "!=": lambda: a != b,
+           "<": lambda: a < b, "<=": lambda: a <= b, ">": lambda: a > b, ">=": lambda: a >= b,
+           "and": lambda: a and b, "or": lambda: a or b}
+    return ops[op]()
+
+
+def _clamp(x: float) -> float:
+    x = float(x)
+    if math.isnan(x) or x > MAX_COST:
+        return MAX_COST
+    return max(0.0, x)
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, dict):
+        return tuple((k, _freeze(x)) for k, x in v.items())
+    return v

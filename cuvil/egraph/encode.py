@@ -1,0 +1,100 @@
+"""Cuvil IR -> an egglog program: declarations, then one `let` per node (never deep terms).
+
+    (datatype T (Input String) (Const String) (Matmul T T) (Conv2d T T String String ...) ...)
+    (function ty (T) i64 :merge old)          ; type id, interned by `TypeTable`
+    (function rank (T) i64 :merge old) ...    ; what guards read
+    (function org_Matmul (T T) String :merge old) ...   ; provenance per constructor
+    (let $n3 (Matmul $n1 $n2))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cuvil.egraph.schema import SORT, arities, ctor, encode_attr, encode_string, signature
+from cuvil.egraph.typing import TypeTable, analysis_commands
+from cuvil.ir.graph import Graph, Node
+from cuvil.ops import registry
+from cuvil.ops.registry import OpDef
+
+ANALYSIS_DECLS = """\
+(function ty (T) i64 :merge old)
+(function rank (T) i64 :merge old)
+(function dim (T i64) i64 :merge old)
+(function numel (T) i64 :merge old)
+(function shape (T) String :merge old)
+(function dtype (T) String :merge old)
+(function layout (T) String :merge old)
+(function device (T) String :merge old)
+(function is_float (T) bool :merge old)
+(function is_const (T) bool :merge (or old new))
+(function value (T) f64 :merge old)
+"""
+
+
+@dataclass
+class Constructors:
+    """Every constructor of sort T: name -> (OpDef, number of tensor inputs)."""
+
+    table: dict[str, tuple[OpDef, int]] = field(default_factory=dict)
+
+    def add(self, opdef: OpDef, n_inputs: int) -> str:
+        name = ctor(opdef, n_inputs)
+        known = self.table.setdefault(name, (opdef, n_inputs))
+        if known[0].name != opdef.name:
+            from cuvil.errors import CuvilError
+
+            raise CuvilError(f"ops {known[0].name!r} and {opdef.name!r} clash in egglog "
+                             f"as {name}; rename one")
+        return name
+
+    def declarations(self) -> str:
+        variants = [f"({name} {' '.join(signature(op, n))})".replace(" )", ")")
+                    for name, (op, n) in self.table.items()]
+        lines = [f"(datatype {SORT}\n  " + "\n  ".join(variants) + ")", ANALYSIS_DECLS]
+        for name, (op, n) in self.table.items():
+            sig = " ".join(signature(op, n))
+            lines.append(f"(function org_{name} ({sig}) String :merge old)")
+        return "\n".join(lines) + "\n"
+
+
+def constructors(defs: dict[str, OpDef], extra: list[tuple[str, int]] = ()) -> Constructors:
+    """Constructors for the whole catalog, the composite ops and any extra arities."""
+    table = Constructors()
+    for opdef in [*registry.all_ops().values(), *defs.values()]:
+        for n in arities(opdef):
+            table.add(opdef, n)
+    for op, n in extra:
+        table.add(registry.get(op, defs), n)
+    return table
+
+
+def term_of(node: Node, handles: dict[str, str], defs: dict) -> str:
+    opdef = registry.get(node.op, defs)
+    if node.op == "input":
+        return f"(Input {encode_string(node.name)})"
+    parts = [handles[i] for i in node.inputs]
+    parts += [encode_attr(node.attrs[a.name], a.kind) for a in opdef.attrs]
+    return f"({ctor(opdef, len(node.inputs))} {' '.join(parts)})".replace(" )", ")")
+
+
+@dataclass
+class Encoding:
+    commands: list[str]
+    handles: dict[str, str]  # IR value name -> egglog let name
+
+
+def encode_graph(graph: Graph, types: TypeTable, uses: set[str], dims: set[int]) -> Encoding:
+    """One `let` per node, its analyses, and an empty origin (imported nodes)."""
+    handles: dict[str, str] = {}
+    commands: list[str] = []
+    for k, node in enumerate(graph):
+        handle = f"$n{k}"
+        handles[node.name] = handle
+        term = term_of(node, handles, graph.defs)
+        commands.append(f"(let {handle} {term})")
+        commands.append(f'(set (org_{term[1:]} "")')
+        value = node.attrs["value"] if node.op == "scalar" else None
+        commands += analysis_commands(handle, node.type, types, uses, dims,
+                                      is_const=node.op in ("const", "scalar"), value=value)
+    return Encoding(commands, handles)

@@ -1,0 +1,165 @@
+"""Extraction: pick one e-node per needed e-class so that the whole graph costs least.
+
+Costs are DAG costs: a subgraph shared by several users is paid once (egglog's default
+extractor is tree-based and pays it once per use). Two extractors:
+
+- `greedy_dag`: bottom-up to a fixpoint; each e-class keeps the set of classes its best
+  choice needs, with their costs, and a candidate's cost is that of the union of its
+  children's sets. Fast, handles cycles (a candidate whose children already need its own
+  class is skipped), not always optimal.
+- `exact`: an integer program (scipy's HiGHS `milp`, with a time limit): one binary per
+  e-node and per e-class, order variables forbid cycles. Reports the optimality gap.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_array
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str
+    cls: str
+    cost: float
+    children: tuple[str, ...]
+
+
+@dataclass
+class Problem:
+    classes: dict[str, list[Candidate]]
+    roots: list[str]
+
+
+@dataclass
+class Selection:
+    choice: dict[str, Candidate]  # class -> chosen e-node (only classes the roots need)
+    cost: float
+    method: str
+    gap: float | None = None  # exact mode: relative optimality gap (0 = proven optimal)
+    notes: list[str] = field(default_factory=list)
+
+
+def dag_cost(choice: dict[str, Candidate], roots: list[str]) -> float:
+    seen, stack, total = set(), list(roots), 0.0
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        total += choice[cls].cost
+        stack.extend(choice[cls].children)
+    return total
+
+
+def _needed(best: dict[str, Candidate], roots: list[str]) -> dict[str, Candidate]:
+    choice, stack = {}, list(roots)
+    while stack:
+        cls = stack.pop()
+        if cls not in choice:
+            choice[cls] = best[cls]
+            stack.extend(best[cls].children)
+    return choice
+
+
+def greedy_dag(problem: Problem) -> Selection:
+    parents: dict[str, list[Candidate]] = {c: [] for c in problem.classes}
+    queue: deque[Candidate] = deque()
+    for cands in problem.classes.values():
+        for cand in cands:
+            for child in set(cand.children):
+                parents.setdefault(child, []).append(cand)
+            if not cand.children:
+                queue.append(cand)
+    best: dict[str, tuple[float, dict[str, float], Candidate]] = {}
+    while queue:
+        cand = queue.popleft()
+        if not all(c in best for c in cand.children):
+            continue
+        sets = sorted((best[c][1] for c in set(cand.children)), key=len, reverse=True)
+        if any(cand.cls in s for s in sets):
+            continue  # would need itself: a cycle
+        needed = dict(sets[0]) if sets else {}
+        for s in sets[1:]:
+            needed.update(s)
+        needed[cand.cls] = cand.cost
+        total = sum(needed.values())
+        if cand.cls not in best or total < best[cand.cls][0]:
+            best[cand.cls] = (total, needed, cand)
+            queue.extend(parents.get(cand.cls, ()))
+    missing = [r for r in problem.roots if r not in best]
+    if missing:
+        raise ValueError(f"no finite extraction for e-class(es) {', '.join(missing)}")
+    choice = _needed({c: v[2] for c, v in best.items()}, problem.roots)
+    return Selection(choice, dag_cost(choice, problem.roots), "greedy-dag")
+
+
+def _reachable(problem: Problem) -> list[str]:
+    seen, stack = set(), list(problem.roots)
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        for cand in problem.classes[cls]:
+            stack.extend(cand.children)
+    order = {c: i for i, c in enumerate(problem.classes)}
+    return sorted(seen, key=order.__getitem__)
+
+
+def exact(problem: Problem, time_limit: float = 10.0) -> Selection:
+    """Optimal DAG extraction by integer programming (falls back to greedy on failure)."""
+    classes = _reachable(problem)
+    col = {c: i for i, c in enumerate(classes)}
+    cands = [cand for c in classes for cand in problem.classes[c]]
+    n_x, n_c = len(cands), len(classes)
+    y0, o0 = n_x, n_x + n_c  # offsets of class and order variables
+    rows, cols, vals, lo, hi = [], [], [], [], []
+
+    def constraint(entries: list[tuple[int, float]], low: float, high: float) -> None:
+        r = len(lo)
+        for c, v in entries:
+            rows.append(r)
+            cols.append(c)
+            vals.append(v)
+        lo.append(low)
+        hi.append(high)
+
+    members: dict[str, list[int]] = {c: [] for c in classes}
+    for i, cand in enumerate(cands):
+        members[cand.cls].append(i)
+    for cls in classes:  # an active class picks exactly one e-node
+        constraint([(i, 1.0) for i in members[cls]] + [(y0 + col[cls], -1.0)], 0.0, 0.0)
+    big = float(n_c + 1)
+    for i, cand in enumerate(cands):
+        for child in set(cand.children):
+            constraint([(i, 1.0), (y0 + col[child], -1.0)], -np.inf, 0.0)
+            constraint([(o0 + col[cand.cls], 1.0), (o0 + col[child], -1.0), (i, -big)],
+                       1.0 - big, np.inf)
+    n = n_x + 2 * n_c
+    cost = np.zeros(n)
+    cost[:n_x] = [c.cost for c in cands]
+    lower, upper = np.zeros(n), np.ones(n)
+    upper[o0:] = n_c
+    for r in problem.roots:
+        lower[y0 + col[r]] = 1.0
+    for i, cand in enumerate(cands):
+        if cand.cls in cand.children:
+            upper[i] = 0.0
+    integrality = np.ones(n)
+    integrality[o0:] = 0
+    matrix = coo_array((vals, (rows, cols)), shape=(len(lo), n)).tocsr()
+    res = milp(cost, constraints=LinearConstraint(matrix, lo, hi), integrality=integrality,
+               bounds=Bounds(lower, upper), options={"time_limit": time_limit})
+    if res.x is None:
+        sel = greedy_dag(problem)
+        sel.notes.append(f"ILP found no solution ({res.message.strip()}); used greedy")
+        return sel
+    chosen = {cands[i].cls: cands[i] for i in range(n_x) if res.x[i] > 0.5}
+    choice = _needed(chosen, problem.roots)
+    gap = float(getattr(res, "mip_gap", 0.0) or 0.0) if res.status != 0 else 0.0
+    return Selection(choice, dag_cost(choice, problem.roots), "exact-ilp", gap)

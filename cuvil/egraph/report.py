@@ -1,0 +1,99 @@
+"""What an optimization did and why: the report attached to every optimized graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cuvil.ir.graph import Graph, Node
+
+
+@dataclass
+class RuleStat:
+    label: str
+    where: str
+    description: str
+    matches: int = 0
+    in_result: bool = False
+    banned: int = 0  # times the match limit banned it
+
+    @property
+    def fired(self) -> bool:
+        return self.matches > 0
+
+
+@dataclass
+class Iteration:
+    index: int
+    rulesets: tuple[str, ...]
+    size: int  # e-nodes after the step
+    seconds: float
+    matches: int
+
+
+@dataclass
+class OptimizeReport:
+    rules: dict[str, RuleStat] = field(default_factory=dict)
+    iterations: list[Iteration] = field(default_factory=list)
+    stop_reason: str = ""
+    cost_before: float = 0.0
+    cost_after: float = 0.0
+    extraction: str = ""
+    gap: float | None = None
+    rejected: list[tuple[str, str]] = field(default_factory=list)  # (rule chain, reason)
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+    nodes_before: int = 0
+    nodes_after: int = 0
+    notes: list[str] = field(default_factory=list)
+    graph: Graph | None = field(default=None, repr=False)
+
+    @property
+    def fired(self) -> list[RuleStat]:
+        return [r for r in self.rules.values() if r.fired]
+
+    def growth(self, top: int = 5) -> list[RuleStat]:
+        """The rules that grew the e-graph most (by matches applied)."""
+        ranked = sorted(self.rules.values(), key=lambda r: (-r.matches, r.label))
+        return [r for r in ranked[:top] if r.matches]
+
+    def rule_line(self, label: str) -> str:
+        stat = self.rules.get(label)
+        return f"{label} ({stat.where})" if stat else label
+
+    def explain(self, node: Node | str) -> str:
+        """The chain of rewrites that produced `node`, each with its rule's description."""
+        if isinstance(node, str):
+            if self.graph is None or node not in self.graph.nodes:
+                from cuvil.errors import CuvilError
+
+                raise CuvilError(f"no node {node!r} in the optimized graph")
+            node = self.graph[node]
+        head = f"{node.name} = {node.op}" + (f"  (from {node.source})" if node.source else "")
+        if not node.origin:
+            return head + "\n  imported unchanged (no rule produced it)"
+        chain = " ← ".join([node.op, *(self.rule_line(lb) for lb in node.origin)])
+        lines = [head, f"  {chain}"]
+        for label in dict.fromkeys(node.origin):
+            stat = self.rules.get(label)
+            if stat and stat.description:
+                lines.append(f"    {label}: {stat.description}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        lines = [f"cost {self.cost_before:.1f} us -> {self.cost_after:.1f} us "
+                 f"({self.nodes_before} -> {self.nodes_after} nodes); "
+                 f"extraction: {self.extraction}"
+                 + (f", gap {self.gap:.2%}" if self.gap is not None else ""),
+                 f"stopped: {self.stop_reason} after {len(self.iterations)} iteration(s), "
+                 f"e-graph {self.iterations[-1].size if self.iterations else 0} e-nodes"]
+        fired = self.fired
+        if fired:
+            lines.append("rules fired (matches, in result):")
+            for r in sorted(fired, key=lambda r: r.label):
+                mark = "yes" if r.in_result else "no"
+                lines.append(f"  {r.label:<24} {r.matches:>6}  {mark:<3}  {r.where}")
+        for chain, reason in self.rejected:
+            lines.append(f"rejected: {chain}: {reason}")
+        lines += [f"note: {n}" for n in self.notes]
+        stages = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in self.timings.items())
+        lines.append(f"time: {stages}")
+        return "\n".join(lines)

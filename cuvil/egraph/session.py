@@ -1,0 +1,211 @@
+"""One e-graph session: the egglog program for a graph and a rule library, run a step at a
+time so that Cuvil can type new e-classes, fold constants and check limits in between.
+
+Each rule lives in an egglog ruleset of its own, so that a step can run any set of rules
+together (`unstable-combined-ruleset`) with a back-off scheduler per match limit: a rule
+whose matches exceed its limit is not applied that step, sits out `ban_length` steps and
+comes back with a doubled limit (exponential back-off, as in egg).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from egglog import bindings
+
+from cuvil.dsl import ast
+from cuvil.egraph import snapshot as snapshots
+from cuvil.egraph.encode import Encoding, constructors, encode_graph
+from cuvil.egraph.fold import Folder
+from cuvil.egraph.rules import EggRule, compile_rule, label_of, unfold_rule
+from cuvil.egraph.snapshot import Snapshot
+from cuvil.egraph.typing import Typer, TypeTable
+from cuvil.errors import CuvilError
+from cuvil.ir.graph import Graph
+from cuvil.ops import registry
+from cuvil.rules.library import RuleLibrary
+
+ALWAYS = {"rank", "dtype", "layout", "device", "is_float", "is_const"}
+UNFOLD = "cuvil:unfold"
+
+
+@dataclass
+class Limits:
+    """Bounds that always hold. `time` is wall-clock seconds for saturation."""
+
+    iterations: int = 64
+    nodes: int = 50_000
+    match_limit: int = 1_000
+    ban_length: int = 2
+    time: float = 10.0
+    exact_nodes: int = 600  # extract exactly (ILP) up to this many e-nodes
+    exact_time: float = 5.0
+
+
+@dataclass
+class StepResult:
+    rulesets: tuple[str, ...]
+    size: int
+    seconds: float
+    changed: bool
+    matches: dict[str, int]  # label -> matches applied this step
+    banned: list[str]
+
+
+@dataclass
+class _Backoff:
+    limit: int
+    banned_until: int = -1
+    times: int = 0
+
+
+@dataclass
+class Session:
+    graph: Graph
+    library: RuleLibrary
+    targets: tuple[str, ...]
+    limits: Limits
+    fold: bool = True
+    egraph: bindings.EGraph = field(init=False)
+    rules: list[EggRule] = field(init=False)
+    program: list[str] = field(init=False)
+    step_count: int = 0
+
+    def __post_init__(self):
+        self.defs = {**self.graph.defs, **self.library.ops}
+        self.ctors = constructors(self.defs, sorted(_variadic_arities(self.graph,
+                                                                      self.library)))
+        self.rules = self._compile_rules()
+        uses = ALWAYS | {u for r in self.rules for u in r.uses}
+        dims = {d for r in self.rules for d in r.dims}
+        self.typer = Typer(self.ctors.table, self.defs, TypeTable(), uses, dims)
+        self.folder = Folder(dict(self.graph.constants), enabled=self.fold)
+        self.backoff = {r.label: _Backoff(self.limits.match_limit) for r in self.rules}
+        self.by_ruleset = self._group_rulesets()
+        self._combined: dict[tuple[str, ...], str] = {}
+        self.egraph = bindings.EGraph()
+        self.encoding = self._encode()
+        self.snapshot = self.sync()
+
+    # -- building -------------------------------------------------------------------------
+    def _compile_rules(self) -> list[EggRule]:
+        out: list[EggRule] = []
+        for k, rule in enumerate(self.library.rules):
+            out += compile_rule(rule, f"r{k}", self.defs, self.targets)
+        for k, opdef in enumerate(self.library.ops.values()):
+            out.append(unfold_rule(opdef, f"u{k}", self.defs))
+        return out
+
+    def _group_rulesets(self) -> dict[str, list[str]]:
+        """`.cvr` ruleset -> labels of its rules (unfold rules form their own group)."""
+        compiled = {r.label for r in self.rules}  # a guard that is always false compiles to none
+        groups: dict[str, list[str]] = {}
+        for rule in self.library.rules:
+            if rule.label in compiled:
+                groups.setdefault(rule.ruleset, []).append(rule.label)
+        groups[UNFOLD] = [r.label for r in self.rules if r.label.startswith("unfold:")]
+        return {k: list(dict.fromkeys(v)) for k, v in groups.items()}
+
+    def _encode(self) -> Encoding:
+        t = self.typer
+        for node in self.graph:
+            if node.op in ("input", "const"):
+                key = node.name if node.op == "input" else node.attrs["ref"]
+                t.leaves[(node.op, key)] = node.type
+        encoding = encode_graph(self.graph, t.table, t.uses, t.dims)
+        rulesets = sorted({r.ruleset for r in self.rules})
+        self.program = [self.ctors.declarations(), *(f"(ruleset {r})" for r in rulesets),
+                        *(r.text for r in self.rules), *encoding.commands]
+        try:
+            self.run("\n".join(self.program))
+        except bindings.EggSmolError as e:
+            raise CuvilError(f"egglog rejected the generated program: {e}") from None
+        return encoding
+
+    def run(self, text: str) -> list:
+        return self.egraph.parse_and_run_program(text)
+
+    # -- stepping -------------------------------------------------------------------------
+    def sync(self) -> Snapshot:
+        """Type new e-classes and fold constants until nothing more changes."""
+        for _ in range(8):
+            snap = snapshots.take(self.egraph, set(self.ctors.table))
+            commands = self.typer.sync(snap) + self.folder.sync(snap, self.typer)
+            if not commands:
+                return snap
+            self.program += commands
+            self.run("\n".join(commands))
+        return snapshots.take(self.egraph, set(self.ctors.table))
+
+    def step(self, rulesets: tuple[str, ...]) -> StepResult:
+        """One iteration of the rules of `rulesets` (plus op unfolding), then a sync."""
+        start = time.perf_counter()
+        self.step_count += 1
+        labels = [lb for rs in (*rulesets, UNFOLD) for lb in self.by_ruleset.get(rs, ())]
+        active = [lb for lb in labels if self.backoff[lb].banned_until < self.step_count]
+        groups: dict[int, list[str]] = {}
+        for lb in active:
+            groups.setdefault(self.backoff[lb].limit, []).append(lb)
+        reports = self._run_groups(groups) if groups else []
+        applied, banned = self._account(reports, active)
+        before = self.snapshot.size
+        self.snapshot = self.sync()
+        changed = any(r.updated for r in reports) or self.snapshot.size != before
+        return StepResult(rulesets, self.snapshot.size, time.perf_counter() - start,
+                          changed, applied, banned)
+
+    def _run_groups(self, groups: dict[int, list[str]]) -> list:
+        lets, runs = [], []
+        for k, (limit, labels) in enumerate(sorted(groups.items())):
+            rs = self._ruleset_for(tuple(sorted({r.ruleset for r in self.rules
+                                                 if r.label in set(labels)})))
+            lets.append(f"(let-scheduler s{k} (back-off :match-limit {limit} :ban-length 1))")
+            runs.append(f"(run-with s{k} {rs})")
+        out = self.run(f"(run-schedule (seq {' '.join(lets + runs)}))")
+        return [o.report for o in out if hasattr(o, "report")]
+
+    def _ruleset_for(self, members: tuple[str, ...]) -> str:
+        if len(members) == 1:
+            return members[0]
+        if members not in self._combined:
+            name = f"c{len(self._combined)}"
+            self.run(f"(unstable-combined-ruleset {name} {' '.join(members)})")
+            self._combined[members] = name
+        return self._combined[members]
+
+    def _account(self, reports: list, active: list[str]) -> tuple[dict[str, int], list[str]]:
+        applied: dict[str, int] = {}
+        found: dict[str, int] = {}
+        for report in reports:
+            for name, n in report.num_matches_per_rule.items():
+                applied[label_of(name)] = applied.get(label_of(name), 0) + n
+            for it in report.iterations:
+                for name, rrs in it.rule_set_report.rule_reports.items():
+                    lb = label_of(name)
+                    found[lb] = max(found.get(lb, 0), sum(r.num_matches for r in rrs))
+        banned = []
+        for lb in active:
+            b = self.backoff[lb]
+            if found.get(lb, 0) > b.limit and not applied.get(lb):
+                b.banned_until = self.step_count + (self.limits.ban_length << b.times)
+                b.times += 1
+                b.limit *= 2
+                banned.append(lb)
+        return applied, banned
+
+
+def _variadic_arities(graph: Graph, library: RuleLibrary) -> set[tuple[str, int]]:
+    out = set()
+    for node in graph:
+        if node.op not in ("input",) and registry.get(node.op, graph.defs).variadic:
+            out.add((node.op, len(node.inputs)))
+    stack: list = [t for r in library.rules for t in (r.lhs, r.rhs)]
+    while stack:
+        term = stack.pop()
+        if isinstance(term, ast.Call):
+            opdef = registry.get(term.op, {**graph.defs, **library.ops})
+            if opdef.variadic:
+                out.add((term.op, len(term.args)))
+            stack.extend(term.args)
+    return out

@@ -1,0 +1,171 @@
+"""E-class analyses: every e-class's type, computed by the op catalog, stored in egglog.
+
+Rewrites create e-classes egglog knows nothing about (`to_layout(x, "NHWC")` inside a
+right-hand side). After each iteration `Typer.sync` reads the e-graph, infers the type of
+each new e-class from its e-nodes with the catalog's `infer` (the one ground truth, symbolic
+dims included) and writes it back: a type id plus the values guards read (`rank`, `dim`,
+`layout`, ...). An e-node whose inferred type disagrees with its class (a rule that changed a
+dtype, layout, device or shape without a conversion) or that cannot be typed at all is
+recorded and kept out of extraction. Constant subterms are folded into new constants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from cuvil.egraph.schema import decode_attr, encode_f64, encode_string
+from cuvil.egraph.snapshot import ENode, Snapshot
+from cuvil.errors import CuvilError
+from cuvil.ir.text import format_value
+from cuvil.ir.types import TensorType, is_static
+from cuvil.ops import registry
+
+
+@dataclass
+class TypeTable:
+    """Interns types (ids >= 0) and symbolic dims (ids < 0: never equal to a size)."""
+
+    types: list[TensorType] = field(default_factory=list)
+    ids: dict[TensorType, int] = field(default_factory=dict)
+    symbols: dict[Any, int] = field(default_factory=dict)
+
+    def id(self, t: TensorType) -> int:
+        if t not in self.ids:
+            self.ids[t] = len(self.types)
+            self.types.append(t)
+        return self.ids[t]
+
+    def dim_value(self, d) -> int:
+        if is_static(d):
+            return d
+        return self.symbols.setdefault(sympy.sympify(d), -1 - len(self.symbols))
+
+
+def analysis_commands(handle: str, t: TensorType, table: TypeTable, uses: set[str],
+                      dims: set[int], is_const: bool = False, value: Any = None) -> list[str]:
+    """`set` commands giving e-class `handle` its type and the analyses guards use."""
+    out = [f"(set (ty {handle}) {table.id(t)})"]
+    if "rank" in uses:
+        out.append(f"(set (rank {handle}) {t.rank})")
+    for i in sorted(dims):
+        if -t.rank <= i < t.rank:
+            out.append(f"(set (dim {handle} {i}) {table.dim_value(t.shape[i])})")
+    if "numel" in uses and t.is_static:
+        out.append(f"(set (numel {handle}) {t.numel})")
+    if "shape" in uses:
+        out.append(f"(set (shape {handle}) {encode_string(format_value(t.shape))})")
+    for name, v in (("dtype", str(t.dtype)), ("layout", t.layout), ("device", t.device)):
+        if name in uses:
+            out.append(f"(set ({name} {handle}) {encode_string(v)})")
+    if "is_float" in uses:
+        out.append(f"(set (is_float {handle}) {'true' if t.dtype.is_float else 'false'})")
+    if "is_const" in uses:
+        out.append(f"(set (is_const {handle}) {'true' if is_const else 'false'})")
+    if "value" in uses and value is not None:
+        out.append(f"(set (value {handle}) {encode_f64(value)})")
+    return out
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """An e-node kept out of extraction, and why."""
+
+    node: ENode
+    origin: str
+    reason: str
+
+
+@dataclass
+class Typer:
+    ctors: dict  # constructor name -> (OpDef, n_inputs)
+    defs: dict
+    table: TypeTable
+    uses: set[str]
+    dims: set[int]
+    leaves: dict[tuple[str, Any], TensorType] = field(default_factory=dict)  # (op, name)
+    rejected: dict[tuple, Rejected] = field(default_factory=dict)
+    checked: set[tuple] = field(default_factory=set)
+    handles: int = 0
+    _memo: dict = field(default_factory=dict)
+
+    def decode(self, node: ENode) -> tuple[str, dict[str, Any]]:
+        opdef, _ = self.ctors[node.ctor]
+        if opdef.name == "input":
+            return "input", {"name": decode_attr(node.literals[0], "str")}
+        lits = node.literals
+        return opdef.name, {a.name: decode_attr(lits[i], a.kind)
+                            for i, a in enumerate(opdef.attrs)}
+
+    def infer(self, node: ENode, types: dict[str, int]) -> TensorType | str:
+        """The e-node's type, or a message saying why it has none."""
+        key = (node.ctor, tuple(types[c] for c in node.children), node.literals)
+        if key not in self._memo:
+            op, attrs = self.decode(node)
+            if op in ("input", "const"):
+                leaf = self.leaves.get((op, attrs.get("name", attrs.get("ref"))))
+                return leaf or f"unknown {op} {node.literals[0]}"
+            try:
+                child_types = [self.table.types[types[c]] for c in node.children]
+                self._memo[key] = registry.infer(op, child_types, attrs, defs=self.defs)
+            except CuvilError as e:
+                self._memo[key] = str(e)
+        return self._memo[key]
+
+    def sync(self, snap: Snapshot) -> list[str]:
+        """Commands that type every typeable new class; records rejected e-nodes."""
+        types = dict(snap.ty)
+        commands: list[str] = []
+        handles = dict(snap.lets)
+        progress = True
+        while progress:
+            progress = False
+            for cls, node_ids in snap.classes.items():
+                for node_id in node_ids:
+                    node = snap.nodes[node_id]
+                    if node.key in self.checked or node.key in self.rejected:
+                        continue
+                    if not all(c in types for c in node.children):
+                        continue
+                    self.checked.add(node.key)
+                    result = self.infer(node, types)
+                    if isinstance(result, str):
+                        self._reject(node, snap, f"cannot be typed: {result}")
+                    elif cls not in types:
+                        types[cls] = self.table.id(result)
+                        handle = self._handle(cls, node, handles, commands)
+                        commands += analysis_commands(handle, result, self.table,
+                                                      self.uses, self.dims)
+                        progress = True
+                    elif self.table.types[types[cls]] != result:
+                        want = self.table.types[types[cls]]
+                        self._reject(node, snap, f"changes {_difference(want, result)} "
+                                                 "without a conversion op")
+        return commands
+
+    def _handle(self, cls: str, node: ENode, handles: dict[str, str], out: list[str]) -> str:
+        if cls in handles:
+            return handles[cls]
+        args = [handles[v] if is_cls else v for is_cls, v in node.args]
+        self.handles += 1
+        handle = f"$a{self.handles}"
+        out.append(f"(let {handle} ({node.ctor} {' '.join(args)}))".replace(" ))", "))"))
+        handles[cls] = handle
+        return handle
+
+    def _reject(self, node: ENode, snap: Snapshot, reason: str) -> None:
+        origin = snap.origin.get(node.key, "")
+        self.rejected[node.key] = Rejected(node, origin, reason)
+
+
+def _difference(a: TensorType, b: TensorType) -> str:
+    for what in ("dtype", "layout", "device", "shape"):
+        if getattr(a, what) != getattr(b, what):
+            return f"{what} {_text(getattr(a, what))} -> {_text(getattr(b, what))}"
+    return "type"
+
+
+def _text(v: Any) -> str:
+    return format_value(v) if isinstance(v, tuple) else str(v)

@@ -1,0 +1,68 @@
+"""Stage timings as Chrome-trace JSON (open the file in Perfetto or chrome://tracing).
+
+    tracer = Tracer()
+    with tracer.stage("parse"):
+        ...
+    tracer.write("passes.json")
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Tracer:
+    events: list[dict[str, Any]] = field(default_factory=list)
+    totals: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+    origin: float = field(default_factory=time.perf_counter)
+    steps: int = 0
+
+    def _event(self, name: str, start: float, seconds: float, **args: Any) -> None:
+        self.events.append({"name": name, "ph": "X", "pid": os.getpid(), "tid": 0,
+                            "ts": round((start - self.origin) * 1e6, 1),
+                            "dur": round(seconds * 1e6, 1), "args": args})
+
+    @contextmanager
+    def stage(self, name: str, **args: Any):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - start
+            self.totals[name] = self.totals.get(name, 0.0) + seconds
+            self._event(name, start, seconds, **args)
+
+    def step(self, result: Any) -> None:
+        """Record one saturation iteration (a `StepResult`) as it finishes."""
+        self.steps += 1
+        end = time.perf_counter()
+        self._event(f"iteration {self.steps}", end - result.seconds, result.seconds,
+                    rulesets=list(result.rulesets), enodes=result.size,
+                    matches=sum(result.matches.values()))
+
+    def to_json(self) -> str:
+        return json.dumps({"traceEvents": self.events, "displayTimeUnit": "ms"}, indent=1)
+
+    def write(self, path: str | Path) -> None:
+        write_atomic(Path(path), self.to_json())
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` so that readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
