@@ -205,7 +205,8 @@ def trace_graph_module(gm: fx.GraphModule, args: tuple) -> Traced:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     try:
-        traced = make_fx(gm, tracing_mode="real")(*args)
+        with eval_mode(gm):
+            traced = make_fx(gm, tracing_mode="real", pre_dispatch=True)(*args)
     except Exception as e:  # whatever the module raises while tracing
         raise CuvilError(f"cannot trace GraphModule: {_first_line(e)}") from None
     keys = {id(t): k for k, t in gm.state_dict(keep_vars=True).items()}

@@ -126,7 +126,7 @@ class Importer:
 
     # -- what converters use ---------------------------------------------------------------
     def add(self, op: str, inputs: list[Value], attrs: dict | None = None) -> Value:
-        name = self.graph.fresh(op + "_" if op[-1].isdigit() else op)
+        name = self.graph.fresh(op + "_")
         return Value(self.graph.add(op, [str(i) for i in inputs], attrs or {}, name=name,
                                     source=self.source.where))
 
@@ -257,7 +257,7 @@ class Importer:
         out = TensorType(self.dims.shape(fake.shape), DType.from_torch(fake.dtype))
         attrs = {"target": str(node.target), "args": args, "kwargs": kwargs, "index": index,
                  "out": str(out)}
-        return Value(self.graph.add("torch_op", inputs, attrs, name=self.graph.fresh("torch_op"),
+        return Value(self.graph.add("torch_op", inputs, attrs, name=self.graph.fresh("torch_op_"),
                                     source=source_of(node).where))
 
     def foldable(self, node: fx.Node) -> bool:

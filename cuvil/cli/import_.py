@@ -1,0 +1,30 @@
+"""`cuvil import MODEL`: print the Cuvil IR of a model and its import report."""
+
+from __future__ import annotations
+
+import argparse
+
+from cuvil.cli.models import FORMS, load_model
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("import", help="import a PyTorch model and print its Cuvil IR",
+                              description="Import a PyTorch model (via torch.export) and "
+                                          "print its Cuvil IR and the import report.")
+    p.add_argument("model", metavar="MODEL", help=FORMS)
+    p.add_argument("--static", action="store_true",
+                   help="static shapes (default: dim 0 of each input is a symbolic batch)")
+    p.add_argument("--strict", action="store_true",
+                   help="fail if an op has no Cuvil catalog entry (default: run it in torch)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cuvil.frontend import from_torch
+
+    model, inputs = load_model(args.model)
+    graph = from_torch(model, inputs, dynamic_shapes=False if args.static else None,
+                       strict=args.strict)
+    print(graph.to_text(), end="")
+    print(graph.import_report)
+    return 0
