@@ -6,7 +6,7 @@ encoder, verifier, provenance) can point at the source.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -42,9 +42,9 @@ class Wildcard:
 
 @dataclass(frozen=True)
 class Literal:
-    """An int, float, string or tuple of literals."""
+    """An int, float, string, bool, `None` or tuple of literals."""
 
-    value: int | float | str | bool | tuple
+    value: int | float | str | bool | tuple | None
     pos: Pos
 
 
@@ -56,6 +56,8 @@ class Call:
     args: tuple[Term, ...]
     kwargs: tuple[tuple[str, Term], ...]
     pos: Pos
+    # where each keyword of `kwargs` is written (parser output only; not part of equality)
+    key_pos: tuple[Pos, ...] = field(default=(), compare=False, repr=False)
 
 
 Term = Var | Wildcard | Literal | Call

@@ -219,18 +219,20 @@ class _ToAst(Transformer):
     # terms
     def call(self, c):
         name, *args = c
-        positional, kwargs = [], []
+        positional, kwargs, key_pos = [], [], []
         for arg in (a for a in args if a is not None):
             if isinstance(arg, _Kwarg):
-                kwargs.append((arg[0], arg[1]))
+                kwargs.append((str(arg[0]), arg[1]))
+                key_pos.append(self.pos(arg[0]))
             elif kwargs:
                 raise _ItemError(_term_pos(arg), "positional argument after a keyword argument")
             else:
                 positional.append(arg)
-        return ast.Call(str(name), tuple(positional), tuple(kwargs), self.pos(name))
+        return ast.Call(str(name), tuple(positional), tuple(kwargs), self.pos(name),
+                        tuple(key_pos))
 
     def kwarg(self, c):
-        return _Kwarg((str(c[0]), c[1]))
+        return _Kwarg((c[0], c[1]))
 
     def var(self, c):
         if c[0] == "_":

@@ -1,0 +1,90 @@
+"""`cuvil.rules.load(source)`: read, parse and check `.cvr` rules into a `RuleLibrary`.
+
+A source is `None` (the stock library: the top-level `rules/`, shipped inside the package as
+`cuvil/stock_rules`), a string containing a newline (`.cvr` text, shown as `<string>`), any
+other string or a `Path` (a file, or a directory whose `*.cvr` files load sorted and
+recursively; it must exist), or a list/tuple of sources loaded together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import cuvil
+from cuvil.dsl.ast import Pos
+from cuvil.dsl.checker import check_modules
+from cuvil.dsl.diagnostics import CvrError, Reporter
+from cuvil.dsl.parser import parse_module
+from cuvil.rules.library import RuleLibrary
+
+Source = str | Path | None | list | tuple
+
+STRING_PATH = "<string>"
+
+
+def stock_rules_dir() -> Path:
+    return Path(cuvil.__file__).parent / "stock_rules"
+
+
+def load(source: Source = None) -> RuleLibrary:
+    """The checked rules of `source`; `CvrError` carrying every diagnostic on any error."""
+    reporter = Reporter()
+    texts = list(dict(read_sources(source, reporter)).items())  # each file once
+    modules = []
+    for path, text in texts:
+        module, diagnostics = parse_module(text, path)
+        reporter.extend(diagnostics)
+        modules.append(module)
+    library = check_modules(modules, reporter)
+    files = [path for path, _ in texts]
+    diagnostics = reporter.sorted(files)
+    if reporter.has_errors:
+        raise CvrError(diagnostics)
+    warnings = tuple(d.render() for d in diagnostics if not d.is_error)
+    return replace(library, warnings=warnings)
+
+
+def read_sources(source: Source, reporter: Reporter) -> list[tuple[str, str]]:
+    """`(path, text)` of every file `source` names, in load order; problems to `reporter`."""
+    if source is None:
+        return read_sources(stock_rules_dir(), reporter)
+    if isinstance(source, list | tuple):
+        return [pair for s in source for pair in read_sources(s, reporter)]
+    if isinstance(source, str) and "\n" in source:
+        reporter.add_source(STRING_PATH, source)
+        return [(STRING_PATH, source)]
+    if not isinstance(source, str | Path):
+        raise TypeError(f"rules must be a path, .cvr text, a list of them or None, "
+                        f"not {type(source).__name__}")
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(path.rglob("*.cvr"), key=lambda p: p.relative_to(path).as_posix())
+        return [pair for f in files if (pair := read_file(f, str(f), reporter))]
+    shown = str(source)
+    pair = read_file(path, shown, reporter)
+    return [pair] if pair else []
+
+
+def read_file(path: Path, shown: str, reporter: Reporter) -> tuple[str, str] | None:
+    """The text of a `.cvr` file (UTF-8; a byte-order mark is dropped), or None if unreadable."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        reporter.error(Pos(shown, 0, 0), "no such file or directory")
+        return None
+    except OSError as e:
+        reporter.error(Pos(shown, 0, 0), f"cannot read: {e.strerror or e}")
+        return None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        before = data[: e.start].decode("utf-8", errors="replace")
+        line = before.count("\n") + 1
+        col = len(before) - (before.rfind("\n") + 1) + 1
+        reporter.add_source(shown, data.decode("utf-8", errors="replace"))
+        reporter.error(Pos(shown, line, col), f"the file is not UTF-8 text (byte "
+                                              f"0x{data[e.start]:02x} cannot be decoded)")
+        return None
+    reporter.add_source(shown, text)
+    return shown, text
