@@ -30,18 +30,19 @@ def _fmt(shape) -> str:
     return "[" + ",".join(map(str, shape)) + "]"
 
 
-def _category(d: DType) -> int:
-    return 2 if d.is_float else (0 if d is DType.bool else 1)
-
-
 def result_dtype(types: list[TensorType]) -> DType:
-    """torch's rule: 0-d operands only count when they are of a higher category."""
-    dimensioned = [t.dtype for t in types if t.rank > 0] or [t.dtype for t in types]
-    result = promote(*dimensioned)
-    for t in types:
-        if t.rank == 0 and _category(t.dtype) > _category(result):
-            result = DType.f32 if t.dtype.is_float else promote(result, t.dtype)
-    return result
+    """torch's promotion: dimensioned operands decide within their category; 0-d operands
+    only count when of a higher category (a float 0-d makes an integer result float)."""
+    dimensioned = [t.dtype for t in types if t.rank > 0]
+    zero_dim = [t.dtype for t in types if t.rank == 0]
+    if not dimensioned or not zero_dim:
+        return promote(*(dimensioned or zero_dim))
+    higher, lower = promote(*dimensioned), promote(*zero_dim)
+    if higher.is_float:
+        return higher
+    if higher is DType.bool or lower.is_float:
+        return promote(higher, lower)
+    return higher
 
 
 def elementwise_type(types: list[TensorType], dtype: DType | None = None) -> TensorType:
@@ -86,14 +87,15 @@ for _name, _fn in [("eq", torch.eq), ("ne", torch.ne), ("lt", torch.lt), ("le", 
     _binary(_name, _fn, f"{_name}(x, y), boolean", DType.bool)
 
 for _name, _fn, _doc in [
-    ("neg", torch.neg, "-x"), ("sqrt", torch.sqrt, "sqrt(x)"), ("rsqrt", torch.rsqrt, "1/sqrt(x)"),
+    ("sqrt", torch.sqrt, "sqrt(x)"), ("rsqrt", torch.rsqrt, "1/sqrt(x)"),
     ("exp", torch.exp, "e**x"), ("log", torch.log, "ln(x)"), ("tanh", torch.tanh, "tanh(x)"),
     ("erf", torch.erf, "erf(x)"), ("sigmoid", torch.sigmoid, "1/(1+e**-x)"),
     ("silu", F.silu, "x*sigmoid(x)"), ("reciprocal", torch.reciprocal, "1/x"),
 ]:
     _unary(_name, _fn, _doc)
 
-for _name, _fn, _doc in [("relu", torch.relu, "max(x, 0)"), ("abs", torch.abs, "|x|"),
+for _name, _fn, _doc in [("neg", torch.neg, "-x"), ("relu", torch.relu, "max(x, 0)"),
+                         ("abs", torch.abs, "|x|"),
                          ("relu6", lambda x: F.hardtanh(x, 0.0, 6.0), "min(max(x, 0), 6)")]:
     _unary(_name, _fn, _doc, float_out=False)
 
@@ -102,8 +104,24 @@ register(OpDef("logical_not", ("x",), (), lambda ts, a: ts[0].with_(dtype=DType.
 _unary("hardtanh", lambda x, min_val, max_val: F.hardtanh(x, min_val, max_val),
        "clamp(x, min_val, max_val)",
        (AttrSpec("min_val", "float", -1.0), AttrSpec("max_val", "float", 1.0)), float_out=False)
-_unary("clamp", lambda x, min, max: torch.clamp(x, min, max), "clamp(x, min, max); None: open",
-       (AttrSpec("min", "any", None), AttrSpec("max", "any", None)), float_out=False)
+
+
+def _clamp_type(ts: list[TensorType], a) -> TensorType:
+    """Number bounds promote like 0-d operands: a float bound makes an integer x float."""
+    bounds = [TensorType((), DType.f32 if isinstance(b, float) else DType.i64)
+              for b in (a["min"], a["max"]) if b is not None]
+    return elementwise_type(ts).with_(dtype=result_dtype([ts[0], *bounds]))
+
+
+def _clamp(x: torch.Tensor, a) -> torch.Tensor:
+    if a["min"] is None and a["max"] is None:
+        return x
+    return torch.clamp(x, a["min"], a["max"])
+
+
+register(OpDef("clamp", ("x",), (AttrSpec("min", "any", None), AttrSpec("max", "any", None)),
+               _clamp_type, lambda xs, a: _clamp(xs[0], a), ELEMENTWISE,
+               doc="clamp(x, min, max); None: open"))
 _unary("gelu", lambda x, approximate: F.gelu(x, approximate=approximate),
        'x*Phi(x); approximate="tanh" uses the tanh form',
        (AttrSpec("approximate", "str", "none"),))

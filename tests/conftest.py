@@ -1,0 +1,31 @@
+"""Shared test set-up: hypothesis settings for a noisy 2-core machine, and the zoo models
+imported once per session (torch.export takes about a second per model)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import settings
+
+# Deterministic examples (CI runs the same cases every time); no deadline on shared CPUs.
+settings.register_profile("cuvil", deadline=None, derandomize=True, max_examples=25)
+settings.load_profile("cuvil")
+
+torch.set_num_threads(2)
+
+
+@pytest.fixture(scope="session")
+def zoo_graph():
+    """`zoo_graph(name)` -> (model, graph): the zoo model imported with a dynamic batch."""
+    import cuvil
+    from cuvil import zoo
+
+    cache: dict[str, tuple] = {}
+
+    def get(name: str):
+        if name not in cache:
+            model, inputs = zoo.get(name, batch=2)
+            cache[name] = (model, cuvil.from_torch(model, inputs))
+        return cache[name]
+
+    return get
