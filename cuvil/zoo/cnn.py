@@ -18,7 +18,7 @@ class SmallCNN(nn.Module):
         super().__init__()
         self.stem = conv_bn_relu(3, channels)
         self.pool = nn.MaxPool2d(2)
-        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
         self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
         self.bn = nn.BatchNorm2d(channels)
         self.widen = conv_bn_relu(channels, 2 * channels, stride=2)
