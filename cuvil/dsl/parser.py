@@ -23,6 +23,7 @@ from cuvil.dsl.diagnostics import CvrError, Diagnostic, Reporter
 
 ITEM_KEYWORDS = ("rule", "op", "ruleset", "target", "cost", "schedule")
 _ITEM_START = re.compile(rf"({'|'.join(ITEM_KEYWORDS)})(?![\w.])")
+MAX_DEPTH = 100  # terms and expressions nest at most this deeply
 DEFAULT_RULESET = "default"  # the ruleset of leading rules in source text (no file stem)
 
 
@@ -58,7 +59,10 @@ def parse_module(text: str, path: str) -> tuple[ast.Module, list[Diagnostic]]:
 def _parse_item(chunk: str, path: str, offset: int, reporter: Reporter) -> list[ast.Item]:
     try:
         tree = _lark().parse(chunk)
-        return list(_ToAst(path, offset).transform(tree).children)
+        items = list(_ToAst(path, offset).transform(tree).children)
+        if any(depth(item) > MAX_DEPTH for item in items):
+            raise RecursionError
+        return items
     except UnexpectedInput as e:
         pos, message = _syntax_message(e, path, offset)
         reporter.error(pos, message)
@@ -67,8 +71,22 @@ def _parse_item(chunk: str, path: str, offset: int, reporter: Reporter) -> list[
             raise
         reporter.error(e.orig_exc.pos, e.orig_exc.message)
     except RecursionError:
-        reporter.error(ast.Pos(path, offset + 1, 1), "this item is nested too deeply")
+        reporter.error(ast.Pos(path, offset + 1, 1), f"this item is nested too deeply (more "
+                                                     f"than {MAX_DEPTH} levels)")
     return []
+
+
+def depth(node) -> int:
+    """How deeply an AST node nests (counted without recursion, so any input is safe)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, tuple):
+            stack.extend((child, level) for child in node)
+        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, ast.Pos):
+            deepest = max(deepest, level)
+            stack.extend((getattr(node, name), level + 1) for name in node.__dataclass_fields__)
+    return deepest
 
 
 def _describe(item: ast.Item, lines: list[str], first: int) -> ast.Item:
