@@ -1,34 +1,103 @@
 """An extraction decoded back into a Cuvil graph, with each node's provenance.
 
 Nodes keep the name and source line of the imported node whose e-class they stand for
-(when they are the same op), and `origin` lists the rules that produced them.
+(when they are the same op), and `origin` lists the rules that produced them. Chosen
+e-nodes whose inputs are all constants are evaluated here, once, into new constants.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+import torch
+
+from cuvil.dsl import ast
 from cuvil.egraph.extract import Selection
-from cuvil.egraph.snapshot import Snapshot
-from cuvil.egraph.typing import Typer
+from cuvil.egraph.fold import evaluate
+from cuvil.egraph.snapshot import origin_text
 from cuvil.ir.graph import Graph, Node, unflatten
+from cuvil.ir.types import DType
 
 
 def origin_chain(text: str) -> tuple[str, ...]:
     """`" <- linear_relu <- matmul_add"` -> `("linear_relu", "matmul_add")`."""
+    text = origin_text(text)
     return tuple(p for p in (s.strip() for s in text.split(" <- ")) if p)
 
 
-def decode(graph: Graph, snap: Snapshot, typer: Typer, selection: Selection,
-           handles: dict[str, str], constants: dict) -> Graph:
+@dataclass
+class _Decoder:
+    graph: Graph  # the input graph
+    session: object
+    selection: Selection
+    out: Graph = field(init=False)
+    name_of: dict[str, str] = field(default_factory=dict)  # class -> value name
+    tensor_of: dict[str, torch.Tensor] = field(default_factory=dict)  # constant classes
+    folds: int = 0
+
+    def __post_init__(self):
+        self.out = Graph(self.graph.name)
+        self.out.defs = dict(self.session.typer.defs)
+        snap = self.session.snapshot
+        self.class_of = {n: snap.let_class[h] for n, h in self.session.encoding.handles.items()}
+        self.original: dict[str, Node] = {}
+        for name, cls in self.class_of.items():
+            self.original.setdefault(cls, self.graph[name])
+
+    def run(self) -> Graph:
+        for name in self.graph.inputs:
+            self.out.input(name, self.graph[name].type)
+            self.name_of[self.class_of[name]] = name
+        roots = [self.class_of[n] for n in self.graph.outputs]
+        for cls in _postorder(self.selection, roots):
+            if cls not in self.name_of:
+                self.name_of[cls] = self.emit(cls)
+        self.out.set_outputs(unflatten(self.graph.output_structure,
+                                       {n: self.name_of[self.class_of[n]]
+                                        for n in self.graph.outputs}))
+        self.out.defs = _used_defs(self.out, self.out.defs)
+        return self.out
+
+    def emit(self, cls: str) -> str:
+        snap, typer = self.session.snapshot, self.session.typer
+        node = snap.nodes[self.selection.choice[cls].id]
+        op, attrs = typer.decode(node)
+        t = typer.table.types[snap.ty[cls]]
+        orig = self.original.get(cls)
+        keep = orig is not None and orig.op == op and orig.name not in self.out.nodes
+        name = orig.name if keep else None
+        origin = origin_chain(snap.origin.get(node.key, ""))
+        if op == "const":
+            ref = attrs["ref"]
+            self.tensor_of[cls] = self.graph.constants[ref]
+            return self._const(ref, self.graph.constants[ref], t, name, ())
+        if op == "scalar":
+            self.tensor_of[cls] = torch.tensor(attrs["value"], dtype=DType(attrs["dtype"]).torch)
+        elif (self.session.folder.foldable(node, t, typer)
+              and all(c in self.tensor_of for c in node.children)):
+            opdef = typer.ctors[node.ctor][0]
+            value = evaluate(opdef, attrs, [self.tensor_of[c] for c in node.children])
+            self.tensor_of[cls] = value
+            self.folds += 1
+            return self._const(f"~fold{self.folds}", value, t, None, ("fold", *origin))
+        source = orig.source if orig is not None else ""
+        return self.out.add(op, [self.name_of[c] for c in node.children], attrs, type=t,
+                            name=name, source=source, origin=origin)
+
+    def _const(self, ref: str, tensor: torch.Tensor, t, name: str | None,
+               origin: tuple[str, ...]) -> str:
+        self.out.constants[ref] = tensor
+        node = Node(name or self.out.fresh("c"), "const", (), {"ref": ref}, t, "", origin)
+        return self.out._put(node)
+
+
+def decode(graph: Graph, session, selection: Selection) -> Graph:
     """Build the graph that `selection` picks, in topological order."""
-    out = _decode(graph, snap, typer, selection, handles, constants)
-    out.defs = _used_defs(out, typer.defs)
-    return out
+    return _Decoder(graph, session, selection).run()
 
 
 def _used_defs(graph: Graph, defs: dict) -> dict:
     """The composite ops the graph uses, and those their bodies use."""
-    from cuvil.dsl import ast
-
     used, stack = {}, [n.op for n in graph if n.op in defs]
     while stack:
         op = stack.pop()
@@ -43,44 +112,6 @@ def _used_defs(graph: Graph, defs: dict) -> dict:
                     stack.append(t.op)
                 terms.extend(t.args)
     return dict(sorted(used.items()))
-
-
-def _decode(graph: Graph, snap: Snapshot, typer: Typer, selection: Selection,
-            handles: dict[str, str], constants: dict) -> Graph:
-    class_of = {name: snap.let_class[h] for name, h in handles.items()}
-    original = {}
-    for name, cls in class_of.items():
-        original.setdefault(cls, graph[name])
-    out = Graph(graph.name)
-    out.defs = dict(typer.defs)
-    value_of: dict[str, str] = {}
-    for name in graph.inputs:
-        out.input(name, graph[name].type)
-        value_of[class_of[name]] = name
-    for cls in _postorder(selection, [class_of[n] for n in graph.outputs]):
-        if cls in value_of:
-            continue
-        cand = selection.choice[cls]
-        node = snap.nodes[cand.id]
-        op, attrs = typer.decode(node)
-        t = typer.table.types[snap.ty[cls]]
-        orig = original.get(cls)
-        if op == "const":
-            ref = attrs["ref"]
-            out.constants[ref] = constants[ref]
-            name = orig.name if orig is not None and orig.op == "const" else out.fresh("c")
-            value_of[cls] = out._put(Node(name, "const", (), {"ref": ref}, t))
-            continue
-        name = orig.name if orig is not None and orig.op == op else None
-        if name is not None and name in out.nodes:
-            name = None
-        origin = origin_chain(snap.origin.get(node.key, ""))
-        value_of[cls] = out.add(op, [value_of[c] for c in node.children], attrs, type=t,
-                                name=name, source=orig.source if orig is not None else "",
-                                origin=origin)
-    out.set_outputs(unflatten(graph.output_structure,
-                              {n: value_of[class_of[n]] for n in graph.outputs}))
-    return out
 
 
 def _postorder(selection: Selection, roots: list[str]) -> list[str]:

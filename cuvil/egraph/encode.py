@@ -2,7 +2,7 @@
 
     (datatype T (Input String) (Const String) (Matmul T T) (Conv2d T T String String ...) ...)
     (function ty (T) i64 :merge old)          ; type id, interned by `TypeTable`
-    (function rank (T) i64 :merge old) ...    ; what guards read
+    (function t_rank (i64) i64 :merge old) ...; what guards read, per type id
     (function org_Matmul (T T) String :merge old) ...   ; provenance per constructor
     (let $n3 (Matmul $n1 $n2))
 """
@@ -19,16 +19,17 @@ from cuvil.ops.registry import OpDef
 
 ANALYSIS_DECLS = """\
 (function ty (T) i64 :merge old)
-(function rank (T) i64 :merge old)
-(function dim (T i64) i64 :merge old)
-(function numel (T) i64 :merge old)
-(function shape (T) String :merge old)
-(function dtype (T) String :merge old)
-(function layout (T) String :merge old)
-(function device (T) String :merge old)
-(function is_float (T) bool :merge old)
+(function t_rank (i64) i64 :merge old)
+(function t_dim (i64 i64) i64 :merge old)
+(function t_numel (i64) i64 :merge old)
+(function t_shape (i64) String :merge old)
+(function t_dtype (i64) String :merge old)
+(function t_layout (i64) String :merge old)
+(function t_device (i64) String :merge old)
+(function t_is_float (i64) bool :merge old)
 (function is_const (T) bool :merge (or old new))
 (function value (T) f64 :merge old)
+(relation fired (T String))
 """
 
 
@@ -84,7 +85,7 @@ class Encoding:
     handles: dict[str, str]  # IR value name -> egglog let name
 
 
-def encode_graph(graph: Graph, types: TypeTable, uses: set[str], dims: set[int]) -> Encoding:
+def encode_graph(graph: Graph, types: TypeTable) -> Encoding:
     """One `let` per node, its analyses, and an empty origin (imported nodes)."""
     handles: dict[str, str] = {}
     commands: list[str] = []
@@ -95,6 +96,6 @@ def encode_graph(graph: Graph, types: TypeTable, uses: set[str], dims: set[int])
         commands.append(f"(let {handle} {term})")
         commands.append(f'(set (org_{term[1:]} "")')
         value = node.attrs["value"] if node.op == "scalar" else None
-        commands += analysis_commands(handle, node.type, types, uses, dims,
+        commands += analysis_commands(handle, node.type, types,
                                       is_const=node.op in ("const", "scalar"), value=value)
-    return Encoding(commands, handles)
+    return Encoding(types.flush() + commands, handles)

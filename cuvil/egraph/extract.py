@@ -1,8 +1,9 @@
 """Extraction: pick one e-node per needed e-class so that the whole graph costs least.
 
 Costs are DAG costs: a subgraph shared by several users is paid once (egglog's default
-extractor is tree-based and pays it once per use). Two extractors:
+extractor is tree-based and pays it once per use). Three extractors:
 
+- `greedy_tree`: tree costs, linear time, for e-graphs too big for the next one.
 - `greedy_dag`: bottom-up to a fixpoint; each e-class keeps the set of classes its best
   choice needs, with their costs, and a candidate's cost is that of the union of its
   children's sets. Fast, handles cycles (a candidate whose children already need its own
@@ -80,14 +81,18 @@ def greedy_dag(problem: Problem) -> Selection:
         cand = queue.popleft()
         if not all(c in best for c in cand.children):
             continue
-        sets = sorted((best[c][1] for c in set(cand.children)), key=len, reverse=True)
-        if any(cand.cls in s for s in sets):
+        kids = sorted((best[c] for c in set(cand.children)), key=lambda b: len(b[1]),
+                      reverse=True)
+        if any(cand.cls in b[1] for b in kids):
             continue  # would need itself: a cycle
-        needed = dict(sets[0]) if sets else {}
-        for s in sets[1:]:
-            needed.update(s)
+        total, needed = (kids[0][0], dict(kids[0][1])) if kids else (0.0, {})
+        for _, other, _ in kids[1:]:  # add what the largest set lacks
+            for k, v in other.items():
+                if k not in needed:
+                    needed[k] = v
+                    total += v
         needed[cand.cls] = cand.cost
-        total = sum(needed.values())
+        total += cand.cost
         if cand.cls not in best or total < best[cand.cls][0]:
             best[cand.cls] = (total, needed, cand)
             queue.extend(parents.get(cand.cls, ()))
@@ -96,6 +101,30 @@ def greedy_dag(problem: Problem) -> Selection:
         raise ValueError(f"no finite extraction for e-class(es) {', '.join(missing)}")
     choice = _needed({c: v[2] for c, v in best.items()}, problem.roots)
     return Selection(choice, dag_cost(choice, problem.roots), "greedy-dag")
+
+
+def greedy_tree(problem: Problem) -> Selection:
+    """Bottom-up tree costs (a shared subgraph counts once per use): linear time, for
+    e-graphs too large for `greedy_dag`. Strict improvement keeps the choice acyclic."""
+    parents: dict[str, list[Candidate]] = {}
+    queue: deque[Candidate] = deque()
+    for cands in problem.classes.values():
+        for cand in cands:
+            for child in set(cand.children):
+                parents.setdefault(child, []).append(cand)
+            if not cand.children:
+                queue.append(cand)
+    best: dict[str, tuple[float, Candidate]] = {}
+    while queue:
+        cand = queue.popleft()
+        if not all(c in best for c in cand.children):
+            continue
+        total = cand.cost + sum(best[c][0] for c in cand.children)
+        if cand.cls not in best or total < best[cand.cls][0]:
+            best[cand.cls] = (total, cand)
+            queue.extend(parents.get(cand.cls, ()))
+    choice = _needed({c: v[1] for c, v in best.items()}, problem.roots)
+    return Selection(choice, dag_cost(choice, problem.roots), "greedy-tree")
 
 
 def _reachable(problem: Problem) -> list[str]:

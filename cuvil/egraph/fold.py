@@ -1,9 +1,11 @@
-"""Constant folding inside the e-graph: a subterm whose inputs are all constants is
-evaluated once, at compile time, with the catalog's reference implementation, and its
-e-class gains a new constant (`Const "~fold3"`, or a `Scalar` when 0-d).
+"""Constant folding: a subterm whose inputs are all constants costs nothing at run time.
 
-This is how `conv2d(x, w * s)` with a constant scale turns into `conv2d(x, w')`: a rule
-says what is equal, folding makes the cheap form exist.
+An e-class is constant when it holds a `const` or `scalar` e-node, or an e-node of a
+foldable op whose inputs are all constant classes. Guards see it (`is_const`, `value` of
+0-d constants); the cost model charges such e-nodes nothing; decoding evaluates the chosen
+ones once, at compile time, with the catalog's reference implementation, into new
+constants (`~fold3`). This is how `conv2d(x, w * s)` with a constant scale becomes
+`conv2d(x, w')`: a rule says what is equal, folding makes the cheap form free.
 """
 
 from __future__ import annotations
@@ -12,72 +14,76 @@ from dataclasses import dataclass, field
 
 import torch
 
-from cuvil.egraph.schema import encode_f64, encode_string
+from cuvil.egraph.schema import encode_f64
 from cuvil.egraph.snapshot import ENode, Snapshot
-from cuvil.egraph.typing import Typer, analysis_commands
-from cuvil.ir.types import DType
+from cuvil.egraph.typing import Typer
+from cuvil.ir.types import DType, TensorType
 
-NO_FOLD = {"input", "const", "scalar", "torch_op", "to_layout", "to_device"}
+NO_FOLD = {"input", "const", "scalar", "torch_op", "to_layout", "to_device", "dropout"}
+LEAVES = {"const", "scalar"}
 MAX_NUMEL = 1 << 24
 
 
 @dataclass
 class Folder:
-    constants: dict[str, torch.Tensor]  # graph constants; folded ones are added
     enabled: bool = True
-    folded: dict[tuple, str] = field(default_factory=dict)  # e-node key -> new ref
-    count: int = 0
+    constant: set[str] = field(default_factory=set)  # constant e-classes (last sync)
+    announced: set[str] = field(default_factory=set)  # classes whose constness egglog knows
+
+    def foldable(self, node: ENode, t: TensorType, typer: Typer) -> bool:
+        """A non-leaf e-node that can be computed at compile time."""
+        op = typer.ctors[node.ctor][0].name
+        return (self.enabled and op not in NO_FOLD and bool(node.children)
+                and all(c in self.constant for c in node.children)
+                and t.is_static and t.numel <= MAX_NUMEL)
 
     def sync(self, snap: Snapshot, typer: Typer) -> list[str]:
-        if not self.enabled:
-            return []
-        values = self._constant_classes(snap, typer)
-        commands: list[str] = []
-        for cls, node_ids in snap.classes.items():
-            if cls in values or cls not in snap.ty or cls not in snap.lets:
+        """Find the constant classes; tell egglog about new ones if guards ask."""
+        self.constant = set()
+        users: dict[str, list[ENode]] = {}
+        work: list[ENode] = []
+        for node in snap.nodes.values():
+            for child in node.children:
+                users.setdefault(child, []).append(node)
+            if typer.ctors[node.ctor][0].name in LEAVES:
+                work.append(node)
+        while work:  # a class turns constant once; then its users are looked at
+            node = work.pop()
+            if node.cls in self.constant or node.cls not in snap.ty:
                 continue
-            for node_id in node_ids:
-                node = snap.nodes[node_id]
-                op, _ = typer.decode(node)
-                if (op in NO_FOLD or node.key in typer.rejected or not node.children
-                        or not all(c in values for c in node.children)):
-                    continue
-                commands += self._fold(node, snap, typer, values)
-                break
-        return commands
+            t = typer.table.types[snap.ty[node.cls]]
+            if typer.ctors[node.ctor][0].name in LEAVES or self.foldable(node, t, typer):
+                self.constant.add(node.cls)
+                work.extend(users.get(node.cls, ()))
+        return self._announce(snap, typer)
 
-    def _constant_classes(self, snap: Snapshot, typer: Typer) -> dict[str, torch.Tensor]:
-        values = {}
-        for cls, node_ids in snap.classes.items():
-            for node_id in node_ids:
-                op, attrs = typer.decode(snap.nodes[node_id])
-                if op == "const" and attrs["ref"] in self.constants:
-                    values[cls] = self.constants[attrs["ref"]]
-                elif op == "scalar":
-                    values[cls] = torch.tensor(attrs["value"], dtype=DType(attrs["dtype"]).torch)
-        return values
-
-    def _fold(self, node: ENode, snap: Snapshot, typer: Typer, values: dict) -> list[str]:
-        t = typer.table.types[snap.ty[node.cls]]
-        if not t.is_static or t.numel > MAX_NUMEL:
+    def _announce(self, snap: Snapshot, typer: Typer) -> list[str]:
+        uses = typer.table.uses
+        if not uses & {"is_const", "value"}:
             return []
-        op, attrs = typer.decode(node)
-        opdef = typer.ctors[node.ctor][0]
-        with torch.no_grad():
-            result = opdef.ref([values[c] for c in node.children], attrs).contiguous()
-        handle = snap.lets[node.cls]
-        origin = encode_string(" <- fold" + snap.origin.get(node.key, ""))
-        if t.rank == 0 and t.dtype is not DType.bf16:
-            leaf = f"(Scalar {encode_f64(result.item())} {encode_string(str(t.dtype))})"
-            value = result.item()
-        else:
-            ref = self.folded.get(node.key)
-            if ref is None:
-                self.count += 1
-                ref = self.folded[node.key] = f"~fold{self.count}"
-                self.constants[ref] = result
-            typer.leaves[("const", ref)] = t
-            leaf, value = f"(Const {encode_string(ref)})", None
-        out = [f"(union {handle} {leaf})", f"(set (org_{leaf[1:]} {origin})"]
-        return out + analysis_commands(handle, t, typer.table, typer.uses, typer.dims,
-                                       is_const=True, value=value)
+        out = []
+        for cls in sorted(self.constant - self.announced):
+            handle = snap.lets.get(cls)
+            if handle is None:
+                continue
+            self.announced.add(cls)
+            out.append(f"(set (is_const {handle}) true)")
+            t = typer.table.types[snap.ty[cls]]
+            if "value" in uses and t.rank == 0 and t.dtype is not DType.bf16:
+                value = self.scalar_value(cls, snap, typer)
+                if value is not None:
+                    out.append(f"(set (value {handle}) {encode_f64(value)})")
+        return out
+
+    def scalar_value(self, cls: str, snap: Snapshot, typer: Typer) -> float | None:
+        for node_id in snap.classes[cls]:
+            op, attrs = typer.decode(snap.nodes[node_id])
+            if op == "scalar":
+                return attrs["value"]
+        return None
+
+
+def evaluate(opdef, attrs: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    """One folded e-node, computed with the reference implementation."""
+    with torch.no_grad():
+        return opdef.ref(inputs, attrs).contiguous()

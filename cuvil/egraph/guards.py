@@ -1,9 +1,10 @@
 """Guards (`where ...`) compiled to egglog query atoms; never evaluated as Python.
 
 A guard becomes a disjunction of conjunctions of atoms (`or` splits a rule into several
-egglog rules). Built-ins read analysis functions that Cuvil fills for every e-class:
-`rank`, `dim` (also at negative indices), `numel`, `shape`, `dtype`, `layout`, `device`,
-`is_float`, `is_const`, `value`. A lookup that has no entry fails the match, which is how
+egglog rules). Built-ins read the analyses Cuvil fills: each e-class has a type id
+(`ty`), and tables keyed by type id hold `rank`, `dim` (also at negative indices),
+`numel`, `shape`, `dtype`, `layout`, `device`, `is_float`; `is_const` and `value` are kept
+per e-class. A lookup that has no entry fails the match, which is how
 "unknown means no match" holds: a symbolic dim is stored as a negative id, so arithmetic and
 ordering on dims first require `dim >= 0`; `numel` is only stored when static.
 """
@@ -20,8 +21,9 @@ from cuvil.ir.text import format_value
 Alternatives = list[list[str]]  # or of ands of atoms
 TENSOR = "T"
 SHAPE = "shape"
-ANALYSES = {"rank": I64, "numel": I64, "shape": STRING, "dtype": STRING, "layout": STRING,
-            "device": STRING, "is_float": BOOL, "is_const": BOOL, "value": F64}
+TYPE_ANALYSES = {"rank": I64, "numel": I64, "shape": STRING, "dtype": STRING,
+                 "layout": STRING, "device": STRING, "is_float": BOOL}  # per type id
+CLASS_ANALYSES = {"is_const": BOOL, "value": F64}  # per e-class
 _NEGATE = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
 _EGG_CMP = {"==": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
@@ -39,7 +41,9 @@ class GuardCompiler:
     _fresh: int = 0
 
     def compile(self, guard: ast.Expr | None) -> Alternatives:
-        return [[]] if guard is None else self.condition(guard, False)
+        if guard is None:
+            return [[]]
+        return [list(dict.fromkeys(atoms)) for atoms in self.condition(guard, False)]
 
     # -- booleans -------------------------------------------------------------------------
     def condition(self, e: ast.Expr, negate: bool) -> Alternatives:
@@ -122,23 +126,33 @@ class GuardCompiler:
         if e.name == "dim":
             if len(e.args) != 2:
                 raise self.error(e, "dim(x, i) takes two arguments")
-            x, index = self.tensor(e.args[0]), _int_literal(e.args[1])
+            index = _int_literal(e.args[1])
             if index is None:
                 raise self.error(e.args[1], "dim's index must be an integer literal")
+            ty, atoms = self.type_of(e.args[0])
             self.used.add("dim")
             self.dims.add(index)
             var = self.fresh()
-            atoms = [f"(= {var} (dim {x} {index}))"]
+            atoms.append(f"(= {var} (t_dim {ty} {index}))")
             if not compared_with_dim:
                 atoms.append(f"(>= {var} 0)")
             return var, I64, atoms
-        if e.name in ANALYSES:
+        if e.name in TYPE_ANALYSES or e.name in CLASS_ANALYSES:
             if len(e.args) != 1:
                 raise self.error(e, f"{e.name}(x) takes one argument")
             self.used.add(e.name)
             var = self.fresh()
-            return var, ANALYSES[e.name], [f"(= {var} ({e.name} {self.tensor(e.args[0])}))"]
+            if e.name in CLASS_ANALYSES:
+                x = self.tensor(e.args[0])
+                return var, CLASS_ANALYSES[e.name], [f"(= {var} ({e.name} {x}))"]
+            ty, atoms = self.type_of(e.args[0])
+            return var, TYPE_ANALYSES[e.name], [*atoms, f"(= {var} (t_{e.name} {ty}))"]
         raise self.error(e, f"unknown built-in '{e.name}'")
+
+    def type_of(self, e: ast.Expr) -> tuple[str, list[str]]:
+        """The variable holding the type id of tensor `e`, and the atom binding it once."""
+        x = self.tensor(e)
+        return f"_t{x}", [f"(= _t{x} (ty {x}))"]
 
     # -- helpers --------------------------------------------------------------------------
     def tensor(self, e: ast.Expr) -> str:

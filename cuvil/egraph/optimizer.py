@@ -8,14 +8,23 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from cuvil.egraph.cost import CostModel
 from cuvil.egraph.decode import decode, origin_chain
-from cuvil.egraph.extract import Candidate, Problem, Selection, exact, greedy_dag
+from cuvil.egraph.extract import (
+    Candidate,
+    Problem,
+    Selection,
+    exact,
+    greedy_dag,
+    greedy_tree,
+)
 from cuvil.egraph.report import Iteration, OptimizeReport, RuleStat
 from cuvil.egraph.saturate import Saturation, saturate
 from cuvil.egraph.session import Limits, Session
+from cuvil.egraph.worker import Post, can_fork, run_isolated
 from cuvil.ir.graph import Graph
 from cuvil.rules.library import RuleLibrary
 from cuvil.trace import Tracer
@@ -28,6 +37,7 @@ class Options:
     extract: str = "auto"  # "greedy", "exact" or "auto" (exact when small)
     fold: bool = True
     hints: dict | None = None  # symbol -> size the cost model assumes
+    isolate: bool = True  # saturate in a forked worker that the deadline can kill
 
 
 def cost_model(graph: Graph, library: RuleLibrary, options: Options) -> CostModel:
@@ -52,20 +62,28 @@ def problem(session: Session, costs: CostModel) -> Problem:
             node = snap.nodes[node_id]
             if node.key in typer.rejected or not all(c in snap.ty for c in node.children):
                 continue
-            op, attrs = typer.decode(node)
-            ins = [typer.table.types[snap.ty[c]] for c in node.children]
-            cost = costs.node_cost(op, attrs, ins, out)
+            if session.folder.foldable(node, out, typer):
+                cost = 0.0  # computed once, at compile time
+            else:
+                op, attrs = typer.decode(node)
+                ins = [typer.table.types[snap.ty[c]] for c in node.children]
+                cost = costs.node_cost(op, attrs, ins, out)
             classes.setdefault(cls, []).append(Candidate(node_id, cls, cost, node.children))
     roots = [snap.let_class[session.encoding.handles[n]] for n in session.graph.outputs]
     return Problem(classes, list(dict.fromkeys(roots)))
 
 
-def select(prob: Problem, options: Options) -> Selection:
-    greedy = greedy_dag(prob)
+def select(prob: Problem, options: Options, seconds_left: float) -> Selection:
     size = sum(len(c) for c in prob.classes.values())
+    if size > options.limits.dag_nodes:
+        tree = greedy_tree(prob)
+        tree.notes.append(f"{size} e-nodes: tree-cost extraction (DAG-aware up to "
+                          f"{options.limits.dag_nodes})")
+        return tree
+    greedy = greedy_dag(prob)
     mode = options.extract
     if mode == "exact" or (mode == "auto" and size <= options.limits.exact_nodes):
-        ilp = exact(prob, options.limits.exact_time)
+        ilp = exact(prob, max(0.1, min(options.limits.exact_time, seconds_left)))
         if ilp.cost <= greedy.cost + 1e-9:
             return ilp
         greedy.notes.append(f"ILP stopped at {ilp.cost:.2f} us, above greedy")
@@ -74,18 +92,110 @@ def select(prob: Problem, options: Options) -> Selection:
 
 def optimize_graph(graph: Graph, library: RuleLibrary, options: Options,
                    tracer: Tracer | None = None) -> Graph:
+    """Optimize in a forked worker when possible (a runaway never hangs the caller)."""
     tracer = tracer or Tracer()
+    if options.isolate and can_fork():
+        return _isolated(graph, library, options, tracer)
+    return _optimize(graph, library, options, tracer)
+
+
+def _optimize(graph: Graph, library: RuleLibrary, options: Options, tracer: Tracer,
+              post: Post | None = None) -> Graph:
+    start = time.perf_counter()
     costs = cost_model(graph, library, options)
     with tracer.stage("encode"):
         session = Session(graph, library, options.targets, options.limits, options.fold)
+    on_step = _Interim(session, costs, options, tracer, post) if post else tracer.step
     with tracer.stage("saturate"):
-        run = saturate(session, options.limits, tracer.step)
+        run = saturate(session, options.limits, start, on_step)
     with tracer.stage("extract"):
-        selection = select(problem(session, costs), options)
+        left = 0.9 * options.limits.time - (time.perf_counter() - start)
+        selection = select(problem(session, costs), options, left)
+    return _finish(graph, session, run, selection, costs, tracer)
+
+
+def _finish(graph: Graph, session: Session, run: Saturation, selection: Selection,
+            costs: CostModel, tracer: Tracer) -> Graph:
     with tracer.stage("decode"):
-        result = decode(graph, session.snapshot, session.typer, selection,
-                        session.encoding.handles, session.folder.constants).verify()
+        result = decode(graph, session, selection).verify()
     result.report = build_report(graph, result, session, run, selection, costs, tracer)
+    return result
+
+
+@dataclass
+class _Interim:
+    """After each step, now and then, post the best graph so far to the parent."""
+
+    session: Session
+    costs: CostModel
+    options: Options
+    tracer: Tracer
+    post: Post
+    steps: list = field(default_factory=list)
+    last: float = field(default_factory=time.perf_counter)
+
+    def __call__(self, step) -> None:
+        self.tracer.step(step)
+        self.steps.append(step)
+        interval = max(0.5, self.options.limits.time / 5)
+        if time.perf_counter() - self.last < interval:
+            return
+        self.last = time.perf_counter()
+        run = Saturation(list(self.steps), "time limit (best graph found before the deadline)")
+        prob = problem(self.session, self.costs)
+        size = sum(len(c) for c in prob.classes.values())
+        fast = greedy_tree if size > self.options.limits.dag_nodes else greedy_dag
+        selection = fast(prob)
+        result = _finish(self.session.graph, self.session, run, selection, self.costs,
+                         Tracer())
+        self.post(_pack(result, self.tracer))
+
+
+def _isolated(graph: Graph, library: RuleLibrary, options: Options, tracer: Tracer) -> Graph:
+    limits = options.limits
+    deadline = 1.2 * limits.time + 0.5
+
+    def work(post: Post):
+        child_tracer = Tracer(origin=tracer.origin)
+        return _pack(_optimize(graph, library, options, child_tracer, post), child_tracer)
+
+    outcome = run_isolated(work, deadline)
+    if outcome.payload is None:
+        result = graph.copy()
+        result.report = OptimizeReport(
+            stop_reason=f"time limit (no result within {outcome.seconds:.1f} s; "
+                        "returned the input graph)", graph=result)
+        return result
+    result = _unpack(outcome.payload, graph, library, tracer)
+    if not outcome.finished:
+        result.report.stop_reason = (f"time limit (worker stopped after "
+                                     f"{outcome.seconds:.1f} s; best graph so far)")
+    return result
+
+
+def _pack(result: Graph, tracer: Tracer) -> tuple:
+    """A picklable result: imported weights stay behind (the parent has them)."""
+    slim = result.copy()
+    slim.constants = {k: v for k, v in result.constants.items() if k.startswith("~")}
+    slim.defs = {}
+    report = result.report
+    report.graph = None
+    return slim, sorted(result.defs), report, tracer.events, tracer.totals
+
+
+def _unpack(payload: tuple, graph: Graph, library: RuleLibrary, tracer: Tracer) -> Graph:
+    result, def_names, report, events, totals = payload
+    for node in result:
+        if node.op == "const" and node.attrs["ref"] in graph.constants:
+            result.constants[node.attrs["ref"]] = graph.constants[node.attrs["ref"]]
+    defs = {**graph.defs, **library.ops}
+    result.defs = {name: defs[name] for name in def_names}
+    report.graph = result
+    result.report = report
+    tracer.events += events
+    for k, v in totals.items():
+        tracer.totals[k] = tracer.totals.get(k, 0.0) + v
+    report.timings = dict(tracer.totals)
     return result
 
 
@@ -112,6 +222,9 @@ def build_report(before: Graph, after: Graph, session: Session, run: Saturation,
         for label in node.origin:
             if label in report.rules:
                 report.rules[label].in_result = True
+    for cls, label in session.snapshot.fired:  # rules that only remove nodes
+        if cls in selection.choice and label in report.rules:
+            report.rules[label].in_result = True
     for rejected in session.typer.rejected.values():
         chain = " <- ".join(origin_chain(rejected.origin)) or "imported graph"
         report.rejected.append((chain, rejected.reason))

@@ -129,6 +129,8 @@ def compile_rule(rule: CheckedRule, ruleset: str, defs: dict, targets: tuple[str
     actions: list[str] = []
     rhs = _build(rule.rhs, pattern, rule.label, actions, origin)
     actions.append(f"(union {root} {rhs})")
+    if isinstance(rule.rhs, ast.Var):  # removes nodes: remember where, to report it
+        actions.append(f"(fired {root} {encode_string(rule.label)})")
     out = []
     for k, extra in enumerate(alternatives):
         query = " ".join(pattern.atoms + extra)

@@ -3,8 +3,9 @@
 `saturate(a)` steps ruleset `a` until a step changes nothing; `repeat(n, a, b)` steps `a`
 then `b`, n times (stopping early once a whole round changes nothing). Without a schedule
 every ruleset repeats in load order until a round changes nothing. After every step the
-iteration, e-node and wall-clock limits are checked; the first one hit ends saturation and
-is the report's stop reason.
+iteration, e-node and wall-clock limits are checked (saturation may use 70% of the time
+limit, and stops early when the next step would not fit, judging by the last one); the
+first limit hit ends saturation and is the report's stop reason.
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ def plan(library, limits: Limits) -> list[ast.Saturate | ast.Repeat]:
     return [ast.Repeat(limits.iterations, names, pos)] if names else []
 
 
-def saturate(session: Session, limits: Limits,
+SATURATION_SHARE = 0.7  # of the time limit; the rest is left for extraction
+
+
+def saturate(session: Session, limits: Limits, start: float,
              on_step: Callable[[StepResult], None] | None = None) -> Saturation:
-    start = time.perf_counter()
+    """Run the library's schedule; `start` is when the time limit started counting."""
     steps: list[StepResult] = []
 
     def step(rulesets: tuple[str, ...]) -> bool:
@@ -45,7 +49,7 @@ def saturate(session: Session, limits: Limits,
         steps.append(result)
         if on_step:
             on_step(result)
-        _check(len(steps), result.size, time.perf_counter() - start, limits)
+        _check(len(steps), result, time.perf_counter() - start, limits)
         return result.changed
 
     complete = True
@@ -79,10 +83,12 @@ def _forever() -> Iterator[int]:
         yield n
 
 
-def _check(iterations: int, size: int, elapsed: float, limits: Limits) -> None:
-    if size > limits.nodes:
-        raise LimitReached(f"node limit ({size} > {limits.nodes} e-nodes)")
-    if elapsed > limits.time:
-        raise LimitReached(f"time limit ({elapsed:.2f} s > {limits.time} s)")
+def _check(iterations: int, last: StepResult, elapsed: float, limits: Limits) -> None:
+    if last.size > limits.nodes:
+        raise LimitReached(f"node limit ({last.size} > {limits.nodes} e-nodes)")
+    budget = SATURATION_SHARE * limits.time
+    if elapsed + last.seconds > budget:  # the next step would likely overrun
+        raise LimitReached(f"time limit ({elapsed:.2f} s of {limits.time} s used; "
+                           "another iteration would not fit)")
     if iterations >= limits.iterations:
         raise LimitReached(f"iteration limit ({limits.iterations})")

@@ -26,13 +26,13 @@ from cuvil.ir.graph import Graph
 from cuvil.ops import registry
 from cuvil.rules.library import RuleLibrary
 
-ALWAYS = {"rank", "dtype", "layout", "device", "is_float", "is_const"}
 UNFOLD = "cuvil:unfold"
 
 
 @dataclass
 class Limits:
-    """Bounds that always hold. `time` is wall-clock seconds for saturation."""
+    """Bounds that always hold. `time` bounds the whole optimization, in wall-clock seconds
+    (a worker process is killed past it, keeping the best graph found so far)."""
 
     iterations: int = 64
     nodes: int = 50_000
@@ -40,7 +40,8 @@ class Limits:
     ban_length: int = 2
     time: float = 10.0
     exact_nodes: int = 600  # extract exactly (ILP) up to this many e-nodes
-    exact_time: float = 5.0
+    dag_nodes: int = 20_000  # DAG-aware greedy extraction up to this many, then tree costs
+    exact_time: float = 2.0
 
 
 @dataclass
@@ -77,10 +78,10 @@ class Session:
         self.ctors = constructors(self.defs, sorted(_variadic_arities(self.graph,
                                                                       self.library)))
         self.rules = self._compile_rules()
-        uses = ALWAYS | {u for r in self.rules for u in r.uses}
+        uses = {u for r in self.rules for u in r.uses}
         dims = {d for r in self.rules for d in r.dims}
-        self.typer = Typer(self.ctors.table, self.defs, TypeTable(), uses, dims)
-        self.folder = Folder(dict(self.graph.constants), enabled=self.fold)
+        self.typer = Typer(self.ctors.table, self.defs, TypeTable(uses, dims))
+        self.folder = Folder(enabled=self.fold)
         self.backoff = {r.label: _Backoff(self.limits.match_limit) for r in self.rules}
         self.by_ruleset = self._group_rulesets()
         self._combined: dict[tuple[str, ...], str] = {}
@@ -113,7 +114,7 @@ class Session:
             if node.op in ("input", "const"):
                 key = node.name if node.op == "input" else node.attrs["ref"]
                 t.leaves[(node.op, key)] = node.type
-        encoding = encode_graph(self.graph, t.table, t.uses, t.dims)
+        encoding = encode_graph(self.graph, t.table)
         rulesets = sorted({r.ruleset for r in self.rules})
         self.program = [self.ctors.declarations(), *(f"(ruleset {r})" for r in rulesets),
                         *(r.text for r in self.rules), *encoding.commands]
@@ -149,9 +150,11 @@ class Session:
             groups.setdefault(self.backoff[lb].limit, []).append(lb)
         reports = self._run_groups(groups) if groups else []
         applied, banned = self._account(reports, active)
-        before = self.snapshot.size
-        self.snapshot = self.sync()
-        changed = any(r.updated for r in reports) or self.snapshot.size != before
+        updated = any(r.updated for r in reports)
+        if updated:  # else the e-graph is as the last snapshot saw it
+            self.snapshot = self.sync()
+        sitting_out = len(active) < len(labels)
+        changed = updated or bool(banned) or sitting_out  # banned rules have work left
         return StepResult(rulesets, self.snapshot.size, time.perf_counter() - start,
                           changed, applied, banned)
 

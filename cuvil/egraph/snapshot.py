@@ -16,25 +16,29 @@ from egglog import bindings
 from cuvil.egraph.schema import SORT
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ENode:
     id: str
     ctor: str
     cls: str
     args: tuple[tuple[bool, str], ...]  # (is_class, class id or literal text), in order
+    children: tuple[str, ...]  # the class arguments
+    literals: tuple[str, ...]  # the literal arguments (attributes)
 
-    @property
-    def children(self) -> tuple[str, ...]:
-        return tuple(v for is_cls, v in self.args if is_cls)
-
-    @property
-    def literals(self) -> tuple[str, ...]:
-        return tuple(v for is_cls, v in self.args if not is_cls)
+    @staticmethod
+    def make(node_id: str, ctor: str, cls: str, args: tuple[tuple[bool, str], ...]) -> ENode:
+        return ENode(node_id, ctor, cls, args, tuple(v for c, v in args if c),
+                     tuple(v for c, v in args if not c))
 
     @property
     def key(self) -> tuple:
         """Identity of the e-node under the current class ids."""
         return (self.ctor, self.args)
+
+
+def origin_text(raw: str) -> str:
+    """Decode an origin string as serialized (quoted, JSON-style escapes)."""
+    return json.loads(raw) if raw.startswith('"') else raw
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Snapshot:
     let_class: dict[str, str] = field(default_factory=dict)  # every let name -> class
     ty: dict[str, int] = field(default_factory=dict)  # class -> type id
     origin: dict[tuple, str] = field(default_factory=dict)  # e-node key -> origin chain
+    fired: set[tuple[str, str]] = field(default_factory=set)  # (class, label) of node removals
 
     @property
     def size(self) -> int:
@@ -68,14 +73,17 @@ def take(egraph: bindings.EGraph, ctors: set[str]) -> Snapshot:
     for node_id, v in raw.items():
         op, cls = v["op"], v["eclass"]
         if op in ctors and cls.startswith(SORT + "-"):
-            node = ENode(node_id, op, cls, tuple(arg(c) for c in v["children"]))
+            node = ENode.make(node_id, op, cls, tuple(arg(c) for c in v["children"]))
             snap.nodes[node_id] = node
             snap.classes.setdefault(cls, []).append(node_id)
         elif op == "ty":
             snap.ty[node_class[v["children"][0]]] = int(literal[cls])
+        elif op == "fired":
+            (_, cls_id), (_, label) = arg(v["children"][0]), arg(v["children"][1])
+            snap.fired.add((cls_id, json.loads(label)))
         elif op.startswith("org_"):
             key = (op[4:], tuple(arg(c) for c in v["children"]))
-            snap.origin[key] = json.loads(literal[cls])
+            snap.origin[key] = literal[cls]  # egglog's quoted text: see `origin_text`
     for cls, info in class_data.items():
         if info.get("type") == SORT and info.get("let"):
             names = info["let"].split(", ")

@@ -26,45 +26,61 @@ from cuvil.ops import registry
 
 @dataclass
 class TypeTable:
-    """Interns types (ids >= 0) and symbolic dims (ids < 0: never equal to a size)."""
+    """Interns types (ids >= 0) and symbolic dims (ids < 0: never equal to a size).
 
+    What guards read about a type lives in tables keyed by the type id (`t_rank`, `t_dim`,
+    `t_layout`, ...), written once per distinct type; an e-class only stores its `ty`.
+    """
+
+    uses: set[str] = field(default_factory=set)  # analyses the rules read
+    dims: set[int] = field(default_factory=set)  # dim indices the rules read
     types: list[TensorType] = field(default_factory=list)
     ids: dict[TensorType, int] = field(default_factory=dict)
     symbols: dict[Any, int] = field(default_factory=dict)
+    pending: list[str] = field(default_factory=list)  # rows of new types, not yet sent
 
     def id(self, t: TensorType) -> int:
         if t not in self.ids:
             self.ids[t] = len(self.types)
             self.types.append(t)
+            self.pending += self._rows(self.ids[t], t)
         return self.ids[t]
+
+    def flush(self) -> list[str]:
+        out, self.pending = self.pending, []
+        return out
 
     def dim_value(self, d) -> int:
         if is_static(d):
             return d
         return self.symbols.setdefault(sympy.sympify(d), -1 - len(self.symbols))
 
+    def _rows(self, k: int, t: TensorType) -> list[str]:
+        out = []
+        if "rank" in self.uses:
+            out.append(f"(set (t_rank {k}) {t.rank})")
+        for i in sorted(self.dims):
+            if -t.rank <= i < t.rank:
+                out.append(f"(set (t_dim {k} {i}) {self.dim_value(t.shape[i])})")
+        if "numel" in self.uses and t.is_static:
+            out.append(f"(set (t_numel {k}) {t.numel})")
+        if "shape" in self.uses:
+            out.append(f"(set (t_shape {k}) {encode_string(format_value(t.shape))})")
+        for name, v in (("dtype", str(t.dtype)), ("layout", t.layout), ("device", t.device)):
+            if name in self.uses:
+                out.append(f"(set (t_{name} {k}) {encode_string(v)})")
+        if "is_float" in self.uses:
+            out.append(f"(set (t_is_float {k}) {'true' if t.dtype.is_float else 'false'})")
+        return out
 
-def analysis_commands(handle: str, t: TensorType, table: TypeTable, uses: set[str],
-                      dims: set[int], is_const: bool = False, value: Any = None) -> list[str]:
-    """`set` commands giving e-class `handle` its type and the analyses guards use."""
+
+def analysis_commands(handle: str, t: TensorType, table: TypeTable, is_const: bool = False,
+                      value: Any = None) -> list[str]:
+    """`set` commands giving e-class `handle` its type (and constness, scalar value)."""
     out = [f"(set (ty {handle}) {table.id(t)})"]
-    if "rank" in uses:
-        out.append(f"(set (rank {handle}) {t.rank})")
-    for i in sorted(dims):
-        if -t.rank <= i < t.rank:
-            out.append(f"(set (dim {handle} {i}) {table.dim_value(t.shape[i])})")
-    if "numel" in uses and t.is_static:
-        out.append(f"(set (numel {handle}) {t.numel})")
-    if "shape" in uses:
-        out.append(f"(set (shape {handle}) {encode_string(format_value(t.shape))})")
-    for name, v in (("dtype", str(t.dtype)), ("layout", t.layout), ("device", t.device)):
-        if name in uses:
-            out.append(f"(set ({name} {handle}) {encode_string(v)})")
-    if "is_float" in uses:
-        out.append(f"(set (is_float {handle}) {'true' if t.dtype.is_float else 'false'})")
-    if "is_const" in uses:
+    if "is_const" in table.uses:
         out.append(f"(set (is_const {handle}) {'true' if is_const else 'false'})")
-    if "value" in uses and value is not None:
+    if "value" in table.uses and value is not None:
         out.append(f"(set (value {handle}) {encode_f64(value)})")
     return out
 
@@ -83,8 +99,6 @@ class Typer:
     ctors: dict  # constructor name -> (OpDef, n_inputs)
     defs: dict
     table: TypeTable
-    uses: set[str]
-    dims: set[int]
     leaves: dict[tuple[str, Any], TensorType] = field(default_factory=dict)  # (op, name)
     rejected: dict[tuple, Rejected] = field(default_factory=dict)
     checked: set[tuple] = field(default_factory=set)
@@ -136,14 +150,13 @@ class Typer:
                     elif cls not in types:
                         types[cls] = self.table.id(result)
                         handle = self._handle(cls, node, handles, commands)
-                        commands += analysis_commands(handle, result, self.table,
-                                                      self.uses, self.dims)
+                        commands += analysis_commands(handle, result, self.table)
                         progress = True
                     elif self.table.types[types[cls]] != result:
                         want = self.table.types[types[cls]]
                         self._reject(node, snap, f"changes {_difference(want, result)} "
                                                  "without a conversion op")
-        return commands
+        return self.table.flush() + commands
 
     def _handle(self, cls: str, node: ENode, handles: dict[str, str], out: list[str]) -> str:
         if cls in handles:

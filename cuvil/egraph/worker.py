@@ -1,0 +1,87 @@
+"""Run work in a forked worker process that cannot hang its caller.
+
+egglog cannot be interrupted in-process (one iteration was measured at 34 s), so the
+optimizer saturates in a child process that posts its best result so far as it goes. The
+parent waits until the child is done or the deadline passes, then kills it and keeps the
+last result. Messages are pickled over a pipe: `("interim" | "done", payload)` or
+`("error", exception)`, pickled plainly so that tensors travel as bytes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Post = Callable[[Any], None]
+
+
+@dataclass
+class Outcome:
+    payload: Any  # the last result posted (None if none came)
+    finished: bool  # the work returned normally
+    seconds: float
+
+
+def can_fork() -> bool:
+    return "fork" in mp.get_all_start_methods()
+
+
+def run_isolated(work: Callable[[Post], Any], deadline: float) -> Outcome:
+    """`work(post)` in a forked child; `post(x)` publishes an interim result."""
+    ctx = mp.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(work, send), daemon=True)
+    start = time.perf_counter()
+    child.start()
+    send.close()
+    last, finished = None, False
+    try:
+        while True:
+            left = deadline - (time.perf_counter() - start)
+            if left <= 0 or not receive.poll(min(left, 0.5)):
+                if left <= 0 or not child.is_alive() and not receive.poll(0):
+                    break
+                continue
+            try:
+                kind, payload = pickle.loads(receive.recv_bytes())
+            except EOFError:
+                break
+            if kind == "error":
+                raise payload
+            last = payload
+            if kind == "done":
+                finished = True
+                break
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        receive.close()
+    return Outcome(last, finished, time.perf_counter() - start)
+
+
+def _send(conn, kind: str, payload: Any) -> None:
+    """Plain pickle: tensors travel as bytes, not as file descriptors the child owns."""
+    conn.send_bytes(pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _child(work: Callable[[Post], Any], send) -> None:
+    import torch
+
+    torch.set_num_threads(1)  # the parent's OpenMP pool does not survive fork()
+    try:
+        result = work(lambda payload: _send(send, "interim", payload))
+        _send(send, "done", result)
+    except BaseException as e:  # egglog panics are BaseExceptions
+        try:
+            _send(send, "error", e)
+        except Exception:
+            _send(send, "error", RuntimeError(f"{type(e).__name__}: {e}"))
+    finally:
+        send.close()
+        os._exit(0)
