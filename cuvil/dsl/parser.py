@@ -119,8 +119,8 @@ _FRIENDLY = {"NAME": "a name", "INT": "an integer", "FLOAT": "a number", "STRING
 _LITERALS = {"INT", "FLOAT", "STRING", "TRUE", "FALSE", "NONE"}
 _GROUPS = [  # (words, terminals that must all be expected, terminals the words also cover)
     ("a term", {"NAME", "LPAR", "MINUS", *_LITERALS}, set()),
-    ("an expression", {"NAME", "LPAR", "MINUS", "NOT", "INT", "FLOAT", "STRING"},
-     {"TRUE", "FALSE", "TARGET"}),
+    ("an expression", {"NAME", "LPAR", "MINUS", "INT", "FLOAT", "STRING"},
+     {"TRUE", "FALSE", "TARGET", "NOT"}),
     ("an operator", {"AND", "OR", "COMPARE", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT"},
      set()),
 ]
