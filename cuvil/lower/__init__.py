@@ -1,0 +1,12 @@
+"""Lowering: optimized Cuvil graphs -> generated Numba kernels -> a `CompiledGraph`.
+
+    compiled = compile_graph(graph, target="cpu", fallback=True, threads=None)
+    y = compiled(x)            # torch tensors or numpy arrays in, torch tensors out
+    print(compiled.source)     # the generated kernels
+    print(compiled.report)     # kernels, compile times, fallbacks, memory plan
+"""
+
+from cuvil.lower.compile import compile_graph
+from cuvil.lower.target import Target, get_target, register_target
+
+__all__ = ["Target", "compile_graph", "get_target", "register_target"]

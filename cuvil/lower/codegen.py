@@ -1,0 +1,302 @@
+"""The generated module: kernels, the segments that call them, and one entry function.
+
+Each group becomes a call of a kernel (identical kernels are emitted once), a torch
+fallback call, or nothing (a view). Consecutive kernel calls form a *segment*, one
+`@njit` function, so a graph without fallbacks runs as a single compiled call; the Python
+`entry` function calls the segments and, between them, the fallbacks. Arrays are passed as
+parameters: inputs `in*`, constants `c*`, planned buffers `v*`, planned scratch `s*`,
+outputs `o*` (fresh every call), and the sizes of symbolic dims `n_*`.
+
+The text depends only on the graph's structure (never on weights), and is deterministic.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from cuvil.ir.graph import Node
+from cuvil.ir.types import Dim, DType, TensorType, is_static
+from cuvil.lower.physical import dim_code, physical_shape
+from cuvil.lower.templates.helpers import helper_text
+from cuvil.lower.templates.spec import FASTMATH, THREADS, KernelSpec, Scratch
+
+
+@dataclass
+class Kernel:
+    name: str
+    spec: KernelSpec
+    groups: list = field(default_factory=list)
+    text: str = ""
+
+
+@dataclass
+class Step:
+    kind: str  # "kernel", "fallback" or "copy"
+    group: object | None
+    args: list[str]  # value names (the output last)
+    kernel: str = ""
+
+
+@dataclass
+class Array:
+    """An array parameter of the entry function."""
+
+    code: str
+    kind: str  # input, const, buffer, scratch, output
+    dtype: DType
+    shape: tuple  # physical dims (`"threads"` allowed in scratch)
+
+
+@dataclass
+class Program:
+    text: str
+    kernels: list[Kernel]
+    steps: list[Step]
+    arrays: dict[str, Array]  # value name -> array parameter
+    entry_params: list[str]  # array values in entry order (then symbols, then fallbacks)
+    symbols: list[str]
+    segments: dict[str, list[str]]  # segment name -> parameter codes
+    fallbacks: list[Node]
+    results: dict[str, str]  # graph output -> the value whose output array returns it
+    aliases: dict[str, str]  # view value -> the value whose array it views
+
+    def code_of(self, value: str) -> str:
+        return self.arrays[value].code
+
+
+class ModuleBuilder:
+    def __init__(self, ctx, target, groups, specs: dict[int, KernelSpec], outputs: list[str]):
+        self.ctx, self.target = ctx, target
+        self.groups, self.specs, self.outputs = groups, specs, outputs
+        self.arrays: dict[str, Array] = {}
+        self.aliases: dict[str, tuple[str, TensorType]] = {}
+        self.kernels: dict[tuple, Kernel] = {}
+        self.steps: list[Step] = []
+        self.fallbacks: list[Node] = []
+        self.symbols: set[str] = set()
+        self.results: dict[str, str] = {}
+
+    # -- values ------------------------------------------------------------------------------
+    def _array(self, value: str, kind: str, t: TensorType | None = None, shape=None) -> Array:
+        if value not in self.arrays:
+            t = t or self.ctx.type(value)
+            prefix = {"input": "in", "const": "c", "buffer": "v", "scratch": "s",
+                      "output": "o"}[kind]
+            count = sum(1 for a in self.arrays.values() if a.kind == kind)
+            shape = physical_shape(t) if shape is None else shape
+            self.arrays[value] = Array(f"{prefix}{count}", kind, t.dtype, tuple(shape))
+        return self.arrays[value]
+
+    def expr(self, value: str) -> str:
+        """Code for the array of `value` (a view expression for aliases)."""
+        if value == THREADS:
+            return "n_threads"
+        if value in self.aliases:
+            root, t = self.aliases[value]
+            base = self.expr(root)
+            shape = physical_shape(t)
+            if physical_shape(self.ctx.type(root)) == shape:
+                return base
+            return f"{base}.reshape(({''.join(self.dim(d) + ', ' for d in shape).rstrip()}))"
+        if value not in self.arrays:
+            self._array(value, "const")  # a constant or scalar first used here
+        return self.arrays[value].code
+
+    def dim(self, d: Dim) -> str:
+        if not is_static(d):
+            self.symbols.update(str(s) for s in d.free_symbols)
+        return dim_code(d, {s: f"n_{s}" for s in _symbols(d)})
+
+    def _root(self, value: str) -> str:
+        return self.aliases[value][0] if value in self.aliases else value
+
+    # -- build -------------------------------------------------------------------------------
+    def build(self) -> Program:
+        graph = self.ctx.graph
+        for name in graph.inputs:
+            self._array(name, "input")
+        outputs = set(self.outputs)
+        for group in self.groups:
+            if group.template == "alias":
+                node = graph[group.output]
+                self.aliases[node.name] = (self._root(node.inputs[0]), node.type)
+                continue
+            kind = "output" if group.output in outputs else "buffer"
+            self._array(group.output, kind)
+            if group.template == "fallback":
+                self.steps.append(Step("fallback", group, [*graph[group.output].inputs,
+                                                           group.output]))
+                self.fallbacks.append(graph[group.output])
+                continue
+            self._kernel_step(group, self.specs[id(group)])
+        self._output_copies(outputs)
+        return self._program()
+
+    def _kernel_step(self, group, spec: KernelSpec) -> None:
+        for name, scratch in spec.scratch.items():
+            self._scratch(name, scratch)
+        key = (spec.template, tuple(spec.params), tuple(spec.body), spec.parallel,
+               spec.fastmath, spec.helpers)
+        if key not in self.kernels:
+            self.kernels[key] = Kernel(f"k{len(self.kernels)}_{spec.template}", spec)
+        kernel = self.kernels[key]
+        kernel.groups.append(group)
+        self.steps.append(Step("kernel", group, list(spec.args), kernel.name))
+
+    def _scratch(self, name: str, scratch: Scratch) -> None:
+        t = TensorType(tuple(1 if d == "threads" else d for d in scratch.shape), scratch.dtype)
+        self._array(name, "scratch", t, scratch.shape)
+
+    def _output_copies(self, outputs: set[str]) -> None:
+        """Outputs that are inputs, constants or views get a fresh array and a copy."""
+        for name in self.outputs:
+            if name in self.results:
+                continue
+            if name in self.arrays and self.arrays[name].kind == "output":
+                self.results[name] = name
+                continue
+            copy = f"{name}__out"
+            self._array(copy, "output", self.ctx.type(name))
+            self.steps.append(Step("copy", None, [name, copy], "copy_flat"))
+            self.results[name] = copy
+
+    # -- text --------------------------------------------------------------------------------
+    def _program(self) -> Program:
+        kernels = list(self.kernels.values())
+        parts = [f"# Generated by cuvil for graph {self.ctx.graph.name!r}. Do not edit.\n",
+                 self.target.prelude, f"FAST = {FASTMATH['fast']}",
+                 f"ROWS = {FASTMATH['rows']}\n"]
+        helpers = list(dict.fromkeys(h for k in kernels for h in k.spec.helpers))
+        if any(s.kind == "copy" for s in self.steps):
+            helpers.append("copy")
+        parts += [_COPY if h == "copy" else helper_text(h) for h in helpers]
+        for k in kernels:
+            k.text = self._kernel_text(k)
+            parts.append(k.text)
+        segments, entry = self._entry()
+        parts += list(segments.values()) + [entry]
+        seg_params = {name: _params_of(text) for name, text in segments.items()}
+        values = sorted(self.arrays, key=lambda v: _param_order(self.arrays[v]))
+        text = "\n".join(p.rstrip("\n") + "\n" for p in parts)
+        aliases = {v: root for v, (root, _) in self.aliases.items()}
+        for a in self.arrays.values():
+            for d in a.shape:
+                if d != "threads":
+                    self.symbols.update(_symbols(d))
+        return Program(text, kernels, self.steps, self.arrays, values, sorted(self.symbols),
+                       seg_params, self.fallbacks, self.results, aliases)
+
+    def _kernel_text(self, kernel: Kernel) -> str:
+        spec = kernel.spec
+        deco = self.target.parallel_decorator if spec.parallel else self.target.kernel_decorator
+        lines = _header(kernel, self.ctx) + [deco.format(fastmath=spec.fastmath.upper())]
+        lines.append(f"def {kernel.name}({', '.join(spec.params)}):")
+        lines += ["    " + ln for ln in spec.body]
+        return "\n".join(lines) + "\n"
+
+    def _call(self, step: Step) -> str:
+        args = ", ".join(self.expr(a) for a in step.args)
+        if step.kind == "fallback":
+            return f"fallbacks[{self.fallbacks.index(self.ctx.graph[step.group.output])}]({args})"
+        return f"{step.kernel}({args})"
+
+    def _entry(self) -> tuple[dict[str, str], str]:
+        segments: dict[str, str] = {}
+        body: list[str] = []
+        run: list[Step] = []
+
+        def flush():
+            if run:
+                name = f"segment{len(segments)}"
+                calls = [self._call(s) for s in run]
+                params = _used_params(calls)
+                segments[name] = "\n".join(
+                    [self.target.segment_decorator, f"def {name}({', '.join(params)}):"]
+                    + ["    " + c for c in calls]) + "\n"
+                body.append(f"{name}({', '.join(params)})")
+                run.clear()
+
+        for step in self.steps:
+            if step.kind == "fallback":
+                flush()
+                body.append(self._call(step))
+            else:
+                run.append(step)
+        flush()
+        params = [a.code for a in sorted(self.arrays.values(), key=_param_order)]
+        for a in self.arrays.values():
+            for d in a.shape:
+                if d != "threads":
+                    self.symbols.update(_symbols(d))
+        params += [f"n_{s}" for s in sorted(self.symbols)] + ["n_threads", "fallbacks"]
+        text = "\n".join([f"def entry({', '.join(params)}):"]
+                         + ["    " + b for b in body or ["pass"]]) + "\n"
+        return segments, text
+
+
+def _param_order(a: Array):
+    return ({"input": 0, "const": 1, "buffer": 2, "scratch": 3, "output": 4}[a.kind],
+            int(re.sub(r"\D", "", a.code)))
+
+
+def _used_params(calls: list[str]) -> list[str]:
+    names = re.findall(r"\b(?:in|c|v|s|o)\d+\b|\bn_\w+\b", " ".join(calls))
+    names = [n for n in names if n != "n_threads"] + (["n_threads"] if "n_threads" in names
+                                                      else [])
+    return sorted(dict.fromkeys(names), key=lambda n: (n[0] == "n", _code_order(n)))
+
+
+def _code_order(code: str):
+    if code.startswith("n_"):
+        return (9, 0, code)
+    prefix = re.match(r"[a-z]+", code).group()
+    return ({"in": 0, "c": 1, "v": 2, "s": 3, "o": 4}[prefix], int(code[len(prefix):]), "")
+
+
+def _params_of(text: str) -> list[str]:
+    head = re.search(r"def \w+\((.*)\):", text).group(1)
+    return [p.strip() for p in head.split(",") if p.strip()]
+
+
+def _symbols(d: Dim) -> list[str]:
+    return [] if is_static(d) else sorted(str(s) for s in d.free_symbols)
+
+
+def _header(kernel: Kernel, ctx) -> list[str]:
+    """`# k0_gemm: ...` lines naming every node the kernel lowers, its source and rules."""
+    lines = [f"# {kernel.name}: template {kernel.spec.template}"
+             + (f" ({kernel.spec.note})" if kernel.spec.note else "")]
+    for group in kernel.groups:
+        for text in describe_group(group, ctx):
+            lines.append(f"#   {text}")
+    return lines
+
+
+def describe_group(group, ctx) -> list[str]:
+    """One line per node (or composite node) a group lowers: op, source line, rules."""
+    nodes = [ctx.graph[n] for n in group.nodes if ctx.graph[n].op != "scalar"]
+    instance = ctx.instances.get(group.instance)
+    if instance is None:
+        return [_describe(n) for n in nodes]
+    extra = [n for n in nodes if n.name not in instance.members]
+    return [_describe(instance.node)] + [_describe(n) for n in extra]
+
+
+def _describe(node: Node) -> str:
+    text = f"{node.name} = {node.op}({', '.join(node.inputs)})"
+    if node.source:
+        text += f" at {node.source}"
+    if node.origin:
+        text += f"; rules: {', '.join(node.origin)}"
+    return text
+
+
+_COPY = '''
+@njit(cache=True, nogil=True)
+def copy_flat(src, dst):
+    s = src.ravel()
+    d = dst.ravel()
+    for i in range(d.size):
+        d[i] = s[i]
+'''

@@ -1,0 +1,82 @@
+"""What kernel generators may ask while lowering one graph: types, constants, scalars.
+
+Constants are numpy arrays in physical layout (an `NHWC` constant is stored permuted).
+Generators may add derived constants (`prepare`: a transposed weight, folded batch-norm
+factors), computed once at compile time and passed to kernels like any other constant.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from cuvil.ir.graph import Graph
+from cuvil.ir.types import DType, TensorType
+from cuvil.lower.physical import layout_perm
+from cuvil.lower.templates.spec import Scratch
+
+# Outputs smaller than this run serially: waking the thread pool costs ~5 us here.
+PAR_MIN = 1 << 15
+
+
+class LowerContext:
+    def __init__(self, graph: Graph, threads: int, par_min: int = PAR_MIN,
+                 instances: dict | None = None):
+        self.graph = graph
+        self.instances = instances or {}  # composite node name -> inline.Instance
+        self.threads = threads
+        self.par_min = par_min
+        self.extra_types: dict[str, TensorType] = {}
+        self.arrays: dict[str, np.ndarray] = {}
+        self.scratch: dict[str, Scratch] = {}
+        self.users = {k: list(dict.fromkeys(v)) for k, v in graph.users().items()}
+
+    def type(self, value: str) -> TensorType:
+        if value in self.extra_types:
+            return self.extra_types[value]
+        return self.graph[value].type
+
+    def is_const(self, value: str) -> bool:
+        return value in self.extra_types or (
+            value in self.graph.nodes and self.graph[value].op == "const")
+
+    def scalar_value(self, value: str):
+        node = self.graph.nodes.get(value)
+        return node.attrs["value"] if node is not None and node.op == "scalar" else None
+
+    def const_array(self, value: str) -> np.ndarray:
+        """The physical numpy array of a constant (graph constant, scalar or prepared)."""
+        if value not in self.arrays:
+            node = self.graph[value]
+            if node.op == "scalar":
+                array = np.array(node.attrs["value"], dtype=node.type.dtype.numpy)
+            else:
+                array = self.graph.constants[node.attrs["ref"]].detach().numpy()
+                array = np.ascontiguousarray(array.transpose(layout_perm(node.type)))
+            self.arrays[value] = array
+        return self.arrays[value]
+
+    def prepare(self, key: str, array: np.ndarray) -> str:
+        """Register a constant derived at compile time; returns its value name."""
+        name = _ident(key)
+        array = np.ascontiguousarray(array)
+        self.arrays[name] = array
+        self.extra_types[name] = TensorType(array.shape, _dtype(array.dtype), "contiguous")
+        return name
+
+    def add_scratch(self, key: str, scratch: Scratch) -> str:
+        name = _ident(key)
+        self.scratch[name] = scratch
+        return name
+
+
+def _dtype(dt: np.dtype) -> DType:
+    for d in DType:
+        if d is not DType.bf16 and d.numpy == dt:
+            return d
+    raise ValueError(f"no Cuvil dtype for {dt}")
+
+
+def _ident(key: str) -> str:
+    return "p_" + re.sub(r"\W", "_", key)

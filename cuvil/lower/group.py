@@ -1,0 +1,207 @@
+"""Partition an inlined graph into kernel groups, each lowered by one template.
+
+Every non-leaf node starts in a group of its own kind (`elementwise`, `gemm`, `conv`,
+`rows`, `pool`, `attention`, `concat`, `gather`, `alias` for free views, `fallback` for
+what runs through torch). Then, in order:
+
+1. each composite instance becomes one group when its body fits a template (a GEMM with an
+   elementwise epilogue, an elementwise DAG, attention, or a single op); otherwise its nodes
+   stay apart and it is the composition of its parts' kernels;
+2. the attention pattern `softmax(q @ k^T * s + mask) @ v` becomes one group;
+3. with `fuse_elementwise`, an elementwise node absorbs producers whose value it alone reads
+   and whose shape and layout equal its own (a lowering decision the report lists).
+
+A group runs where its last node stood in the graph, which keeps the order topological.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cuvil.ir.graph import Graph, Node
+from cuvil.ir.types import default_layout
+from cuvil.lower.inline import Instance
+from cuvil.lower.physical import is_identity_layout, kernel_dtype, layout_perm
+from cuvil.lower.templates.elementwise import ELEMENTWISE_OPS
+
+LEAVES = {"input", "const", "scalar"}
+ALIAS_OPS = {"reshape", "view", "flatten", "squeeze", "unsqueeze", "dropout", "to_device"}
+VIEW_OPS = {"reshape", "view", "flatten", "squeeze", "unsqueeze"}
+KIND_OF_OP = {
+    "matmul": "gemm", "bmm": "gemm", "conv2d": "conv", "softmax": "rows",
+    "log_softmax": "rows", "layer_norm": "rows", "sum": "rows", "mean": "rows",
+    "amax": "rows", "max_pool2d": "pool", "avg_pool2d": "pool", "adaptive_avg_pool2d": "pool",
+    "scaled_dot_product_attention": "attention", "cat": "concat", "embedding": "gather",
+}
+# Ops whose kernels read any physical layout; every other op gets logical-order inputs.
+LAYOUT_AWARE = ELEMENTWISE_OPS | {"conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+                                  "dropout", "to_device"}
+EPILOGUE_HOSTS = ("elementwise", "gemm", "conv")
+
+
+@dataclass
+class Group:
+    template: str
+    nodes: list[str]
+    instance: str | None = None  # the composite node this group lowers, if exactly one
+    reason: str = ""  # fallbacks: why; fused groups: what was fused
+    fused: list[str] = field(default_factory=list)  # primitive nodes merged by fusion
+
+    @property
+    def output(self) -> str:
+        return self.nodes[-1]
+
+    def node_list(self, ctx) -> list[Node]:
+        return [ctx.graph[n] for n in self.nodes if ctx.graph[n].op != "scalar"]
+
+
+def classify(node: Node, graph: Graph) -> tuple[str, str]:
+    """(template kind, reason) of one primitive node."""
+    types = [graph[i].type for i in node.inputs] + [node.type]
+    for t in types:
+        if not kernel_dtype(t.dtype):
+            return "fallback", f"dtype {t.dtype} has no CPU kernel"
+        if t.device != "cpu":
+            return "fallback", f"device {t.device} is not the CPU target's"
+    if node.op in ALIAS_OPS:
+        return "alias", ""
+    if node.op == "to_layout":
+        same = layout_perm(graph[node.inputs[0]].type) == layout_perm(node.type)
+        return ("alias" if same else "elementwise"), ""
+    if node.op in ELEMENTWISE_OPS:
+        return "elementwise", ""
+    if node.op in KIND_OF_OP:
+        return KIND_OF_OP[node.op], ""
+    if node.op == "torch_op":
+        return "fallback", f"torch_op {node.attrs.get('target')} is opaque"
+    return "fallback", f"no CPU kernel for {node.op}"
+
+
+def normalize_layouts(graph: Graph) -> Graph:
+    """Insert `to_layout` before ops that need logical order but get another layout."""
+    g = graph.copy()
+    g.nodes = {}
+    for node in graph:
+        if node.op in LAYOUT_AWARE or node.op in LEAVES or node.op == "to_layout" or \
+                classify(node, graph)[0] == "fallback":
+            g._put(node)
+            continue
+        inputs = []
+        for i in node.inputs:
+            t = g[i].type
+            if is_identity_layout(t):
+                inputs.append(i)
+                continue
+            inputs.append(g.add("to_layout", [i], {"layout": default_layout(t.rank)},
+                                name=g.fresh(f"{i}_logical"), source=node.source,
+                                origin=node.origin))
+        g._put(Node(node.name, node.op, tuple(inputs), node.attrs, node.type, node.source,
+                    node.origin))
+    return g
+
+
+class Partition:
+    """Groups of one graph, with the bookkeeping the merge steps need."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.order = {name: i for i, name in enumerate(graph.nodes)}
+        self.users = {k: sorted(set(v), key=self.order.get) for k, v in graph.users().items()}
+        self.outputs = set(graph.outputs)
+        self.group_of: dict[str, Group] = {}
+        for node in graph:
+            if node.op not in LEAVES:
+                kind, reason = classify(node, graph)
+                self._assign(Group(kind, [node.name], reason=reason))
+
+    def _assign(self, group: Group) -> Group:
+        for n in group.nodes:
+            self.group_of[n] = group
+        return group
+
+    def merge(self, parts: list[Group], template: str, instance: str | None = None) -> Group:
+        names = sorted({n for p in parts for n in p.nodes}, key=self.order.get)
+        fused = [n for p in parts for n in p.fused]
+        return self._assign(Group(template, names, instance, fused=fused))
+
+    def groups(self) -> list[Group]:
+        unique = {id(g): g for g in self.group_of.values()}.values()
+        return sorted(unique, key=lambda g: self.order[g.output])
+
+    def private(self, value: str, consumers: set[str]) -> bool:
+        """Whether only `consumers` read `value` and it is not a graph output."""
+        return value not in self.outputs and set(self.users[value]) <= consumers
+
+
+def partition(graph: Graph, instances: dict[str, Instance], fuse_elementwise: bool = True,
+              attention_match=None) -> list[Group]:
+    part = Partition(graph)
+    for inst in instances.values():
+        _group_instance(part, inst, attention_match)
+    if attention_match is not None:
+        for node in graph:
+            if node.op == "softmax" and part.group_of[node.name].instance is None:
+                members = attention_match(graph, part, node)
+                if members:
+                    part.merge([part.group_of[m] for m in members], "attention")
+    if fuse_elementwise:
+        _fuse(part)
+    return part.groups()
+
+
+def _group_instance(part: Partition, inst: Instance, attention_match) -> None:
+    graph = part.graph
+    members = [m for m in inst.members if graph[m].op != "scalar"]
+    if not members:
+        return
+    kinds = {m: part.group_of[m].template for m in members}
+    root = graph[members[-1]]
+    template = _instance_template(graph, members, kinds, root)
+    softmax = [m for m in members if graph[m].op == "softmax"]
+    if template is None and attention_match is not None and len(softmax) == 1:
+        found = attention_match(graph, part, graph[softmax[0]])
+        template = "attention" if found and set(found) == set(members) else None
+    if template is not None:
+        part.merge([part.group_of[m] for m in members], template, inst.node.name)
+
+
+def _instance_template(graph: Graph, members: list[str], kinds: dict[str, str],
+                       root: Node) -> str | None:
+    if len(members) == 1:
+        return kinds[members[0]] if kinds[members[0]] != "fallback" else None
+    same = all(graph[m].type.shape == root.type.shape and
+               graph[m].type.layout == root.type.layout for m in members)
+    rest = [m for m in members if kinds[m] != "elementwise"]
+    if not rest and same:
+        return "elementwise"
+    if len(rest) == 1 and kinds[rest[0]] in ("gemm", "conv") and same and \
+            not set(graph[rest[0]].inputs) & set(members):
+        return kinds[rest[0]]
+    return None
+
+
+def _fuse(part: Partition) -> None:
+    graph = part.graph
+    for node in graph:
+        group = part.group_of.get(node.name)
+        if group is None or group.template not in EPILOGUE_HOSTS or \
+                classify(node, graph)[0] != "elementwise":
+            continue
+        for p in dict.fromkeys(node.inputs):
+            producer = part.group_of.get(p)
+            group = part.group_of[node.name]
+            if producer is None or producer is group or producer.output != p or \
+                    producer.template not in EPILOGUE_HOSTS:
+                continue
+            if not part.private(p, {node.name}):
+                continue
+            if graph[p].type.shape != node.type.shape or \
+                    graph[p].type.layout != node.type.layout:
+                continue
+            heavy = [g.template for g in (producer, group) if g.template != "elementwise"]
+            if len(heavy) > 1:
+                continue
+            merged = part.merge([producer, group], heavy[0] if heavy else "elementwise",
+                                group.instance or producer.instance)
+            merged.fused = sorted({*producer.fused, *group.fused, *producer.nodes,
+                                   *group.nodes}, key=part.order.get)

@@ -1,0 +1,93 @@
+"""Physical storage of values: layout permutations, dtypes and dims as generated code.
+
+A value's shape is logical (torch order); its storage is a C-contiguous numpy array whose
+dims are the logical dims permuted by its layout (`NHWC`: logical dims 0, 2, 3, 1).
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from cuvil.ir.types import NHWC, Dim, DType, TensorType, is_static
+
+_NP = {DType.f32: "np.float32", DType.f64: "np.float64", DType.i8: "np.int8",
+       DType.u8: "np.uint8", DType.i32: "np.int32", DType.i64: "np.int64",
+       DType.bool: "np.bool_"}
+
+
+def kernel_dtype(dtype: DType) -> bool:
+    """Whether generated kernels handle this dtype (f16 and bf16 run through torch)."""
+    return dtype in _NP
+
+
+def np_name(dtype: DType) -> str:
+    """The dtype as generated code spells it (`np.float32`)."""
+    return _NP[dtype]
+
+
+def layout_perm(t: TensorType) -> tuple[int, ...]:
+    """For each physical dim, the logical dim stored there."""
+    if t.layout == NHWC and t.rank == 4:
+        return (0, 2, 3, 1)
+    return tuple(range(t.rank))
+
+
+def physical_shape(t: TensorType) -> tuple[Dim, ...]:
+    return tuple(t.shape[p] for p in layout_perm(t))
+
+
+def is_identity_layout(t: TensorType) -> bool:
+    """Whether storage order equals logical order (a reshape is then a free view)."""
+    return layout_perm(t) == tuple(range(t.rank))
+
+
+def same_dim(a: Dim, b: Dim) -> bool:
+    if is_static(a) and is_static(b):
+        return a == b
+    return sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0
+
+
+def is_one(d: Dim) -> bool:
+    return is_static(d) and d == 1
+
+
+def dim_code(d: Dim, names: dict[str, str] | None = None) -> str:
+    """A dim as a Python/Numba integer expression over the symbols' variables."""
+    names = names or {}
+    if is_static(d):
+        return str(d)
+    return _expr(sympy.sympify(d), names)
+
+
+def _expr(e: sympy.Expr, names: dict[str, str]) -> str:
+    if e.is_Integer:
+        return str(int(e))
+    if e.is_Symbol:
+        return names.get(str(e), str(e))
+    if isinstance(e, sympy.Add):
+        return "(" + " + ".join(_expr(a, names) for a in _ordered(e.args)) + ")"
+    if isinstance(e, sympy.Mul):
+        num, den = sympy.fraction(e)
+        if den != 1:
+            raise ValueError(f"dim {e} is not an integer expression")
+        return "(" + " * ".join(_expr(a, names) for a in _ordered(e.args)) + ")"
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and e.exp > 0:
+        return f"({_expr(e.base, names)} ** {int(e.exp)})"
+    if isinstance(e, sympy.floor | sympy.ceiling):
+        num, den = sympy.fraction(sympy.together(e.args[0]))
+        n, q = _expr(num, names), _expr(den, names)
+        return f"({n} // {q})" if isinstance(e, sympy.floor) else f"(-((-{n}) // {q}))"
+    if isinstance(e, sympy.Min | sympy.Max):
+        fn = "min" if isinstance(e, sympy.Min) else "max"
+        return f"{fn}(" + ", ".join(_expr(a, names) for a in _ordered(e.args)) + ")"
+    raise ValueError(f"dim {e} has no code form")
+
+
+def _ordered(args) -> list:
+    return sorted(args, key=sympy.default_sort_key)
+
+
+def eval_code_dims(shape: tuple[Dim, ...], env: dict[str, int]) -> tuple[int, ...]:
+    from cuvil.ir.types import eval_dim
+
+    return tuple(eval_dim(d, env) for d in shape)

@@ -1,0 +1,79 @@
+"""Compile targets: kernel generators per template, plus the cost parameters the optimizer's
+default roofline uses (`launch_us + max(flops / (1e3 * gflops), bytes / (1e3 * gbps))`).
+
+`CpuTarget` is the first. A CUDA target (a later issue) or a user's target registers its own
+generators and decorators with `register_target`, without touching the CPU code:
+
+    register_target(Target("mycpu", gflops=50, gbps=10, launch_us=2,
+                           generators={**get_target("cpu").generators, "gemm": my_gemm}))
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cuvil.errors import CuvilError
+
+Generator = Callable  # (group, LowerContext) -> KernelSpec
+
+
+@dataclass
+class Target:
+    """What lowering needs to know about a machine."""
+
+    name: str
+    gflops: float  # sustained GEMM throughput
+    gbps: float  # sustained memory bandwidth
+    launch_us: float  # fixed cost of one kernel call
+    generators: dict[str, Generator] = field(default_factory=dict)
+    # decorators of generated functions: kernels (serial / parallel) and segments
+    kernel_decorator: str = "@njit(cache=True, nogil=True, fastmath={fastmath})"
+    parallel_decorator: str = "@njit(cache=True, nogil=True, parallel=True, fastmath={fastmath})"
+    segment_decorator: str = "@njit(cache=True, nogil=True)"
+    prelude: str = "import math\n\nimport numba\nimport numpy as np\nfrom numba import njit, prange\n"
+
+    def generator(self, template: str) -> Generator | None:
+        return self.generators.get(template)
+
+    @property
+    def cost_params(self) -> dict[str, float]:
+        return {"gflops": self.gflops, "gbps": self.gbps, "launch_us": self.launch_us}
+
+
+_TARGETS: dict[str, Target | Callable[[], Target]] = {}
+
+
+def register_target(target: Target | Callable[[], Target], name: str | None = None) -> None:
+    """Add a target (or a factory building it on first use) under its name."""
+    key = name or target.name
+    _TARGETS[key] = target
+
+
+def get_target(name: str | Target) -> Target:
+    if isinstance(name, Target):
+        return name
+    if name not in _TARGETS:
+        known = ", ".join(sorted(_TARGETS))
+        raise CuvilError(f"unknown target {name!r} (known: {known})")
+    entry = _TARGETS[name]
+    if not isinstance(entry, Target):
+        entry = _TARGETS[name] = entry()
+    return entry
+
+
+def _template(module: str) -> Generator:
+    return importlib.import_module(f"cuvil.lower.templates.{module}").generate
+
+
+def cpu_target() -> Target:
+    """Numba on the host CPU; throughputs measured on the 2-core reference machine."""
+    generators = {name: _template(module) for name, module in [
+        ("elementwise", "elementwise"), ("gemm", "gemm"), ("rows", "reduction"),
+        ("conv", "conv"), ("pool", "pool"), ("attention", "attention"),
+        ("concat", "movement"), ("gather", "movement")]}
+    return Target("cpu", gflops=150.0, gbps=20.0, launch_us=5.0, generators=generators)
+
+
+register_target(cpu_target, "cpu")

@@ -1,0 +1,277 @@
+"""The elementwise/broadcast template: a DAG of elementwise ops as one loop over its output.
+
+Also lowers the ops that only move elements (`expand`, `permute`, `transpose`, `slice`,
+`select`, `to_layout`): each is an identity whose input is loaded through an index map,
+so a transpose followed by a `relu` is one loop. The same expression builder produces the
+epilogues of the GEMM, convolution and attention templates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from cuvil.ir.graph import Node
+from cuvil.ir.types import DType, TensorType
+from cuvil.lower.physical import dim_code, np_name
+from cuvil.lower.templates.loops import (
+    FIXED,
+    FULL,
+    STRIDED,
+    Axis,
+    Operand,
+    broadcast_axes,
+    emit_loops,
+    mapped_axes,
+)
+from cuvil.lower.templates.spec import KernelSpec, Unsupported
+from cuvil.ops.elementwise import result_dtype
+from cuvil.ops.reduce import norm_dims
+
+
+def literal(value, dtype: DType) -> str:
+    """A typed constant in generated code (`np.float32(0.5)`)."""
+    if dtype is DType.bool:
+        return "True" if value else "False"
+    if dtype.is_float:
+        v = float(value)
+        text = ("np.inf" if v > 0 else "-np.inf") if math.isinf(v) else (
+            "np.nan" if math.isnan(v) else repr(v))
+        return f"{np_name(dtype)}({text})"
+    return f"{np_name(dtype)}({int(value)})"
+
+
+@dataclass
+class Expr:
+    """Statements computing one element of a node DAG from loads of its operands."""
+
+    operands: list[Operand] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)  # the value loaded through each operand
+    lines: list[str] = field(default_factory=list)
+    result: str = ""
+
+    def body(self, loads: dict[str, str], target: str) -> list[str]:
+        used = [f"a{i} = {loads[op.arg]}" for i, op in enumerate(self.operands)]
+        return used + self.lines + [f"{target} = {self.result}"]
+
+
+class ExprBuilder:
+    """Builds an `Expr` for `nodes` (topological order) evaluated at each element of `out`."""
+
+    def __init__(self, ctx, out: TensorType, seeds: dict[str, str] | None = None,
+                 first_arg: int = 0):
+        self.ctx, self.out = ctx, out
+        self.expr = Expr()
+        self.vars: dict[str, str] = dict(seeds or {})
+        self.keys: dict[tuple, str] = {}
+        self.first_arg = first_arg
+
+    def build(self, nodes: list[Node]) -> Expr:
+        for n in nodes:
+            self.vars[n.name] = self._node(n)
+        self.expr.result = self.vars[nodes[-1].name] if nodes else ""
+        return self.expr
+
+    def load(self, value: str, axes: tuple[Axis, ...]) -> str:
+        key = (value, axes)
+        if key not in self.keys:
+            i = len(self.expr.operands)
+            self.expr.operands.append(Operand(f"x{self.first_arg + i}", axes))
+            self.expr.args.append(value)
+            self.keys[key] = f"a{i}"
+        return self.keys[key]
+
+    def operand(self, node: Node, k: int, want: DType) -> str:
+        """Input `k` of `node` as an expression of dtype `want`."""
+        v = node.inputs[k]
+        have = self.ctx.type(v).dtype
+        if v in self.vars:
+            return _cast(self.vars[v], have, want)
+        scalar = self.ctx.scalar_value(v)
+        if scalar is not None:
+            return literal(scalar, want)
+        return _cast(self.load(v, self._axes(node, k)), have, want)
+
+    def _axes(self, node: Node, k: int) -> tuple[Axis, ...]:
+        t, out, a = self.ctx.type(node.inputs[k]), self.out, node.attrs
+        if node.op == "batch_norm" and k > 0:
+            return broadcast_axes(t, out, lead=1)
+        if node.op in ("permute", "transpose"):
+            order = _permutation(node, t.rank)
+            return mapped_axes(t, [Axis(FULL, order.index(d)) for d in range(t.rank)])
+        if node.op == "slice":
+            d = norm_dims(a["dim"], t.rank, "slice")[0]
+            per = [Axis(FULL, i) for i in range(t.rank)]
+            start = _slice_start(a["start"], t.shape[d])
+            per[d] = Axis(STRIDED, d, start, a["step"])
+            return mapped_axes(t, per)
+        if node.op == "select":
+            d = norm_dims(a["dim"], t.rank, "select")[0]
+            index = a["index"] if a["index"] >= 0 else f"{dim_code(t.shape[d])} + {a['index']}"
+            per = [Axis(FULL, i if i < d else i - 1) for i in range(t.rank)]
+            per[d] = Axis(FIXED, None, str(index))
+            return mapped_axes(t, per)
+        return broadcast_axes(t, out)
+
+    def _node(self, n: Node) -> str:
+        dts = [self.ctx.type(i).dtype for i in n.inputs]
+        args = [self.operand(n, k, want) for k, want in enumerate(_arg_dtypes(n, dts, self.ctx))]
+        var = f"t{len(self.expr.lines)}"
+        self.expr.lines.append(f"{var} = {expression(n, args, n.type.dtype, dts)}")
+        return var
+
+
+def _arg_dtypes(n: Node, dts: list[DType], ctx) -> list[DType]:
+    """The dtype each argument is computed in (torch's promotion, made explicit)."""
+    out = n.type.dtype
+    if n.op in _COMPARE:
+        common = result_dtype([ctx.type(i) for i in n.inputs])
+        return [common] * len(dts)
+    if n.op in ("logical_and", "logical_or", "logical_not"):
+        return [DType.bool] * len(dts)
+    if n.op == "where":
+        return [DType.bool, out, out]
+    if n.op == "masked_fill":
+        return [out, DType.bool]
+    if n.op in ("cast", "quantize", "dequantize"):
+        return dts
+    return [out] * len(dts)
+
+
+def _permutation(node: Node, rank: int) -> list[int]:
+    if node.op == "permute":
+        return [d % rank for d in node.attrs["dims"]]
+    d0 = norm_dims(node.attrs["dim0"], rank, "transpose")[0]
+    d1 = norm_dims(node.attrs["dim1"], rank, "transpose")[0]
+    order = list(range(rank))
+    order[d0], order[d1] = d1, d0
+    return order
+
+
+def _slice_start(start: int, size) -> str:
+    if start >= 0:
+        return str(start)
+    if isinstance(size, int):
+        return str(max(size + start, 0))
+    raise Unsupported("slice: negative start on a symbolic dim")
+
+
+def _cast(x: str, have: DType, want: DType) -> str:
+    if have == want:
+        return x
+    if want is DType.bool:
+        return f"({x} != 0)"
+    return f"{np_name(want)}({x})"
+
+
+_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_CALL = {"sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log", "tanh": "np.tanh",
+         "erf": "math.erf", "abs": "abs"}
+_IDENTITY = {"dropout", "to_device", "to_layout", "expand", "permute", "transpose", "slice",
+             "select"}
+ELEMENTWISE_OPS = (set(_COMPARE) | set(_BINARY) | set(_CALL) | _IDENTITY | {
+    "pow", "maximum", "minimum", "logical_and", "logical_or", "logical_not", "neg", "rsqrt",
+    "sigmoid", "silu", "reciprocal", "relu", "relu6", "hardtanh", "clamp", "gelu", "where",
+    "masked_fill", "cast", "batch_norm", "quantize", "dequantize"})
+
+
+def expression(n: Node, a: list[str], out: DType, dts: list[DType]) -> str:
+    """One element of `n` from its (already cast) argument expressions."""
+    op, at = n.op, n.attrs
+    c = lambda v: literal(v, out)  # noqa: E731
+    if op in _BINARY:
+        return f"({a[0]} {_BINARY[op]} {a[1]})"
+    if op in _COMPARE:
+        return f"({a[0]} {_COMPARE[op]} {a[1]})"
+    if op in _CALL:
+        return f"{_CALL[op]}({a[0]})"
+    if op in _IDENTITY:
+        return a[0]
+    simple = {
+        "maximum": f"max({a[0]}, {a[1]})" if len(a) > 1 else "",
+        "minimum": f"min({a[0]}, {a[1]})" if len(a) > 1 else "",
+        "logical_and": f"({a[0]} & {a[-1]})", "logical_or": f"({a[0]} | {a[-1]})",
+        "logical_not": f"(not {a[0]})", "neg": f"(-{a[0]})",
+        "rsqrt": f"({c(1)} / np.sqrt({a[0]}))", "reciprocal": f"({c(1)} / {a[0]})",
+        "sigmoid": f"({c(1)} / ({c(1)} + np.exp(-{a[0]})))",
+        "silu": f"({a[0]} / ({c(1)} + np.exp(-{a[0]})))",
+        "relu": f"max({a[0]}, {c(0)})", "relu6": f"min(max({a[0]}, {c(0)}), {c(6)})",
+        "where": f"({a[1 % len(a)]} if {a[0]} else {a[-1]})",
+    }
+    if op in simple:
+        return simple[op]
+    if op == "pow":
+        return _pow(a[0], a[1], n, out)
+    if op == "hardtanh":
+        return f"min(max({a[0]}, {c(at['min_val'])}), {c(at['max_val'])})"
+    if op == "clamp":
+        x = a[0] if at["min"] is None else f"max({a[0]}, {c(at['min'])})"
+        return x if at["max"] is None else f"min({x}, {c(at['max'])})"
+    if op == "gelu":
+        if at["approximate"] == "tanh":
+            k = c(math.sqrt(2 / math.pi))
+            inner = f"{k} * ({a[0]} + {c(0.044715)} * {a[0]} * {a[0]} * {a[0]})"
+            return f"({c(0.5)} * {a[0]} * ({c(1)} + np.tanh({inner})))"
+        return f"({c(0.5)} * {a[0]} * ({c(1)} + math.erf({a[0]} * {c(math.sqrt(0.5))})))"
+    if op == "masked_fill":
+        return f"({c(at['value'])} if {a[1]} else {a[0]})"
+    if op == "cast":
+        return _cast(a[0], dts[0], out)
+    if op == "batch_norm":
+        return _batch_norm(a, at, out, n)
+    if op == "quantize":
+        info = {DType.i8: (-128, 127), DType.u8: (0, 255), DType.i32: (-2**31, 2**31 - 1)}[out]
+        f = dts[0]
+        q = (f"np.rint({a[0]} / {literal(at['scale'], f)}) + "
+             f"{literal(at['zero_point'], f)}")
+        return (f"{np_name(out)}(min(max({q}, {literal(info[0], f)}), "
+                f"{literal(info[1], f)}))")
+    if op == "dequantize":
+        return (f"((np.float32({a[0]}) - {c(at['zero_point'])}) * {c(at['scale'])})")
+    raise Unsupported(f"no elementwise code for {op}")
+
+
+def _pow(x: str, y: str, n: Node, out: DType) -> str:
+    for v, text in ((2.0, f"({x} * {x})"), (3.0, f"({x} * {x} * {x})"),
+                    (0.5, f"np.sqrt({x})"), (1.0, x)):
+        if y in (literal(v, out), literal(int(v), out)):
+            return text
+    return f"({x} ** {y})"
+
+
+def _batch_norm(a: list[str], at: dict, out: DType, n: Node) -> str:
+    if len(a) == 3:  # prepared: x, scale, shift
+        return f"({a[0]} * {a[1]} + {a[2]})"
+    x, w, b, mean, var = a
+    return f"(({x} - {mean}) / np.sqrt({var} + {literal(at['eps'], out)}) * {w} + {b})"
+
+
+def prepare_batch_norm(node: Node, ctx) -> Node:
+    """With constant statistics, batch_norm becomes `x * scale + shift` per channel."""
+    if node.op != "batch_norm" or not all(ctx.is_const(i) for i in node.inputs[1:]):
+        return node
+    w, b, mean, var = (ctx.const_array(i).astype("float64") for i in node.inputs[1:])
+    scale = w / (var + node.attrs["eps"]) ** 0.5
+    shift = b - mean * scale
+    dt = node.type.dtype.numpy
+    names = [ctx.prepare(f"{node.name}.{k}", v.astype(dt)) for k, v in
+             (("scale", scale), ("shift", shift))]
+    from dataclasses import replace
+
+    return replace(node, inputs=(node.inputs[0], *names))
+
+
+def generate(group, ctx) -> KernelSpec:
+    """An elementwise group: one loop over its output computing the whole DAG."""
+    nodes = [prepare_batch_norm(n, ctx) for n in group.node_list(ctx)]
+    out = nodes[-1].type
+    expr = ExprBuilder(ctx, out).build(nodes)
+    if not expr.result:
+        raise Unsupported("empty elementwise group")
+    body = emit_loops(out, expr.operands, expr.body, ctx.par_min)
+    params = [op.arg for op in expr.operands] + ["out"]
+    return KernelSpec("elementwise", params, [*expr.args, group.output], body)
+
+
+__all__ = ["ELEMENTWISE_OPS", "Expr", "ExprBuilder", "expression", "generate", "literal"]

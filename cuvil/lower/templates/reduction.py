@@ -1,0 +1,119 @@
+"""The row template: softmax, log_softmax, layer_norm, sum, mean and amax as row kernels.
+
+The input is viewed as `[outer, R, inner]` where `R` spans the reduced dims (which must be
+adjacent). With `inner == 1` (the usual last-dim case) each row is contiguous and rows run
+in `prange`; otherwise the kernel walks `inner` columns side by side.
+"""
+
+from __future__ import annotations
+
+from cuvil.ir.graph import Node
+from cuvil.ir.types import DType, is_static
+from cuvil.lower.physical import np_name
+from cuvil.lower.templates.elementwise import literal
+from cuvil.lower.templates.loops import indent
+from cuvil.lower.templates.spec import KernelSpec, Unsupported
+from cuvil.ops.reduce import norm_dims
+
+
+def reduced_dims(node: Node, rank: int) -> tuple[int, ...]:
+    if node.op in ("softmax", "log_softmax"):
+        return norm_dims(node.attrs["dim"], rank, node.op)
+    if node.op == "layer_norm":
+        return tuple(range(rank - len(node.attrs["normalized_shape"]), rank))
+    return norm_dims(node.attrs["dim"], rank, node.op)
+
+
+def generate(group, ctx) -> KernelSpec:
+    nodes = group.node_list(ctx)
+    if len(nodes) != 1:
+        raise Unsupported("row kernels take one op")
+    node = nodes[0]
+    x = ctx.type(node.inputs[0])
+    dims = reduced_dims(node, x.rank)
+    if dims and list(dims) != list(range(dims[0], dims[-1] + 1)):
+        raise Unsupported(f"{node.op} over non-adjacent dims {dims}")
+    lo, hi = (dims[0], dims[-1] + 1) if dims else (0, 0)
+    inner_one = all(is_static(d) and d == 1 for d in x.shape[hi:])
+    shape = ["x0.shape[%d]" % i for i in range(x.rank)]
+    prod = lambda ds: " * ".join(ds) or "1"  # noqa: E731
+    gen = _ROW if inner_one else _STRIDED
+    if node.op not in gen:
+        raise Unsupported(f"no row kernel for {node.op}")
+    keeps_shape = node.op in ("softmax", "log_softmax", "layer_norm")
+    view = [f"nr = {prod(shape[:lo])}", f"rl = {prod(shape[lo:hi])}"]
+    if inner_one:
+        view += ["ni = 1", "x = x0.reshape((nr, rl))",
+                 "o = out.reshape((nr, rl))" if keeps_shape else "o = out.reshape((nr,))"]
+    else:
+        view += [f"ni = {prod(shape[hi:])}", "x = x0.reshape((nr, rl, ni))",
+                 "o = out.reshape((nr, rl, ni))" if keeps_shape else "o = out.reshape((nr, ni))"]
+    params, args = ["x0"], [node.inputs[0]]
+    if node.op == "layer_norm":
+        view += ["w = x1.reshape((rl,))", "b = x2.reshape((rl,))"]
+        params += ["x1", "x2"]
+        args += list(node.inputs[1:3])
+    acc = DType.i64 if node.type.dtype in (DType.i32, DType.i64, DType.bool, DType.u8,
+                                           DType.i8) else node.type.dtype
+    view.append(f"fr = {np_name(acc)}(rl)")
+    per_row = gen[node.op](node, acc)
+    body = ["for r in prange(nr):"] + indent(per_row, 1)
+    serial = ["for r in range(nr):"] + indent(per_row, 1)
+    lines = view + [f"if nr * rl * ni < {ctx.par_min} or nr == 1:"] + indent(serial, 1) + \
+        ["else:"] + indent(body, 1)
+    return KernelSpec("rows", [*params, "out"], [*args, group.output], lines, fastmath="rows")
+
+
+def _softmax(node: Node, acc: DType) -> list[str]:
+    one = literal(1, acc)
+    lines = ["m = x[r, 0]", "for j in range(1, rl):", "    m = max(m, x[r, j])",
+             f"s = {literal(0, acc)}", "for j in range(rl):", "    e = np.exp(x[r, j] - m)"]
+    if node.op == "softmax":
+        return lines + ["    o[r, j] = e", "    s += e", f"inv = {one} / s", "for j in range(rl):",
+                        "    o[r, j] *= inv"]
+    return lines + ["    s += e", "lse = m + np.log(s)", "for j in range(rl):",
+                    "    o[r, j] = x[r, j] - lse"]
+
+
+def _layer_norm(node: Node, acc: DType) -> list[str]:
+    zero, eps = literal(0, acc), literal(node.attrs["eps"], acc)
+    return [f"s = {zero}", "for j in range(rl):", "    s += x[r, j]", "mean = s / fr",
+            f"v = {zero}", "for j in range(rl):", "    d = x[r, j] - mean", "    v += d * d",
+            f"inv = {literal(1, acc)} / np.sqrt(v / fr + {eps})", "for j in range(rl):",
+            "    o[r, j] = (x[r, j] - mean) * inv * w[j] + b[j]"]
+
+
+def _reduce(node: Node, acc: DType) -> list[str]:
+    if node.op == "amax":
+        return ["m = x[r, 0]", "for j in range(1, rl):", "    m = max(m, x[r, j])", "o[r] = m"]
+    lines = [f"s = {literal(0, acc)}", "for j in range(rl):", f"    s += {np_name(acc)}(x[r, j])"]
+    return lines + (["o[r] = s / fr"] if node.op == "mean" else ["o[r] = s"])
+
+
+def _reduce_strided(node: Node, acc: DType) -> list[str]:
+    first = "x[r, 0, i]" if node.op == "amax" else literal(0, acc)
+    step = "max(o[r, i], x[r, j, i])" if node.op == "amax" else "o[r, i] + x[r, j, i]"
+    start = "1" if node.op == "amax" else "0"
+    lines = ["for i in range(ni):", f"    o[r, i] = {first}", f"for j in range({start}, rl):",
+             "    for i in range(ni):", f"        o[r, i] = {step}"]
+    if node.op == "mean":
+        lines += ["for i in range(ni):", "    o[r, i] = o[r, i] / fr"]
+    return lines
+
+
+def _softmax_strided(node: Node, acc: DType) -> list[str]:
+    lines = ["for i in range(ni):", "    m = x[r, 0, i]", "    for j in range(1, rl):",
+             "        m = max(m, x[r, j, i])", f"    s = {literal(0, acc)}",
+             "    for j in range(rl):", "        s += np.exp(x[r, j, i] - m)"]
+    if node.op == "softmax":
+        lines += ["    for j in range(rl):", "        o[r, j, i] = np.exp(x[r, j, i] - m) / s"]
+    else:
+        lines += ["    lse = m + np.log(s)", "    for j in range(rl):",
+                  "        o[r, j, i] = x[r, j, i] - lse"]
+    return lines
+
+
+_ROW = {"softmax": _softmax, "log_softmax": _softmax, "layer_norm": _layer_norm,
+        "sum": _reduce, "mean": _reduce, "amax": _reduce}
+_STRIDED = {"softmax": _softmax_strided, "log_softmax": _softmax_strided,
+            "sum": _reduce_strided, "mean": _reduce_strided, "amax": _reduce_strided}

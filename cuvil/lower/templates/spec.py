@@ -1,0 +1,49 @@
+"""What a kernel generator returns: the text of one kernel and what to pass it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cuvil.errors import CuvilError
+from cuvil.ir.types import Dim, DType
+
+# fastmath flag sets generated kernels use. No `nnan`/`ninf` where -inf masks must survive.
+FASTMATH = {
+    "fast": '{"nsz", "arcp", "contract", "afn", "reassoc"}',
+    "rows": '{"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}',
+}
+
+
+# The argument value that stands for the thread count of the call (an int).
+THREADS = "#threads"
+
+
+class Unsupported(CuvilError):
+    """A template cannot lower this group; the group falls back (or is split)."""
+
+
+@dataclass
+class Scratch:
+    """A temporary a kernel needs during its call, planned like any intermediate."""
+
+    dtype: DType
+    shape: tuple[Dim | str, ...]  # dims; the string "threads" is the thread count
+
+
+@dataclass
+class KernelSpec:
+    """A kernel body and its parameters; `args[i]` is the value passed as `params[i]`.
+
+    The output is the last parameter, `out`. `helpers` name shared functions (from
+    `templates.helpers`) that the module must define.
+    """
+
+    template: str
+    params: list[str]
+    args: list[str]
+    body: list[str]
+    parallel: bool = True
+    fastmath: str = "fast"
+    helpers: tuple[str, ...] = ()
+    scratch: dict[str, Scratch] = field(default_factory=dict)
+    note: str = ""

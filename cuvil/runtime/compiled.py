@@ -1,0 +1,147 @@
+"""`CompiledGraph`: a lowered graph as a callable taking and returning torch tensors.
+
+A call converts its inputs to numpy without copying, finds the buffers planned for these
+input shapes (planned once per set of shapes, checked with a clear error on the first
+call), allocates fresh output arrays only, and calls the generated `entry` function once.
+Outputs are returned as torch tensors sharing memory with those fresh arrays: they never
+alias a buffer that a later call reuses.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numba
+import numpy as np
+import torch
+
+from cuvil.errors import CuvilError
+from cuvil.ir.graph import Graph, unflatten
+from cuvil.ir.types import DType, eval_dim
+from cuvil.lower.physical import layout_perm
+from cuvil.ops.execute import bind_symbols
+from cuvil.runtime.fallback import logical_view, make_fallback
+from cuvil.runtime.plan import MemoryPlan
+from cuvil.runtime.report import CompileReport
+
+MAX_PLANS = 16  # sets of input shapes whose buffers a compiled graph keeps
+_DTYPES = {d.numpy: d for d in DType if d is not DType.bf16}
+
+
+@dataclass
+class _EnvPlan:
+    env: dict[str, int]
+    buffers: list[np.ndarray]
+    outputs: list[tuple[tuple[int, ...], np.dtype]]
+    symbols: tuple[int, ...]
+    fallbacks: list
+
+
+class CompiledGraph:
+    """Call with torch tensors or numpy arrays; returns the graph's output structure."""
+
+    def __init__(self, graph: Graph, program, entry, consts: list[np.ndarray],
+                 plan: MemoryPlan, report: CompileReport, threads: int):
+        self.graph = graph
+        self.source: str = program.text
+        self.report = report
+        self.threads = threads
+        self._program = program
+        self._entry = entry
+        self._consts = consts
+        self._plan = plan
+        self._plans: OrderedDict[tuple, _EnvPlan] = OrderedDict()
+        arrays = program.arrays
+        self._params = [(n, graph[n].type) for n in graph.inputs]
+        self._in_perms = [layout_perm(t) for _, t in self._params]
+        self._buffer_values = [v for v in program.entry_params
+                               if arrays[v].kind in ("buffer", "scratch")]
+        self._output_values = [v for v in program.entry_params if arrays[v].kind == "output"]
+        self._out_perms = [layout_perm(graph[_source(v)].type) for v in self._output_values]
+        self._results = program.results
+
+    # -- calling -----------------------------------------------------------------------------
+    def __call__(self, *inputs: Any) -> Any:
+        if len(inputs) != len(self._params):
+            names = ", ".join(n for n, _ in self._params)
+            raise CuvilError(f"expected {len(self._params)} input(s) ({names}), "
+                             f"got {len(inputs)}")
+        arrays = [self._array(x, i) for i, x in enumerate(inputs)]
+        key = tuple((a.shape, a.dtype) for a in arrays)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._new_plan(key, arrays)
+        outs = [np.empty(shape, dtype) for shape, dtype in plan.outputs]
+        if numba.get_num_threads() != self.threads:
+            numba.set_num_threads(self.threads)
+        self._entry(*arrays, *self._consts, *plan.buffers, *outs, *plan.symbols, self.threads,
+                    plan.fallbacks)
+        tensors = {v: logical_view(o, p) for v, o, p in
+                   zip(self._output_values, outs, self._out_perms, strict=True)}
+        return unflatten(self.graph.output_structure,
+                         {name: tensors[value] for name, value in self._results.items()})
+
+    def _array(self, x: Any, i: int) -> np.ndarray:
+        if isinstance(x, torch.Tensor):
+            if x.device.type != "cpu":
+                raise CuvilError(f"input {self._params[i][0]!r}: expected a CPU tensor, "
+                                 f"got one on {x.device}")
+            a = x.detach().numpy() if x.requires_grad else x.numpy()
+        elif isinstance(x, np.ndarray | np.generic):
+            a = np.asarray(x)
+        else:
+            raise CuvilError(f"input {self._params[i][0]!r}: expected a torch tensor or numpy "
+                             f"array, got {type(x).__name__}")
+        perm = self._in_perms[i]
+        if perm != tuple(range(len(perm))) and a.ndim == len(perm):
+            a = a.transpose(perm)
+        return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+    def _new_plan(self, key: tuple, arrays: list[np.ndarray]) -> _EnvPlan:
+        dtypes = []
+        for (name, _), a in zip(self._params, arrays, strict=True):
+            if a.dtype not in _DTYPES:
+                raise CuvilError(f"input {name!r}: unsupported dtype {a.dtype}")
+            dtypes.append(_DTYPES[a.dtype])
+        shapes = [_logical_shape(a.shape, p) for a, p in zip(arrays, self._in_perms,
+                                                             strict=True)]
+        env = bind_symbols(self._params, shapes, dtypes)
+        missing = [s for s in self._program.symbols if s not in env]
+        if missing:
+            raise CuvilError(f"dims {', '.join(missing)} are not set by any input shape")
+        views = self._plan.allocate(env, self.threads)
+        arrays_info = self._program.arrays
+        outputs = [(tuple(eval_dim(d, env) for d in arrays_info[v].shape),
+                    arrays_info[v].dtype.numpy) for v in self._output_values]
+        fallbacks = [make_fallback(self.graph, node, env) for node in self._program.fallbacks]
+        plan = _EnvPlan(env, [views[v] for v in self._buffer_values], outputs,
+                        tuple(env[s] for s in self._program.symbols), fallbacks)
+        self._plans[key] = plan
+        while len(self._plans) > MAX_PLANS:
+            self._plans.popitem(last=False)
+        return plan
+
+    # -- inspection --------------------------------------------------------------------------
+    def memory_bytes(self, **env: int) -> int:
+        """Bytes of planned intermediates for the given sizes of the symbolic dims."""
+        return self._plan.nbytes(env, self.threads)
+
+    def __repr__(self) -> str:
+        return (f"<CompiledGraph {self.graph.name}: {len(self.report.kernels)} kernels, "
+                f"{len(self.report.fallbacks)} fallbacks, target {self.report.target}>")
+
+
+def _source(value: str) -> str:
+    return value[:-len("__out")] if value.endswith("__out") else value
+
+
+def _logical_shape(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, ...]:
+    if len(shape) != len(perm):
+        return shape
+    logical = [0] * len(perm)
+    for p, d in enumerate(perm):
+        logical[d] = shape[p]
+    return tuple(logical)
+

@@ -1,0 +1,44 @@
+"""Nodes without a kernel run through the op catalog's torch reference, in place.
+
+A fallback gets the physical arrays of its inputs and of its planned output; it views them
+as logical torch tensors (an `NHWC` array becomes a channels-last view, no copy), calls the
+op's `ref` with the attributes resolved for the current dim sizes, and copies the result
+into the output array.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from cuvil.ir.graph import Graph, Node
+from cuvil.lower.physical import layout_perm
+from cuvil.ops import registry
+from cuvil.ops.execute import resolve_attrs
+
+
+def logical_view(array: np.ndarray, perm: tuple[int, ...]) -> torch.Tensor:
+    """The torch tensor, in logical dim order, over a physical array."""
+    t = torch.from_numpy(array)
+    if perm == tuple(range(len(perm))):
+        return t
+    return t.permute([perm.index(d) for d in range(len(perm))])
+
+
+def make_fallback(graph: Graph, node: Node, env: dict[str, int]) -> Callable[..., None]:
+    opdef = registry.get(node.op, graph.defs)
+    attrs = resolve_attrs(node.attrs, env)
+    in_perms = [layout_perm(graph[i].type) for i in node.inputs]
+    out_perm = layout_perm(node.type)
+
+    def call(*arrays: np.ndarray) -> None:
+        *inputs, dest = arrays
+        args = [logical_view(a, p) for a, p in zip(inputs, in_perms, strict=True)]
+        with torch.no_grad():
+            result = opdef.ref(args, attrs)
+        logical_view(dest, out_perm).copy_(result)
+
+    call.__name__ = f"fallback_{node.op}"
+    return call

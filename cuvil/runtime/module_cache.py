@@ -1,0 +1,74 @@
+"""Generated modules as files under the cuvil cache directory, imported like any module.
+
+Numba's `cache=True` cannot cache functions compiled from `exec`'d source, so each
+generated module is written to `<cache>/kernels/cuvil_<hash>.py` (named by a hash of its
+text, written atomically, never rewritten) and imported from there. Numba then keeps the
+compiled kernels in `<cache>/kernels/__pycache__`, and a second process that generates the
+same text loads them instead of compiling.
+
+The cache directory is `$CUVIL_CACHE_DIR`, else `$XDG_CACHE_HOME/cuvil`, else
+`~/.cache/cuvil`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+from cuvil.errors import CuvilError
+
+
+def cache_dir(override: str | os.PathLike | None = None) -> Path:
+    if override is not None:
+        return Path(override)
+    if os.environ.get("CUVIL_CACHE_DIR"):
+        return Path(os.environ["CUVIL_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "cuvil"
+
+
+def module_key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` so that readers never see a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_module(text: str, directory: str | os.PathLike | None = None) -> tuple[ModuleType, Path]:
+    """Import the module with source `text` from the cache (writing it there if new)."""
+    key = module_key(text)
+    name = f"cuvil_kernels_{key}"
+    if name in sys.modules:
+        module = sys.modules[name]
+        return module, Path(module.__file__)
+    path = cache_dir(directory) / "kernels" / f"cuvil_{key}.py"
+    try:
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            write_atomic(path, text)
+    except OSError as e:
+        raise CuvilError(f"cannot write the kernel cache at {path.parent}: {e.strerror} "
+                         "(set CUVIL_CACHE_DIR to a writable directory)") from None
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module, path

@@ -1,0 +1,85 @@
+"""What a compile did: kernels (template, nodes, rules, compile time), fallbacks, fusion
+decisions and the memory plan; printed as a short readable summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class KernelReport:
+    name: str
+    template: str
+    nodes: list[str]  # "v3 = linear(x, w, b) at mlp.py:12; rules: matmul_add", one per node
+    compile_s: float
+    cached: bool  # loaded from the on-disk cache instead of compiled
+    parallel: bool
+
+
+@dataclass
+class FallbackReport:
+    node: str
+    op: str
+    shape: str
+    source: str
+    reason: str
+
+    def __str__(self) -> str:
+        where = f" at {self.source}" if self.source else ""
+        return f"{self.node} = {self.op} : {self.shape}{where} ({self.reason})"
+
+
+@dataclass
+class CompileReport:
+    target: str
+    kernels: list[KernelReport] = field(default_factory=list)
+    fallbacks: list[FallbackReport] = field(default_factory=list)
+    fused: list[str] = field(default_factory=list)  # elementwise fusion decisions
+    composed: list[str] = field(default_factory=list)  # composite ops lowered part by part
+    memory_slots: int = 0
+    memory_bytes: int = 0  # planned bytes at `memory_env`
+    naive_bytes: int = 0  # bytes if every intermediate had its own buffer
+    memory_env: dict[str, int] = field(default_factory=dict)
+    threads: int = 1
+    threading_layer: str = ""
+    lower_s: float = 0.0  # partitioning and code generation
+    compile_s: float = 0.0  # the whole compile_graph call
+    module_path: str = ""
+    optimizer: Any = None  # the optimizer's report, when the pipeline has one
+
+    @property
+    def cache_hit(self) -> bool:
+        """Whether every kernel came from the on-disk cache (nothing was compiled)."""
+        return bool(self.kernels) and all(k.cached for k in self.kernels)
+
+    @property
+    def kernel_compile_s(self) -> float:
+        return sum(k.compile_s for k in self.kernels)
+
+    def __str__(self) -> str:
+        lines = []
+        if self.optimizer is not None:
+            lines += [str(self.optimizer).rstrip(), ""]
+        source = "loaded from cache" if self.cache_hit else "compiled"
+        lines.append(f"lowered for {self.target}: {len(self.kernels)} kernel(s) {source} in "
+                     f"{self.compile_s:.2f} s ({self.threads} thread(s), "
+                     f"{self.threading_layer} layer)")
+        for k in self.kernels:
+            how = "cached" if k.cached else f"{k.compile_s * 1e3:.0f} ms"
+            lines.append(f"  {k.name} [{k.template}{', parallel' if k.parallel else ''}] "
+                         f"{how}")
+            lines += [f"      {n}" for n in k.nodes]
+        for f in self.fallbacks:
+            lines.append(f"  fallback to torch: {f}")
+        lines += [f"  fused: {d}" for d in self.fused]
+        lines += [f"  composed of its parts' kernels: {c}" for c in self.composed]
+        env = ", ".join(f"{k}={v}" for k, v in self.memory_env.items())
+        lines.append(f"  memory plan: {self.memory_slots} buffer(s), "
+                     f"{_mb(self.memory_bytes)} (unshared {_mb(self.naive_bytes)})"
+                     + (f" at {env}" if env else ""))
+        return "\n".join(lines)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 10_000 else f"{n} B"
