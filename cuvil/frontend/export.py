@@ -56,8 +56,8 @@ def trace(model, example_inputs, dynamic_shapes) -> Traced:
     if isinstance(model, ExportedProgram):
         return from_program(model)
     if not isinstance(model, torch.nn.Module):
-        raise CuvilError(f"cannot import a {type(model).__name__}: expected a torch.nn.Module, "
-                         "a torch.export.ExportedProgram or a .pt2 file")
+        raise CuvilError(f"cannot import an object of type {type(model).__name__}: expected "
+                         "a torch.nn.Module, a torch.export.ExportedProgram or a .pt2 file")
     args = tuple(example_inputs) if isinstance(example_inputs, tuple | list) else (
         example_inputs,)
     with eval_mode(model):
@@ -226,5 +226,7 @@ def trace_graph_module(gm: fx.GraphModule, args: tuple) -> Traced:
 
 
 def _first_line(e: BaseException) -> str:
+    """The gist of a torch error on one line: its first paragraph, up to three lines."""
     text = str(e).strip()
-    return text.splitlines()[0] if text else type(e).__name__
+    paragraph = text.split("\n\n")[0].splitlines() if text else [type(e).__name__]
+    return " ".join(line.strip() for line in paragraph[:3])

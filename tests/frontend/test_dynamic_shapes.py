@@ -1,0 +1,97 @@
+"""The dynamic-shape policy: dim 0 is a symbolic `batch` by default (also from a batch-1
+example), `dynamic_shapes=False` is static, a torch.export spec names its dims, and a
+model that fixes its batch size imports static with a note."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.export import Dim
+
+import cuvil
+from cuvil.ir import is_static, sym
+from cuvil.ops.execute import run
+
+BATCH = sym("batch")
+
+
+class Flattener(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(4 * 5, 3)
+
+    def forward(self, x, bias):
+        return self.fc(x.reshape(x.shape[0], -1)) + bias, x.reshape(-1)
+
+
+def inputs(batch=2):
+    return torch.randn(batch, 4, 5), torch.randn(batch, 3)
+
+
+def test_default_makes_dim_0_of_every_input_one_batch_symbol():
+    graph = cuvil.from_torch(Flattener(), inputs())
+    assert [graph[n].type.shape[0] for n in graph.inputs] == [BATCH, BATCH]
+    assert graph.import_report.dynamic_dims == {"batch": "x dim 0"}
+    flat = [n for n in graph if n.op == "reshape"]
+    assert {n.attrs["shape"] for n in flat} == {(BATCH, 20), (20 * BATCH,)}
+    assert "symbolic dims: batch (x dim 0)" in str(graph.import_report)
+
+
+def test_a_batch_1_example_still_gives_a_graph_for_every_batch():
+    model = Flattener()
+    graph = cuvil.from_torch(model, inputs(1))
+    assert graph[graph.inputs[0]].type.shape[0] == BATCH
+    for batch in (1, 4):
+        args = inputs(batch)
+        for got, want in zip(run(graph, *args), model(*args), strict=True):
+            torch.testing.assert_close(got, want)
+
+
+def test_static_when_asked():
+    graph = cuvil.from_torch(Flattener(), inputs(), dynamic_shapes=False)
+    assert all(is_static(d) for n in graph for d in n.type.shape)
+    assert not graph.import_report.dynamic
+    assert "static shapes" in str(graph.import_report)
+
+
+class Image(nn.Module):
+    def forward(self, x):
+        pooled = nn.functional.max_pool2d(x, 2)
+        return pooled.flatten(1)
+
+
+def test_a_torch_export_spec_names_the_dims():
+    spec = ({0: Dim("N"), 2: Dim("H", min=4, max=64), 3: Dim("W", min=4, max=64)},)
+    graph = cuvil.from_torch(Image(), (torch.randn(2, 3, 8, 10),), dynamic_shapes=spec)
+    n, h, w = sym("N"), sym("H"), sym("W")
+    assert graph[graph.inputs[0]].type.shape == (n, 3, h, w)
+    out = graph[graph.outputs[0]].type.shape
+    assert out[0] == n and (out[1] - 3 * (h // 2) * (w // 2)).simplify() == 0
+    assert graph.import_report.dynamic_dims == {"N": "x dim 0", "H": "x dim 2",
+                                                "W": "x dim 3"}
+    x = torch.randn(3, 3, 7, 12)
+    torch.testing.assert_close(run(graph, x), Image()(x))
+
+
+def test_a_spec_keyed_by_argument_name():
+    spec = {"x": {0: Dim("rows")}, "bias": {0: Dim("rows")}}
+    graph = cuvil.from_torch(Flattener(), inputs(), dynamic_shapes=spec)
+    assert [graph[n].type.shape[0] for n in graph.inputs] == [sym("rows")] * 2
+
+
+class FixedBatch(nn.Module):
+    def forward(self, x):
+        return x.reshape(2, -1).sum(0)
+
+
+def test_a_model_that_fixes_its_batch_imports_static_and_says_so():
+    graph = cuvil.from_torch(FixedBatch(), (torch.randn(2, 3),))
+    assert not graph.import_report.dynamic
+    assert str(graph[graph.inputs[0]].type) == "f32[2,3]"
+    assert any("could not stay dynamic" in n for n in graph.import_report.notes)
+
+
+def test_rank_4_inputs_are_tagged_nchw():
+    graph = cuvil.from_torch(Image(), (torch.randn(2, 3, 8, 8),))
+    assert graph[graph.inputs[0]].type.layout == "NCHW"
