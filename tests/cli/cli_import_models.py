@@ -1,0 +1,22 @@
+"""Factories for `cuvil import package.module:factory` tests."""
+
+from __future__ import annotations
+
+import torch
+
+
+class Cumsum(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, dim=1).relu()
+
+
+def cumsum_model():
+    return Cumsum(), (torch.randn(2, 4),)
+
+
+def not_a_pair():
+    return 42
+
+
+def broken():
+    raise ValueError("no weights here")
