@@ -76,6 +76,7 @@ class TermChecker:
         opdef = self.lookup(call.op)
         if opdef is BROKEN:
             self.hit_broken = True
+            self._unknown_arguments(call)
             return
         if opdef is None:
             self.reporter.error(call.pos, f"unknown op '{call.op}'"
