@@ -136,7 +136,9 @@ class ExprTyper:
         return FLOAT
 
     def _builtin(self, call: ast.Builtin) -> str | None:
-        if call.name not in BUILTINS or (self.in_cost and call.name in GUARD_ONLY):
+        if self.in_cost and call.name in GUARD_ONLY:
+            return self._fail(call.pos, f"{call.name}() is only available in guards")
+        if call.name not in BUILTINS:
             names = [n for n in BUILTINS if not (self.in_cost and n in GUARD_ONLY)]
             return self._fail(call.pos, f"unknown built-in '{call.name}' in a {self.what}"
                                         f"{suggest(call.name, names)}")
