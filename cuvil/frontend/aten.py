@@ -367,6 +367,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     # shape ops
     "reshape": reshape("reshape"), "_unsafe_view": reshape("reshape"),
     "unflatten": reshape("reshape"), "view": reshape("view"), "expand": reshape("expand"),
+    "expand_as": reshape("expand"), "view_as": reshape("view"), "reshape_as": reshape("reshape"),
     "permute": permute, "flatten": flatten, "unsqueeze": unsqueeze, "squeeze": squeeze,
     "cat": cat, "split": split, "split_with_sizes": split, "chunk": split,
     "slice": slice_, "select": select,

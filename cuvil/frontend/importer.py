@@ -98,7 +98,8 @@ class Importer:
             try:
                 result = convert(self, self.arguments(node))
             except (Fallback, ShapeError) as e:
-                self.report.notes.append(f"{node.target} at {self.source}: {e}; runs in torch")
+                self.report.notes.append(f"{node.target} runs in torch: {e} has no catalog "
+                                         "form")
             else:
                 self.check(result, fake)
                 return result
