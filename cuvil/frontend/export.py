@@ -153,30 +153,28 @@ def spec_names(spec, args: tuple, model: torch.nn.Module) -> dict[tuple[int, int
     """(flat input index, dim) -> the name of the `torch.export.Dim` the spec puts there."""
     if isinstance(spec, dict):
         params = list(inspect.signature(model.forward).parameters)
-        spec = tuple(spec.get(p) for p in params[:len(args)])
+        spec = [spec.get(p) for p in params[:len(args)]]
     names: dict[tuple[int, int], str] = {}
-    counter = [0]
-
-    def walk(arg, s):
-        if isinstance(arg, torch.Tensor):
-            dims = s.items() if isinstance(s, dict) else enumerate(s or ())
-            for d, obj in dims:
+    for index, (leaf, dims) in enumerate(_leaf_specs(args, spec)):
+        if isinstance(leaf, torch.Tensor) and dims is not None:
+            for d, obj in dims.items() if isinstance(dims, dict) else enumerate(dims):
                 name = getattr(obj, "__name__", None)
                 if isinstance(name, str):
-                    names[(counter[0], d)] = name
-            counter[0] += 1
-        elif isinstance(arg, tuple | list | dict):
-            items = arg.values() if isinstance(arg, dict) else arg
-            subs = (s.values() if isinstance(s, dict) else s) if s is not None else [None] * len(
-                arg)
-            for a, sub in zip(items, subs, strict=False):
-                walk(a, sub)
-        else:
-            counter[0] += 1
-
-    for a, s in zip(args, spec or [None] * len(args), strict=False):
-        walk(a, s)
+                    names[(index, d)] = name
     return names
+
+
+def _leaf_specs(arg, spec):
+    """(leaf, its spec) for each leaf of `arg` in pytree order (a tensor's spec maps dims)."""
+    if isinstance(arg, tuple | list):
+        specs = spec if isinstance(spec, tuple | list) else [None] * len(arg)
+        for a, s in zip(arg, specs, strict=False):
+            yield from _leaf_specs(a, s)
+    elif isinstance(arg, dict):
+        for k, a in arg.items():
+            yield from _leaf_specs(a, spec.get(k) if isinstance(spec, dict) else None)
+    else:
+        yield arg, spec
 
 
 def from_program(program: ExportedProgram, name: str = "") -> Traced:

@@ -95,3 +95,20 @@ def test_a_model_that_fixes_its_batch_imports_static_and_says_so():
 def test_rank_4_inputs_are_tagged_nchw():
     graph = cuvil.from_torch(Image(), (torch.randn(2, 3, 8, 8),))
     assert graph[graph.inputs[0]].type.layout == "NCHW"
+
+
+class Pair(nn.Module):
+    def forward(self, pair, scale):
+        a, b = pair
+        return (a @ b) * scale
+
+
+def test_dims_of_nested_inputs_take_their_names():
+    n, k, m = Dim("n"), Dim("k"), Dim("m")
+    args = ((torch.randn(3, 4), torch.randn(4, 5)), torch.randn(3, 5))
+    spec = (({0: n, 1: k}, {0: k, 1: m}), {0: n, 1: m})
+    graph = cuvil.from_torch(Pair(), args, dynamic_shapes=spec)
+    assert [graph[i].type.shape for i in graph.inputs] == [
+        (sym("n"), sym("k")), (sym("k"), sym("m")), (sym("n"), sym("m"))]
+    a, b, scale = torch.randn(2, 6), torch.randn(6, 7), torch.randn(2, 7)
+    torch.testing.assert_close(run(graph, a, b, scale), Pair()((a, b), scale))
