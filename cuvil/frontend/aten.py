@@ -348,6 +348,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "dropout": dropout, "where": where, "masked_fill": masked_fill,
     # no-ops and conversions
     "clone": identity, "contiguous": identity, "alias": identity, "detach": identity,
+    "detach_": identity,
     "lift_fresh_copy": identity, "_to_copy": cast, "to": cast, "type_as": cast,
     # linear algebra
     "matmul": matmul("matmul"), "mm": matmul("matmul"), "bmm": matmul("bmm"),

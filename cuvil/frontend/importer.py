@@ -208,7 +208,7 @@ class Importer:
         """A non-tensor result (a size, an assertion): a dim or a plain value, no node."""
         if isinstance(fake, torch.SymInt):
             return self.dims.dim(fake)
-        return fake if isinstance(fake, int | float | bool) else None
+        return fake  # a number, None, or a SymFloat/SymBool no op can take as an argument
 
     def check(self, result: Any, fake: Any) -> None:
         """Each value built must have the shape and dtype torch computed for it."""

@@ -98,3 +98,21 @@ def test_source_skips_torch_frames():
 
     source = source_of(FakeNode())
     assert (source.where, source.code) == ("/home/u/model.py:9", "y = self.fc(x)")
+
+
+class Buffers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("scale", torch.full((3,), 2.0), persistent=False)
+
+    def forward(self, x):
+        return x * self.scale + torch.tensor([1.0, 2.0, 3.0])
+
+
+def test_non_persistent_buffers_and_tensors_made_in_forward_are_constants():
+    model = Buffers()
+    graph = cuvil.from_torch(model, (torch.randn(2, 3),))
+    assert graph.constants["scale"] is model.scale
+    assert graph.ops() == ["mul", "add"] and not graph.import_report.fallbacks
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(run(graph, x), model(x))
