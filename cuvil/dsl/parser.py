@@ -15,7 +15,7 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
 from cuvil.dsl import ast
@@ -30,8 +30,7 @@ DEFAULT_RULESET = "default"  # the ruleset of leading rules in source text (no f
 @functools.cache
 def _lark() -> Lark:
     grammar = Path(__file__).with_name("cvr.lark").read_text()
-    return Lark(grammar, parser="lalr", lexer="basic", propagate_positions=True,
-                maybe_placeholders=True)
+    return Lark(grammar, parser="lalr", lexer="basic", maybe_placeholders=True)
 
 
 def parse(text: str, path: str = "<string>") -> ast.Module:
@@ -281,14 +280,13 @@ class _ToAst(Transformer):
     def none(self, c):
         return ast.Literal(None, self.pos(c[0]))
 
-    @v_args(meta=True)
-    def tuple(self, meta, c):
-        elements = [e for e in c if e is not None]
+    def tuple(self, c):
+        paren, *elements = c
+        elements = [e for e in elements if e is not None]
         for e in elements:
             if not isinstance(e, ast.Literal):
                 raise _ItemError(_term_pos(e), "tuple elements must be literals")
-        pos = ast.Pos(self.path, meta.line + self.offset, meta.column)
-        return ast.Literal(tuple(e.value for e in elements), pos)
+        return ast.Literal(tuple(e.value for e in elements), self.pos(paren))
 
     # expressions
     def binop(self, c):
