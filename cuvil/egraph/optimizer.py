@@ -29,6 +29,8 @@ from cuvil.ir.graph import Graph
 from cuvil.rules.library import RuleLibrary
 from cuvil.trace import Tracer
 
+TIE_BREAK = 1e-6  # us added to rewritten e-nodes
+
 
 @dataclass
 class Options:
@@ -68,6 +70,8 @@ def problem(session: Session, costs: CostModel) -> Problem:
                 op, attrs = typer.decode(node)
                 ins = [typer.table.types[snap.ty[c]] for c in node.children]
                 cost = costs.node_cost(op, attrs, ins, out)
+                if snap.origin.get(node.key, '""') != '""':
+                    cost += TIE_BREAK  # equal costs keep the imported node
             classes.setdefault(cls, []).append(Candidate(node_id, cls, cost, node.children))
     roots = [snap.let_class[session.encoding.handles[n]] for n in session.graph.outputs]
     return Problem(classes, list(dict.fromkeys(roots)))
@@ -206,7 +210,8 @@ def build_report(before: Graph, after: Graph, session: Session, run: Saturation,
                             cost_after=graph_cost(after, costs),
                             extraction=selection.method, gap=selection.gap,
                             nodes_before=len(before.ops()), nodes_after=len(after.ops()),
-                            notes=list(selection.notes), timings=dict(tracer.totals))
+                            notes=list(selection.notes), timings=dict(tracer.totals),
+                            egglog="\n".join(session.program) + "\n")
     for rule in session.library.rules:
         report.rules.setdefault(rule.label, RuleStat(rule.label, rule.where, rule.description))
     for r in session.rules:
@@ -216,6 +221,8 @@ def build_report(before: Graph, after: Graph, session: Session, run: Saturation,
                                            sum(step.matches.values())))
         for label, n in step.matches.items():
             report.rules[label].matches += n
+        for label, n in step.found.items():
+            report.rules[label].found += n
         for label in step.banned:
             report.rules[label].banned += 1
     for node in after:

@@ -12,7 +12,8 @@ class RuleStat:
     label: str
     where: str
     description: str
-    matches: int = 0
+    matches: int = 0  # matches applied
+    found: int = 0  # matches found, applied or not (a banned rule's are not)
     in_result: bool = False
     banned: int = 0  # times the match limit banned it
 
@@ -44,6 +45,7 @@ class OptimizeReport:
     nodes_before: int = 0
     nodes_after: int = 0
     notes: list[str] = field(default_factory=list)
+    egglog: str = field(default="", repr=False)  # the program run, replayable by egglog
     graph: Graph | None = field(default=None, repr=False)
 
     @property
@@ -51,9 +53,9 @@ class OptimizeReport:
         return [r for r in self.rules.values() if r.fired]
 
     def growth(self, top: int = 5) -> list[RuleStat]:
-        """The rules that grew the e-graph most (by matches applied)."""
-        ranked = sorted(self.rules.values(), key=lambda r: (-r.matches, r.label))
-        return [r for r in ranked[:top] if r.matches]
+        """The rules that grew (or would have grown) the e-graph most, by matches."""
+        ranked = sorted(self.rules.values(), key=lambda r: (-r.matches, -r.found, r.label))
+        return [r for r in ranked[:top] if r.matches or r.found]
 
     def rule_line(self, label: str) -> str:
         stat = self.rules.get(label)
@@ -91,6 +93,10 @@ class OptimizeReport:
             for r in sorted(fired, key=lambda r: r.label):
                 mark = "yes" if r.in_result else "no"
                 lines.append(f"  {r.label:<24} {r.matches:>6}  {mark:<3}  {r.where}")
+        if self.stop_reason not in ("saturated", "schedule complete"):
+            grew = ", ".join(f"{r.label} ({r.matches} applied, {r.found} found)"
+                             for r in self.growth(3))
+            lines.append(f"grew the e-graph most: {grew or 'none'}")
         for chain, reason in self.rejected:
             lines.append(f"rejected: {chain}: {reason}")
         lines += [f"note: {n}" for n in self.notes]

@@ -41,6 +41,11 @@ class Limits:
     time: float = 10.0
     exact_nodes: int = 600  # extract exactly (ILP) up to this many e-nodes
     dag_nodes: int = 20_000  # DAG-aware greedy extraction up to this many, then tree costs
+
+    def __post_init__(self):
+        for name, value in vars(self).items():
+            if not isinstance(value, int | float) or value <= 0:
+                raise CuvilError(f"limit {name} must be a positive number, not {value!r}")
     exact_time: float = 2.0
 
 
@@ -52,6 +57,7 @@ class StepResult:
     changed: bool
     matches: dict[str, int]  # label -> matches applied this step
     banned: list[str]
+    found: dict[str, int] = field(default_factory=dict)  # label -> matches found
 
 
 @dataclass
@@ -149,14 +155,14 @@ class Session:
         for lb in active:
             groups.setdefault(self.backoff[lb].limit, []).append(lb)
         reports = self._run_groups(groups) if groups else []
-        applied, banned = self._account(reports, active)
+        applied, found, banned = self._account(reports, active)
         updated = any(r.updated for r in reports)
         if updated:  # else the e-graph is as the last snapshot saw it
             self.snapshot = self.sync()
         sitting_out = len(active) < len(labels)
         changed = updated or bool(banned) or sitting_out  # banned rules have work left
         return StepResult(rulesets, self.snapshot.size, time.perf_counter() - start,
-                          changed, applied, banned)
+                          changed, applied, banned, found)
 
     def _run_groups(self, groups: dict[int, list[str]]) -> list:
         lets, runs = [], []
@@ -165,7 +171,9 @@ class Session:
                                                  if r.label in set(labels)})))
             lets.append(f"(let-scheduler s{k} (back-off :match-limit {limit} :ban-length 1))")
             runs.append(f"(run-with s{k} {rs})")
-        out = self.run(f"(run-schedule (seq {' '.join(lets + runs)}))")
+        command = f"(run-schedule (seq {' '.join(lets + runs)}))"
+        self.program.append(command)
+        out = self.run(command)
         return [o.report for o in out if hasattr(o, "report")]
 
     def _ruleset_for(self, members: tuple[str, ...]) -> str:
@@ -173,11 +181,14 @@ class Session:
             return members[0]
         if members not in self._combined:
             name = f"c{len(self._combined)}"
-            self.run(f"(unstable-combined-ruleset {name} {' '.join(members)})")
+            command = f"(unstable-combined-ruleset {name} {' '.join(members)})"
+            self.program.append(command)
+            self.run(command)
             self._combined[members] = name
         return self._combined[members]
 
-    def _account(self, reports: list, active: list[str]) -> tuple[dict[str, int], list[str]]:
+    def _account(self, reports: list, active: list[str]
+                 ) -> tuple[dict[str, int], dict[str, int], list[str]]:
         applied: dict[str, int] = {}
         found: dict[str, int] = {}
         for report in reports:
@@ -195,7 +206,7 @@ class Session:
                 b.times += 1
                 b.limit *= 2
                 banned.append(lb)
-        return applied, banned
+        return applied, found, banned
 
 
 def _variadic_arities(graph: Graph, library: RuleLibrary) -> set[tuple[str, int]]:

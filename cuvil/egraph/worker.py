@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 import pickle
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,12 @@ def run_isolated(work: Callable[[Post], Any], deadline: float) -> Outcome:
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child, args=(work, send), daemon=True)
     start = time.perf_counter()
-    child.start()
+    with warnings.catch_warnings():
+        # torch's idle pool threads exist in the parent; the child runs single-threaded
+        # (see `_child`) and never touches them, so fork is safe here and far cheaper than
+        # spawning a fresh interpreter that would import torch again.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        child.start()
     send.close()
     last, finished = None, False
     try:
