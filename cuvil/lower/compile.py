@@ -128,17 +128,14 @@ def _refuse_fallbacks(groups: list[Group], g: Graph, target: str) -> None:
 def _fallback_report(g: Graph, group: Group) -> FallbackReport:
     node = g[group.output]
     shape = str(node.type)
-    if node.op == "torch_op":
-        op = f"torch_op {node.attrs.get('target')}"
-    else:
-        op = node.op
+    op = f"torch_op {node.attrs.get('target')}" if node.op == "torch_op" else node.op
     return FallbackReport(node.name, op, shape, node.source, group.reason or "no kernel")
 
 
 def _nb_type(program: Program, ctx: LowerContext, value: str):
     if value == THREADS:
         return nbtypes.int64
-    if value in program.arrays and program.arrays[value].kind == "scratch":
+    if value in program.arrays:
         a = program.arrays[value]
         return nbtypes.Array(numba.from_dtype(a.dtype.numpy), len(a.shape), "C")
     t = ctx.type(value)

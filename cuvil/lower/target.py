@@ -32,7 +32,8 @@ class Target:
     kernel_decorator: str = "@njit(cache=True, nogil=True, fastmath={fastmath})"
     parallel_decorator: str = "@njit(cache=True, nogil=True, parallel=True, fastmath={fastmath})"
     segment_decorator: str = "@njit(cache=True, nogil=True)"
-    prelude: str = "import math\n\nimport numba\nimport numpy as np\nfrom numba import njit, prange\n"
+    prelude: str = ("import math\n\nimport numba  # noqa: F401\nimport numpy as np\n"
+                    "from numba import njit, prange\n")
 
     def generator(self, template: str) -> Generator | None:
         return self.generators.get(template)

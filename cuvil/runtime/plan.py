@@ -40,7 +40,7 @@ class MemoryPlan:
         self.slot_dtype: list[DType] = []
         ref = {}
         for b in buffers:
-            ref[b.value] = _reference_numel(b.shape)
+            ref[b.value] = reference_numel(b.shape)
         holders: list[Buffer | None] = []
         sizes: list[int] = []
         for b in sorted(buffers, key=lambda b: (b.first, b.last)):
@@ -88,7 +88,7 @@ class MemoryPlan:
         return views
 
 
-def _reference_numel(shape: tuple) -> int:
+def reference_numel(shape: tuple) -> int:
     env_free = []
     for d in shape:
         if d == "threads":

@@ -1,10 +1,182 @@
-"""placeholder"""
-from cuvil.lower.templates.spec import Unsupported
+"""The attention template: `softmax(q @ k^T * scale + mask) @ v` per (batch, head) slice.
+
+Lowers `scaled_dot_product_attention` and the same computation written out (a matmul with a
+transposed `k`, an elementwise chain of scaling and masking, a last-dim softmax, a second
+matmul). Each slice's scores stay in a per-thread scratch tile: two BLAS products around a
+row loop that applies the chain and the softmax while the row is in cache. Slices run in
+`prange`; the score tensor is never materialized.
+"""
+
+from __future__ import annotations
+
+from cuvil.ir.graph import Graph, Node
+from cuvil.ir.types import DType, TensorType, is_static
+from cuvil.lower.physical import np_name
+from cuvil.lower.templates.elementwise import ExprBuilder, literal
+from cuvil.lower.templates.gemm import BLAS_DTYPES
+from cuvil.lower.templates.loops import BCAST, FIXED, STRIDED, Operand, broadcast_axes, indent
+from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
+
+CHAIN_OPS = {"add", "sub", "mul", "div", "masked_fill", "where", "neg", "maximum", "minimum"}
+MATMULS = ("matmul", "bmm")
 
 
-def match(graph, part, node):
-    return None
+def match(graph: Graph, part, softmax: Node) -> list[str] | None:
+    """The nodes of an attention pattern ending in `softmax`'s consumer, or None."""
+    found = _pattern(graph, softmax, part.private)
+    if found is None:
+        return None
+    members = [n for n in found if n]
+    if any(len(part.group_of[m].nodes) != 1 for m in members):
+        return None
+    return members
 
 
-def generate(group, ctx):
-    raise Unsupported("not yet")
+def _pattern(graph: Graph, s: Node, private) -> list[str] | None:
+    """[transpose or "", m1, chain..., softmax, dropout or "", m2] by name, or None."""
+    r = s.type.rank
+    if r < 3 or s.attrs["dim"] not in (-1, r - 1) or s.type.dtype not in BLAS_DTYPES:
+        return None
+    users = _users(graph)
+    after = users.get(s.name, [])
+    drop = ""
+    if len(after) == 1 and graph[after[0]].op == "dropout" and private(s.name, set(after)):
+        drop = after[0]
+        after = users.get(drop, [])
+    if len(after) != 1 or graph[after[0]].op not in MATMULS:
+        return None
+    m2 = graph[after[0]]
+    if m2.inputs[0] != (drop or s.name) or not private(drop or s.name, {m2.name}):
+        return None
+    chain, v, consumer = [], s.inputs[0], s.name
+    while graph[v].op not in MATMULS:
+        node = graph[v]
+        if node.op not in CHAIN_OPS or node.type.shape != s.type.shape or \
+                not private(v, {consumer}):
+            return None
+        nexts = [i for i in node.inputs if graph[i].type.shape == s.type.shape
+                 and graph[i].op in CHAIN_OPS | set(MATMULS)]
+        if len(nexts) != 1:
+            return None
+        chain.append(v)
+        consumer, v = v, nexts[0]
+    m1 = graph[v]
+    if not private(v, {consumer}):
+        return None
+    q, kt = (graph[i] for i in m1.inputs)
+    vv = graph[m2.inputs[1]]
+    batch = s.type.shape[:-2]
+    if q.type.shape[:-2] != batch or kt.type.shape[:-2] != batch or vv.type.shape[:-2] != batch:
+        return None
+    trans = ""
+    if kt.op == "transpose" and private(kt.name, {m1.name}) and \
+            {a % r for a in (kt.attrs["dim0"], kt.attrs["dim1"])} == {r - 2, r - 1}:
+        trans = kt.name
+    return [trans, m1.name, *reversed(chain), s.name, drop, m2.name]
+
+
+def _users(graph: Graph) -> dict[str, list[str]]:
+    return {k: list(dict.fromkeys(v)) for k, v in graph.users().items()}
+
+
+def generate(group, ctx) -> KernelSpec:
+    nodes = group.node_list(ctx)
+    if len(nodes) == 1 and nodes[0].op == "scaled_dot_product_attention":
+        return _sdpa(nodes[0], ctx)
+    soft = [n for n in nodes if n.op == "softmax"]
+    found = _pattern(ctx.graph, soft[0], lambda v, c: True) if len(soft) == 1 else None
+    if found is None or {n for n in found if n} != {n.name for n in nodes}:
+        raise Unsupported("not an attention pattern")
+    trans, m1, *chain, s, drop, m2 = found
+    m1n, m2n = ctx.graph[m1], ctx.graph[m2]
+    k = ctx.graph[trans].inputs[0] if trans else m1n.inputs[1]
+    scores = ctx.type(s)
+    builder = ExprBuilder(ctx, scores, {m1: "acc"}, first_arg=3)
+    expr = builder.build([ctx.graph[c] for c in chain])
+    return _kernel(ctx, group.output, [m1n.inputs[0], k, m2n.inputs[1]], bool(trans), scores,
+                   expr.operands, expr.args, expr.lines, expr.result or "acc")
+
+
+def _sdpa(node: Node, ctx) -> KernelSpec:
+    q, k, v = (ctx.type(i) for i in node.inputs[:3])
+    if q.dtype not in BLAS_DTYPES or not (q.rank == k.rank == v.rank >= 3) or \
+            q.shape[:-2] != k.shape[:-2] or q.shape[:-2] != v.shape[:-2]:
+        raise Unsupported("attention with broadcast batch dims")
+    scores = TensorType((*q.shape[:-1], k.shape[-2]), q.dtype)
+    scale = node.attrs["scale"]
+    if scale is None and is_static(q.shape[-1]):
+        scale = 1.0 / q.shape[-1] ** 0.5
+    sc = literal(scale, q.dtype) if scale is not None else \
+        f"({literal(1, q.dtype)} / np.sqrt({np_name(q.dtype)}(d)))"
+    lines, operands, args = [f"t0 = acc * {sc}"], [], []
+    result = "t0"
+    if len(node.inputs) == 4:
+        mask = ctx.type(node.inputs[3])
+        operands.append(Operand("x3", broadcast_axes(mask, scores)))
+        args.append(node.inputs[3])
+        lines.append("a0 = LOAD0")
+        if mask.dtype is DType.bool:
+            lines.append(f"t1 = t0 if a0 else {literal(float('-inf'), q.dtype)}")
+        else:
+            lines.append("t1 = t0 + a0")
+        result = "t1"
+    if node.attrs["is_causal"]:
+        lines.append(f"t2 = {result} if j <= i else {literal(float('-inf'), q.dtype)}")
+        result = "t2"
+    return _kernel(ctx, node.name, list(node.inputs[:3]), True, scores, operands, args, lines,
+                   result, loads_inline=True)
+
+
+def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType, operands, args,
+            chain: list[str], result: str, loads_inline: bool = False) -> KernelSpec:
+    r = scores.rank
+    dt = scores.dtype
+    parallel = ctx.worth_parallel(scores.shape, 4 * ctx.type(qkv[0]).shape[-1])
+    idx = {r - 2: "i", r - 1: "j", **{d: f"b{d}" for d in range(r - 2)}}
+    loads = [_load(op, idx) for op in operands]
+    if loads_inline:
+        chain = [ln.replace("LOAD0", loads[0]) if loads else ln for ln in chain]
+    else:
+        chain = [f"a{n} = {ld}" for n, ld in enumerate(loads)] + chain
+    decode = ["bt = b"]
+    for d in range(r - 3, 0, -1):
+        decode += [f"b{d} = bt % q.shape[{d}]", f"bt = bt // q.shape[{d}]"]
+    decode.append("b0 = bt")
+    tile = ctx.add_scratch(f"{out_name}.scores", Scratch(dt, ("threads", scores.shape[-2],
+                                                                  scores.shape[-1])))
+    neg = literal(float("-inf"), dt)
+    row = ["for j in range(sl):", "    acc = s[i, j]"] + indent(chain, 1) + [
+        f"    s[i, j] = {result}", f"m = {neg}", "for j in range(sl):", "    m = max(m, s[i, j])",
+        f"tot = {literal(0, dt)}", "for j in range(sl):", "    e = np.exp(s[i, j] - m)",
+        "    s[i, j] = e", "    tot += e", f"inv = {literal(1, dt)} / tot", "for j in range(sl):",
+        "    s[i, j] *= inv"]
+    product = "np.dot(q3[b], k3[b].T, s)" if k_rows else "np.dot(q3[b], k3[b], s)"
+    per_slice = [product] + (decode if operands else []) + ["for i in range(ql):"] + \
+        indent(row, 1) + ["np.dot(s, v3[b], o3[b])"]
+    body = [f"nbh = q.size // (q.shape[{r - 2}] * q.shape[{r - 1}])",
+            f"ql = q.shape[{r - 2}]", f"d = q.shape[{r - 1}]",
+            f"sl = k.shape[{r - 2}]" if k_rows else f"sl = k.shape[{r - 1}]",
+            f"dv = v.shape[{r - 1}]", "q3 = q.reshape((nbh, ql, d))",
+            "k3 = k.reshape((nbh, sl, d))" if k_rows else "k3 = k.reshape((nbh, d, sl))",
+            "v3 = v.reshape((nbh, sl, dv))", "o3 = out.reshape((nbh, ql, dv))",
+            "parts = min(threads, nbh, tiles.shape[0])", "step = (nbh + parts - 1) // parts",
+            f"for t in {'prange' if parallel else 'range'}(parts):"] + indent(
+        ["s = tiles[t]", "for b in range(t * step, min(nbh, (t + 1) * step)):"]
+        + indent(per_slice, 1), 1)
+    params = ["q", "k", "v", *[op.arg for op in operands], "tiles", "threads", "out"]
+    return KernelSpec("attention", params, [*qkv, *args, tile, THREADS, out_name], body,
+                      parallel, fastmath="rows", scratch={tile: ctx.scratch[tile]})
+
+
+def _load(op: Operand, idx: dict[int, str]) -> str:
+    parts = []
+    for ax in op.axes:
+        if ax.kind == BCAST:
+            parts.append("0")
+        elif ax.kind == FIXED:
+            parts.append(ax.start)
+        elif ax.kind == STRIDED:
+            parts.append(f"({ax.start} + {ax.step} * {idx[ax.out]})")
+        else:
+            parts.append(idx[ax.out])
+    return f"{op.arg}[{', '.join(parts)}]" if parts else f"{op.arg}[()]"

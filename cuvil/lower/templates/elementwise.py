@@ -269,9 +269,10 @@ def generate(group, ctx) -> KernelSpec:
     expr = ExprBuilder(ctx, out).build(nodes)
     if not expr.result:
         raise Unsupported("empty elementwise group")
-    body = emit_loops(out, expr.operands, expr.body, ctx.par_min)
+    parallel = ctx.worth_parallel(out.shape)
+    body = emit_loops(out, expr.operands, expr.body, ctx.par_min, parallel)
     params = [op.arg for op in expr.operands] + ["out"]
-    return KernelSpec("elementwise", params, [*expr.args, group.output], body)
+    return KernelSpec("elementwise", params, [*expr.args, group.output], body, parallel)
 
 
 __all__ = ["ELEMENTWISE_OPS", "Expr", "ExprBuilder", "expression", "generate", "literal"]

@@ -147,7 +147,7 @@ def _views(nest: LoopNest, operands: list[Operand], lines: list[str], k: int):
     for op in operands:
         dims = [(size, index, group) for (size, index), group in nest.operand_view(op)]
         if k >= 2 and [g for _, _, g in dims[:k - 1]] == list(range(k - 1)) and all(
-                i == f"i{g}" for _, i, g in dims[:k - 1]):
+                i == f"i{g}" and s == f"d{g}" for s, i, g in dims[:k - 1]):
             dims = [("nrows", "r", None)] + dims[k - 1:]
         if not dims:
             lines.append(f"{op.arg}_ = {op.arg}.reshape((1,))")
@@ -164,11 +164,10 @@ def _nest(k: int, loop: str, element: list[str], used: set[int]) -> list[str]:
     if k == 1:
         return [f"for i0 in {loop}(d0):"] + indent(element, 1)
     decode = []
-    if used:
-        decode.append("t = r")
-        for g in range(k - 2, 0, -1):
-            decode += [f"i{g} = t % d{g}", f"t = t // d{g}"]
-        decode.append("i0 = t")
+    for g in sorted(used):  # no reassignment: prange bodies must not rebind names
+        stride = " * ".join(f"d{h}" for h in range(g + 1, k - 1))
+        index = f"(r // ({stride}))" if stride else "r"
+        decode.append(f"i{g} = {index} % d{g}" if g > 0 else f"i0 = {index}")
     inner = [f"for i{k - 1} in range(d{k - 1}):"] + indent(element, 1)
     return [f"for r in {loop}(nrows):"] + indent(decode + inner, 1)
 

@@ -35,7 +35,7 @@ def generate(group, ctx) -> KernelSpec:
         raise Unsupported(f"{node.op} over non-adjacent dims {dims}")
     lo, hi = (dims[0], dims[-1] + 1) if dims else (0, 0)
     inner_one = all(is_static(d) and d == 1 for d in x.shape[hi:])
-    shape = ["x0.shape[%d]" % i for i in range(x.rank)]
+    shape = [f"x0.shape[{i}]" for i in range(x.rank)]
     prod = lambda ds: " * ".join(ds) or "1"  # noqa: E731
     gen = _ROW if inner_one else _STRIDED
     if node.op not in gen:
@@ -59,9 +59,11 @@ def generate(group, ctx) -> KernelSpec:
     per_row = gen[node.op](node, acc)
     body = ["for r in prange(nr):"] + indent(per_row, 1)
     serial = ["for r in range(nr):"] + indent(per_row, 1)
-    lines = view + [f"if nr * rl * ni < {ctx.par_min} or nr == 1:"] + indent(serial, 1) + \
-        ["else:"] + indent(body, 1)
-    return KernelSpec("rows", [*params, "out"], [*args, group.output], lines, fastmath="rows")
+    parallel = ctx.worth_parallel(x.shape, 3 if keeps_shape else 1)
+    lines = view + ([f"if nr * rl * ni < {ctx.par_min} or nr == 1:"] + indent(serial, 1)
+                    + ["else:"] + indent(body, 1) if parallel else serial)
+    return KernelSpec("rows", [*params, "out"], [*args, group.output], lines, parallel,
+                      fastmath="rows")
 
 
 def _softmax(node: Node, acc: DType) -> list[str]:
