@@ -16,11 +16,12 @@ TENSOR, INT, FLOAT, BOOL, STR, TUPLE, ANY, NONE = (
     "tensor", "int", "float", "bool", "str", "tuple", "any", "none")
 UNKNOWN = "unknown"  # a variable under an unknown op: already reported, accepted anywhere
 NUMBER = "number"  # a parameter kind: int or float
+INT_LITERAL, STR_LITERAL = "int literal", "string literal"  # parameter kinds
 
 # name -> (parameter kinds, result type); NUMBER results are int only for int arguments.
 BUILTINS: dict[str, tuple[tuple[str, ...], str]] = {
     "rank": ((TENSOR,), INT),
-    "dim": ((TENSOR, INT), INT),
+    "dim": ((TENSOR, INT_LITERAL), INT),
     "numel": ((TENSOR,), INT),
     "bytes": ((TENSOR,), INT),
     "shape": ((TENSOR,), TUPLE),
@@ -30,11 +31,14 @@ BUILTINS: dict[str, tuple[tuple[str, ...], str]] = {
     "is_float": ((TENSOR,), BOOL),
     "is_const": ((TENSOR,), BOOL),
     "value": ((TENSOR,), FLOAT),
-    "has_target": ((STR,), BOOL),
+    "has_target": ((STR_LITERAL,), BOOL),
     "max": ((NUMBER, NUMBER), NUMBER),
     "min": ((NUMBER, NUMBER), NUMBER),
 }
-GUARD_ONLY = {"has_target"}
+GUARD_BUILTINS = ("rank", "dim", "numel", "shape", "dtype", "layout", "device", "is_float",
+                  "is_const", "value", "has_target")
+COST_BUILTINS = ("rank", "dim", "numel", "bytes", "dtype", "layout", "device", "is_float",
+                 "max", "min")
 
 # The guard type of a variable bound at an attribute of each `AttrSpec.kind`.
 ATTR_TYPES = {"int": INT, "float": FLOAT, "number": FLOAT, "str": STR, "bool": BOOL,
@@ -43,7 +47,6 @@ ATTR_TYPES = {"int": INT, "float": FLOAT, "number": FLOAT, "str": STR, "bool": B
 
 _NUMERIC = {INT, FLOAT, ANY}
 _ORDER = {"<", "<=", ">", ">="}
-_ARITH = {"+", "-", "*", "/", "%"}
 
 
 def literal_type(value) -> str:
@@ -136,12 +139,13 @@ class ExprTyper:
         return FLOAT
 
     def _builtin(self, call: ast.Builtin) -> str | None:
-        if self.in_cost and call.name in GUARD_ONLY:
-            return self._fail(call.pos, f"{call.name}() is only available in guards")
-        if call.name not in BUILTINS:
-            names = [n for n in BUILTINS if not (self.in_cost and n in GUARD_ONLY)]
+        allowed = COST_BUILTINS if self.in_cost else GUARD_BUILTINS
+        if call.name not in allowed:
+            if call.name in BUILTINS:
+                home = "guards" if self.in_cost else "cost expressions"
+                return self._fail(call.pos, f"{call.name}() is only available in {home}")
             return self._fail(call.pos, f"unknown built-in '{call.name}' in a {self.what}"
-                                        f"{suggest(call.name, names)}")
+                                        f"{suggest(call.name, allowed)}")
         params, result = BUILTINS[call.name]
         if len(call.args) != len(params):
             return self._fail(call.pos, f"{call.name}() takes {len(params)} argument(s), got "
@@ -161,6 +165,11 @@ class ExprTyper:
             if isinstance(arg, ast.Var | ast.Wildcard) and getattr(arg, "name", "") not in self.env:
                 return self.type_of(arg)
             return self._fail(start_pos(arg), f"{name}() takes a tensor variable")
+        if kind in (INT_LITERAL, STR_LITERAL):
+            want = int if kind == INT_LITERAL else str
+            if isinstance(arg, ast.Literal) and type(arg.value) is want:
+                return INT if want is int else STR
+            return self._fail(start_pos(arg), f"{name}() needs {_article(kind)} here")
         got = self.type_of(arg)
         if got is None or got in (ANY, kind) or (kind == NUMBER and self._numeric(got)):
             return got
@@ -195,6 +204,8 @@ class ExprTyper:
             return self._fail(expr.pos, f"'{op}' needs numbers on both sides, got {pair}")
         if op in _ORDER:
             return BOOL
+        if op == "%" and not self.in_cost and FLOAT in (left, right):
+            return self._fail(expr.pos, f"'%' needs integers in a guard, got {pair}")
         return FLOAT if op == "/" or FLOAT in (left, right) or ANY in (left, right) else INT
 
     def _comparable(self, left: str, right: str) -> bool:
@@ -204,4 +215,5 @@ class ExprTyper:
 
 
 def _article(kind: str) -> str:
-    return {INT: "an int", NUMBER: "a number", STR: "a string"}.get(kind, kind)
+    return {INT: "an int", NUMBER: "a number", STR: "a string", INT_LITERAL: "an integer "
+            "literal", STR_LITERAL: "a string literal"}.get(kind, kind)

@@ -82,8 +82,8 @@ GUARDED = "rule r: conv2d(x, w, stride=s, padding=p, dilation=d, groups=g) => x\
     "rank(x) == 4 and dim(x, 1) % g == 0",
     'layout(x) != "NHWC" or not is_float(w)',
     "shape(w) == (8, 3, 3, 3) and s == (1, 1) and p == 0",
-    "numel(x) / 2 > 1.5 and bytes(x) >= 4 * numel(x)",
-    "max(dim(x, 2), dim(x, -1)) <= min(224, 512) and -g < 0",
+    "numel(x) / 2 > 1.5 and numel(w) * 4 >= 4 * numel(w) - 1",
+    "dim(x, 2) * dim(x, -1) <= 224 * 224 and -g < 0 and (dim(w, 0) + 1) % 2 == 1",
     'has_target("cuda") and dtype(x) == dtype(w) and device(x) == "cpu"',
     "is_const(w) and value(w) != 0 and true",
 ])
@@ -102,7 +102,11 @@ def test_well_typed_guards(guard):
     ("shape(x) < (1, 2)", "'<' needs numbers on both sides, got tuple and tuple"),
     ("dim(x) == 1", "dim() takes 2 argument(s), got 1"),
     ("rank(g) == 1", "rank() takes a tensor variable"),
-    ("has_target(cuda)", "unbound variable 'cuda' in guard"),
+    ("has_target(cuda)", "has_target() needs a string literal here"),
+    ("dim(x, g) == 1", "dim() needs an integer literal here"),
+    ("bytes(x) > 1", "bytes() is only available in cost expressions"),
+    ("max(rank(x), 1) > 1", "max() is only available in cost expressions"),
+    ("rank(x) % 2.0 == 0", "'%' needs integers in a guard, got int and float"),
     ("x == 1", "'x' is a tensor: use it through a built-in"),
     ("target.gflops > 1", "only available in cost expressions"),
     ("rnak(x) == 4", "unknown built-in 'rnak' in a guard (did you mean 'rank'?)"),
@@ -114,13 +118,15 @@ def test_ill_typed_guards(guard, message):
 
 def test_cost_parameters_are_tensor_inputs_then_attributes():
     text = ("target cpu(gflops=100, gbps=10, launch_us=1)\n"
-            "cost transpose(x, a, b) = numel(x) * (a != b) / target.gbps\n")
+            "cost transpose(x, a, b) = max(bytes(x), numel(x)) * (a != b) / target.gbps\n")
     library = load(text)
     assert library.costs["transpose"].params == ("x", "a", "b")
     assert errors_of(text.replace("(x, a, b)", "(x, a, b, c)")) == [
         "2: cost for 'transpose' has 4 parameters, but the op takes 3"]
-    assert errors_of(text.replace("numel(x)", "layout(x)")) == [
+    assert errors_of(text.replace("max(bytes(x), numel(x))", "layout(x)")) == [
         "2: '*' needs numbers on both sides, got str and bool"]
+    assert errors_of(text.replace("bytes(x)", "value(x)")) == [
+        "2: value() is only available in guards"]
 
 
 def test_names_have_one_namespace_per_kind():
