@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for warning in library.warnings:
         print(warning, file=sys.stderr)
-    rules = len({(r.name) for r in library.rules})
+    rules = len({r.name for r in library.rules})  # a `<=>` rule counts once
     print(f"{_count(rules, 'rule')}, {_count(len(library.ops), 'op')}, "
           f"{_count(len(library.rulesets), 'ruleset')} in {_count(len(library.files), 'file')}")
     return 0

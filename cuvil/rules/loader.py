@@ -73,8 +73,8 @@ def read_file(path: Path, shown: str, reporter: Reporter) -> tuple[str, str] | N
     except FileNotFoundError:
         reporter.error(Pos(shown, 0, 0), "no such file or directory")
         return None
-    except OSError as e:
-        reporter.error(Pos(shown, 0, 0), f"cannot read: {e.strerror or e}")
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        reporter.error(Pos(shown, 0, 0), f"cannot read: {getattr(e, 'strerror', None) or e}")
         return None
     try:
         text = data.decode("utf-8-sig")
