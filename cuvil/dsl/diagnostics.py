@@ -41,11 +41,17 @@ class Diagnostic:
                 self.pos.col, self.message)
 
 
-def caret_lines(text: str, col: int) -> list[str]:
-    """The source line and a caret under column `col` (1-based); tabs kept for alignment."""
-    text = text.rstrip("\r\n")
-    pad = "".join(c if c == "\t" else " " for c in text[: max(col - 1, 0)])
-    return [f"    {text}", f"    {pad}^"]
+def caret_lines(text: str, col: int, width: int = 100) -> list[str]:
+    """The source line and a caret under column `col` (1-based). Tabs are kept for the
+    alignment, other unprintable characters shown as U+FFFD, and a long line is cut to
+    `width` characters around the column."""
+    text = "".join(c if c.isprintable() or c == "\t" else "\ufffd" for c in text.rstrip("\r\n"))
+    col = max(col - 1, 0)
+    start = max(0, min(col - width // 2, len(text) - width))
+    shown = ("..." if start else "") + text[start:start + width]
+    shown += "..." if start + width < len(text) else ""
+    pad = ("   " if start else "") + "".join(c if c == "\t" else " " for c in text[start:col])
+    return [f"    {shown}", f"    {pad}^"]
 
 
 class CvrError(CuvilError):
