@@ -30,7 +30,8 @@ class Diagnostic:
 
     def render(self) -> str:
         where = str(self.pos) if self.pos.line else self.pos.path
-        lines = [f"{where}: {self.severity}: {self.message}"]
+        message = "".join(c if c.isprintable() else "\ufffd" for c in self.message)
+        lines = [f"{where}: {self.severity}: {message}"]
         if self.source_line is not None and self.pos.line:
             lines += caret_lines(self.source_line, self.pos.col)
         lines += [note.render() for note in self.notes]

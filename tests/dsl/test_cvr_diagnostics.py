@@ -20,6 +20,8 @@ def test_unprintable_characters_do_not_reach_the_terminal():
     lines = caret_lines("ab\x1b[31mc\x00d", 10)
     assert "\x1b" not in lines[0] and "\x00" not in lines[0]
     assert lines[0][4 + 9] == "d" and caret_column(lines) == 9
+    message = Diagnostic(Pos("f", 1, 1), "bad string literal '\x1b[2J'").render()
+    assert "\x1b" not in message
 
 
 def test_a_long_line_is_cut_around_the_column():
