@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args) or 0
     except CuvilError as e:
-        print(f"cuvil: error: {e}", file=sys.stderr)
+        # A `.cvr` error (it carries diagnostics) is already `path:line:col: error: ...` lines.
+        print(e if getattr(e, "diagnostics", None) else f"cuvil: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
