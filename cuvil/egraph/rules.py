@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from cuvil.dsl import ast
 from cuvil.egraph.guards import TENSOR, GuardCompiler
-from cuvil.egraph.schema import attr_sort, ctor, encode_attr, encode_string
+from cuvil.egraph.schema import F64, I64, attr_sort, ctor, encode_attr, encode_string
 from cuvil.errors import CuvilError
 from cuvil.ops import registry
 from cuvil.rules.library import CheckedRule
@@ -43,6 +43,8 @@ class _Pattern:
     where: str
     atoms: list[str] = field(default_factory=list)
     origins: list[str] = field(default_factory=list)
+    computed: list[str] = field(default_factory=list)  # atoms for RHS attributes like value(e)
+    guards: GuardCompiler | None = None
     variables: dict[str, str] = field(default_factory=dict)
     count: int = 0
 
@@ -109,12 +111,25 @@ def _build(term: ast.Term, pattern: _Pattern, label: str, actions: list[str], or
     raise CuvilError(f"{term.pos}: error: cannot build this term")
 
 
-def _rhs_attr(value: ast.Term, kind: str, pattern: _Pattern) -> str:
+def _rhs_attr(value, kind: str, pattern: _Pattern) -> str:
     if isinstance(value, ast.Literal):
         return encode_attr(value.value, kind)
     if isinstance(value, ast.Var) and value.name in pattern.variables:
         return f"v_{value.name}"
-    raise CuvilError(f"{value.pos}: error: attribute must be a literal or a bound variable")
+    if isinstance(value, ast.Builtin) and pattern.guards is not None:
+        # computed from the match, e.g. `eps=value(e)`: looked up in the query, so an
+        # unknown value (a non-scalar `e`) means no match
+        text, sort, atoms = pattern.guards.value(value)
+        want = attr_sort(kind)
+        if (sort, want) == (I64, F64):
+            text, sort = f"(to-f64 {text})", F64
+        if sort != want:
+            raise CuvilError(f"{value.pos}: error: {value.name}(...) gives a {sort} where "
+                             f"the attribute needs a {want}")
+        pattern.computed += atoms
+        return text
+    raise CuvilError(f"{value.pos}: error: attribute must be a literal, a bound variable or "
+                     "a built-in over matched values")
 
 
 def compile_rule(rule: CheckedRule, ruleset: str, defs: dict, targets: tuple[str, ...]
@@ -125,6 +140,7 @@ def compile_rule(rule: CheckedRule, ruleset: str, defs: dict, targets: tuple[str
     root = pattern.term(rule.lhs)
     guards = GuardCompiler(dict(pattern.variables), targets, where)
     alternatives = guards.compile(rule.guard)
+    pattern.guards = guards
     origin = f"(+ {encode_string(' <- ' + rule.label)} {' '.join(pattern.origins)})"
     actions: list[str] = []
     rhs = _build(rule.rhs, pattern, rule.label, actions, origin)
@@ -133,7 +149,7 @@ def compile_rule(rule: CheckedRule, ruleset: str, defs: dict, targets: tuple[str
         actions.append(f"(fired {root} {encode_string(rule.label)})")
     out = []
     for k, extra in enumerate(alternatives):
-        query = " ".join(pattern.atoms + extra)
+        query = " ".join(dict.fromkeys(pattern.atoms + extra + pattern.computed))
         text = (f"; {where}  {rule.label}\n(rule ({query})\n      ({' '.join(actions)})\n"
                 f"      :ruleset {ruleset} :name {encode_string(_egg_name(rule.label, k))})")
         out.append(EggRule(rule.label, where, ruleset, text, guards.used, guards.dims))
