@@ -24,22 +24,32 @@ from cuvil.ops.registry import COMPOSITE, AttrSpec, OpDef
 def composite_opdef(decl: OpDecl, inputs: tuple[str, ...], attrs: tuple[AttrSpec, ...],
                     defs: Mapping[str, OpDef]) -> OpDef:
     """The OpDef of `decl` (body already normalised); `defs` holds the other composite ops."""
-    source = f"op {decl.name} at {decl.pos.where}"
-
-    def infer(types: list[TensorType], attr_values: dict[str, Any]) -> TensorType:
-        env = dict(zip(inputs, types, strict=True))
-        return _typed(decl.body, env, attr_values, defs, source)[0]
-
-    def ref(tensors: list[torch.Tensor], attr_values: dict[str, Any]) -> torch.Tensor:
-        env = dict(zip(inputs, tensors, strict=True))
-        return _evaluate(decl.body, env, attr_values, defs)
-
-    def flops(types: list[TensorType], out: TensorType, attr_values: dict[str, Any]) -> Any:
-        env = dict(zip(inputs, types, strict=True))
-        return _typed(decl.body, env, attr_values, defs, source)[1]
-
-    return OpDef(decl.name, inputs, attrs, infer, ref, COMPOSITE, flops=flops,
+    body = CompositeBody(decl, inputs, defs)
+    return OpDef(decl.name, inputs, attrs, body.infer, body.ref, COMPOSITE, flops=body.flops,
                  doc=decl.description, body=decl)
+
+
+class CompositeBody:
+    """What a composite op computes, as the `infer`, `ref` and `flops` of its OpDef.
+
+    A class rather than closures so that OpDefs (and graphs holding them) pickle.
+    """
+
+    def __init__(self, decl: OpDecl, inputs: tuple[str, ...], defs: Mapping[str, OpDef]):
+        self.decl, self.inputs, self.defs = decl, inputs, defs
+        self.source = f"op {decl.name} at {decl.pos.where}"
+
+    def infer(self, types: list[TensorType], attr_values: dict[str, Any]) -> TensorType:
+        env = dict(zip(self.inputs, types, strict=True))
+        return _typed(self.decl.body, env, attr_values, self.defs, self.source)[0]
+
+    def ref(self, tensors: list[torch.Tensor], attr_values: dict[str, Any]) -> torch.Tensor:
+        env = dict(zip(self.inputs, tensors, strict=True))
+        return _evaluate(self.decl.body, env, attr_values, self.defs)
+
+    def flops(self, types: list[TensorType], out: TensorType, attr_values: dict[str, Any]) -> Any:
+        env = dict(zip(self.inputs, types, strict=True))
+        return _typed(self.decl.body, env, attr_values, self.defs, self.source)[1]
 
 
 def _attr_values(call: Call, attr_values: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,8 @@ work is the body's, and a graph using them runs."""
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -82,3 +84,10 @@ def test_a_graph_using_composite_ops_runs(ops):
     inp = torch.randn(6, 3)
     expected = torch.relu(inp @ weight + bias)
     torch.testing.assert_close(cuvil.run(graph, inp), expected)
+
+
+def test_composite_ops_pickle(ops):
+    copy = pickle.loads(pickle.dumps(ops["linear_relu"]))
+    x, w, b = torch.randn(2, 3), torch.randn(3, 4), torch.randn(4)
+    torch.testing.assert_close(copy.ref([x, w, b], {}), torch.relu(x @ w + b))
+    assert copy.body.body == ops["linear_relu"].body.body
