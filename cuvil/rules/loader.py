@@ -8,6 +8,7 @@ recursively; it must exist), or a list/tuple of sources loaded together.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def stock_rules_dir() -> Path:
 def load(source: Source = None) -> RuleLibrary:
     """The checked rules of `source`; `CvrError` carrying every diagnostic on any error."""
     reporter = Reporter()
-    texts = list(dict(read_sources(source, reporter)).items())  # each file once
+    texts = _each_file_once(read_sources(source, reporter))
     modules = []
     for path, text in texts:
         module, diagnostics = parse_module(text, path)
@@ -52,8 +53,10 @@ def read_sources(source: Source, reporter: Reporter) -> list[tuple[str, str]]:
     if isinstance(source, list | tuple):
         return [pair for s in source for pair in read_sources(s, reporter)]
     if isinstance(source, str) and "\n" in source:
-        reporter.add_source(STRING_PATH, source)
-        return [(STRING_PATH, source)]
+        count = sum(1 for path in reporter.lines if path.startswith("<string"))
+        name = STRING_PATH if count == 0 else f"<string {count + 1}>"
+        reporter.add_source(name, source)
+        return [(name, source)]
     if not isinstance(source, str | Path):
         raise TypeError(f"rules must be a path, .cvr text, a list of them or None, "
                         f"not {type(source).__name__}")
@@ -64,6 +67,17 @@ def read_sources(source: Source, reporter: Reporter) -> list[tuple[str, str]]:
     shown = str(source)
     pair = read_file(path, shown, reporter)
     return [pair] if pair else []
+
+
+def _each_file_once(texts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    seen: set[str] = set()
+    out = []
+    for path, text in texts:
+        key = path if path.startswith("<") else os.path.realpath(path)
+        if key not in seen:
+            seen.add(key)
+            out.append((path, text))
+    return out
 
 
 def read_file(path: Path, shown: str, reporter: Reporter) -> tuple[str, str] | None:

@@ -80,6 +80,15 @@ def test_a_list_loads_its_sources_together(tmp_path):
         in str(info.value)
 
 
+def test_several_texts_are_several_sources(tmp_path, monkeypatch):
+    library = load(["rule a: relu(relu(x)) => relu(x)\n", "rule b: neg(neg(x)) => x\n"])
+    assert library.files == ("<string>", "<string 2>")
+    assert [r.where for r in library.rules] == ["<string>:1", "<string 2>:1"]
+    write(tmp_path, {"a.cvr": RELU})
+    monkeypatch.chdir(tmp_path)
+    assert load(["a.cvr", "./a.cvr", str(tmp_path / "a.cvr"), "."]).files == ("a.cvr",)
+
+
 def test_errors_of_every_file_are_reported_together(tmp_path):
     write(tmp_path, {"a.cvr": "rule a: relu(x) => y\n", "b.cvr": "rule b: relu(x) =>\n"})
     tmp_path.joinpath("c.cvr").write_bytes(b"rule c: relu(x) => x # \xff\n")
