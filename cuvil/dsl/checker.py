@@ -200,26 +200,22 @@ class _Checker:
         return [forward, dataclasses.replace(forward, lhs=rhs, rhs=lhs, reverse=True)]
 
     def check_sides(self, rule: ast.Rule) -> dict[str, VarInfo]:
-        env: dict[str, VarInfo] = {}
-        hit_broken = False
-        if not rule.bidirectional:
-            self.terms.check(rule.lhs, LHS, env)
-            hit_broken = self.terms.hit_broken
-            self.terms.check(rule.rhs, RHS, env)
-            self.terms.hit_broken |= hit_broken
-            return env
-        right: dict[str, VarInfo] = {}
-        self.terms.check(rule.lhs, BOTH, env)
+        """Check both sides; the variables the left-hand side binds."""
+        both = rule.bidirectional
+        left: dict[str, VarInfo] = {}
+        self.terms.check(rule.lhs, BOTH if both else LHS, left)
         hit_broken = self.terms.hit_broken
-        self.terms.check(rule.rhs, BOTH, right)
+        right: dict[str, VarInfo] = {} if both else left
+        self.terms.check(rule.rhs, BOTH if both else RHS, right)
         self.terms.hit_broken |= hit_broken
-        for a, b, side in ((right, env, "left"), (env, right, "right")):
-            for name, info in a.items():
-                if name not in b:
-                    self.reporter.error(info.pos, f"variable '{name}' is not bound on the "
-                                                  f"{side}-hand side (a '<=>' rule needs the "
-                                                  f"same variables on both sides)")
-        return env
+        if both:
+            for a, b, side in ((right, left, "left"), (left, right, "right")):
+                for name, info in a.items():
+                    if name not in b:
+                        self.reporter.error(info.pos, f"variable '{name}' is not bound on the "
+                                                      f"{side}-hand side (a '<=>' rule needs "
+                                                      f"the same variables on both sides)")
+        return left
 
     def check_static_types(self, rule: ast.Rule, lhs: ast.Term, rhs: ast.Term) -> None:
         left, right = _static_facts(lhs), _static_facts(rhs)
