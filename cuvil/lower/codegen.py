@@ -1,11 +1,12 @@
-"""The generated module: kernels, the segments that call them, and one entry function.
+"""The generated module: kernels, and one `entry` function that runs the whole graph.
 
 Each group becomes a call of a kernel (identical kernels are emitted once), a torch
-fallback call, or nothing (a view). Consecutive kernel calls form a *segment*, one
-`@njit` function, so a graph without fallbacks runs as a single compiled call; the Python
-`entry` function calls the segments and, between them, the fallbacks. Arrays are passed as
-parameters: inputs `in*`, constants `c*`, planned buffers `v*`, planned scratch `s*`,
-outputs `o*` (fresh every call), and the sizes of symbolic dims `n_*`.
+fallback call, or nothing (a view). `entry` is straight-line code, one line per call, so a
+call of the compiled graph is one Python call plus one dispatch per kernel (~0.7 us each).
+A single `@njit` function around all kernels would save those dispatches, but Numba then
+re-optimizes every kernel inside it: the transformer's compile grew by 5 s for a 10 us gain.
+Arrays are passed as parameters: inputs `in*`, constants `c*`, planned buffers `v*`, planned
+scratch `s*`, outputs `o*` (fresh every call), sizes of symbolic dims `n_*`, `n_threads`.
 
 The text depends only on the graph's structure (never on weights), and is deterministic.
 """
@@ -56,7 +57,6 @@ class Program:
     arrays: dict[str, Array]  # value name -> array parameter
     entry_params: list[str]  # array values in entry order (then symbols, then fallbacks)
     symbols: list[str]
-    segments: dict[str, list[str]]  # segment name -> parameter codes
     fallbacks: list[Node]
     results: dict[str, str]  # graph output -> the value whose output array returns it
     aliases: dict[str, str]  # view value -> the value whose array it views
@@ -158,7 +158,7 @@ class ModuleBuilder:
                 continue
             copy = f"{name}__out"
             self._array(copy, "output", self.ctx.type(name))
-            self.steps.append(Step("copy", None, [name, copy], "copy_flat"))
+            self.steps.append(Step("copy", None, [name, copy], "np.copyto"))
             self.results[name] = copy
 
     # -- text --------------------------------------------------------------------------------
@@ -168,15 +168,11 @@ class ModuleBuilder:
                  self.target.prelude, f"FAST = {FASTMATH['fast']}",
                  f"ROWS = {FASTMATH['rows']}\n"]
         helpers = list(dict.fromkeys(h for k in kernels for h in k.spec.helpers))
-        if any(s.kind == "copy" for s in self.steps):
-            helpers.append("copy")
-        parts += [_COPY if h == "copy" else helper_text(h) for h in helpers]
+        parts += [helper_text(h) for h in helpers]
         for k in kernels:
             k.text = self._kernel_text(k)
             parts.append(k.text)
-        segments, entry = self._entry()
-        parts += list(segments.values()) + [entry]
-        seg_params = {name: _params_of(text) for name, text in segments.items()}
+        parts.append(self._entry())
         values = sorted(self.arrays, key=lambda v: _param_order(self.arrays[v]))
         text = "\n".join(p.rstrip("\n") + "\n" for p in parts)
         aliases = {v: root for v, (root, _) in self.aliases.items()}
@@ -185,78 +181,42 @@ class ModuleBuilder:
                 if d != "threads":
                     self.symbols.update(_symbols(d))
         return Program(text, kernels, self.steps, self.arrays, values, sorted(self.symbols),
-                       seg_params, self.fallbacks, self.results, aliases)
+                       self.fallbacks, self.results, aliases)
 
     def _kernel_text(self, kernel: Kernel) -> str:
         spec = kernel.spec
         deco = self.target.parallel_decorator if spec.parallel else self.target.kernel_decorator
-        lines = _header(kernel, self.ctx) + [deco.format(fastmath=spec.fastmath.upper())]
+        lines = _header(kernel, self.ctx)
+        if not spec.python:
+            lines.append(deco.format(fastmath=spec.fastmath.upper()))
         lines.append(f"def {kernel.name}({', '.join(spec.params)}):")
         lines += ["    " + ln for ln in spec.body]
         return "\n".join(lines) + "\n"
 
     def _call(self, step: Step) -> str:
+        if step.kind == "copy":
+            return f"np.copyto({self.expr(step.args[1])}, {self.expr(step.args[0])})"
         args = ", ".join(self.expr(a) for a in step.args)
         if step.kind == "fallback":
             return f"fallbacks[{self.fallbacks.index(self.ctx.graph[step.group.output])}]({args})"
         return f"{step.kernel}({args})"
 
-    def _entry(self) -> tuple[dict[str, str], str]:
-        segments: dict[str, str] = {}
-        body: list[str] = []
-        run: list[Step] = []
-
-        def flush():
-            if run:
-                name = f"segment{len(segments)}"
-                calls = [self._call(s) for s in run]
-                params = _used_params(calls)
-                segments[name] = "\n".join(
-                    [self.target.segment_decorator, f"def {name}({', '.join(params)}):"]
-                    + ["    " + c for c in calls]) + "\n"
-                body.append(f"{name}({', '.join(params)})")
-                run.clear()
-
-        for step in self.steps:
-            if step.kind == "fallback":
-                flush()
-                body.append(self._call(step))
-            else:
-                run.append(step)
-        flush()
+    def _entry(self) -> str:
+        """`entry`: one line per step, straight-line code (no interpreter loop)."""
+        body = [self._call(step) for step in self.steps]
         params = [a.code for a in sorted(self.arrays.values(), key=_param_order)]
         for a in self.arrays.values():
             for d in a.shape:
                 if d != "threads":
                     self.symbols.update(_symbols(d))
         params += [f"n_{s}" for s in sorted(self.symbols)] + ["n_threads", "fallbacks"]
-        text = "\n".join([f"def entry({', '.join(params)}):"]
+        return "\n".join([f"def entry({', '.join(params)}):"]
                          + ["    " + b for b in body or ["pass"]]) + "\n"
-        return segments, text
 
 
 def _param_order(a: Array):
     return ({"input": 0, "const": 1, "buffer": 2, "scratch": 3, "output": 4}[a.kind],
             int(re.sub(r"\D", "", a.code)))
-
-
-def _used_params(calls: list[str]) -> list[str]:
-    names = re.findall(r"\b(?:in|c|v|s|o)\d+\b|\bn_\w+\b", " ".join(calls))
-    names = [n for n in names if n != "n_threads"] + (["n_threads"] if "n_threads" in names
-                                                      else [])
-    return sorted(dict.fromkeys(names), key=lambda n: (n[0] == "n", _code_order(n)))
-
-
-def _code_order(code: str):
-    if code.startswith("n_"):
-        return (9, 0, code)
-    prefix = re.match(r"[a-z]+", code).group()
-    return ({"in": 0, "c": 1, "v": 2, "s": 3, "o": 4}[prefix], int(code[len(prefix):]), "")
-
-
-def _params_of(text: str) -> list[str]:
-    head = re.search(r"def \w+\((.*)\):", text).group(1)
-    return [p.strip() for p in head.split(",") if p.strip()]
 
 
 def _symbols(d: Dim) -> list[str]:
@@ -290,13 +250,3 @@ def _describe(node: Node) -> str:
     if node.origin:
         text += f"; rules: {', '.join(node.origin)}"
     return text
-
-
-_COPY = '''
-@njit(cache=True, nogil=True)
-def copy_flat(src, dst):
-    s = src.ravel()
-    d = dst.ravel()
-    for i in range(d.size):
-        d[i] = s[i]
-'''

@@ -143,9 +143,12 @@ def _nb_type(program: Program, ctx: LowerContext, value: str):
 
 
 def _compile(module, program: Program, ctx: LowerContext):
-    """Compile every kernel for its argument types, then the segments; time each kernel."""
+    """Compile every kernel for the argument types of its calls; time each kernel."""
     reports, failed = [], []
     for kernel in program.kernels:
+        if kernel.spec.python:
+            reports.append((kernel, 0.0, None))
+            continue
         fn = getattr(module, kernel.name)
         sigs = dict.fromkeys(tuple(_nb_type(program, ctx, a) for a in s.args)
                              for s in program.steps if s.kernel == kernel.name)
@@ -162,15 +165,7 @@ def _compile(module, program: Program, ctx: LowerContext):
         reports.append((kernel, time.perf_counter() - t0, cached))
     if failed:
         return reports, failed
-    for name, params in program.segments.items():
-        sig = tuple(nbtypes.int64 if p.startswith("n_") else
-                    _nb_type(program, ctx, _value_of(program, p)) for p in params)
-        getattr(module, name).compile(sig)
     return reports, failed
-
-
-def _value_of(program: Program, code: str) -> str:
-    return next(v for v, a in program.arrays.items() if a.code == code)
 
 
 def _buffers(program: Program) -> list[Buffer]:
@@ -200,7 +195,8 @@ def _report(target, program, ctx, groups, kernels, threads, lower_s, path) -> Co
     for kernel, seconds, cached in kernels:
         nodes = [line for grp in kernel.groups for line in describe_group(grp, ctx)]
         report.kernels.append(KernelReport(kernel.name, kernel.spec.template, nodes, seconds,
-                                           cached, kernel.spec.parallel))
+                                           bool(cached), kernel.spec.parallel,
+                                           jit=not kernel.spec.python))
     report.fallbacks = [_fallback_report(ctx.graph, g) for g in groups
                         if g.template == "fallback"]
     for grp in groups:

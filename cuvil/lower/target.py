@@ -28,10 +28,9 @@ class Target:
     gbps: float  # sustained memory bandwidth
     launch_us: float  # fixed cost of one kernel call
     generators: dict[str, Generator] = field(default_factory=dict)
-    # decorators of generated functions: kernels (serial / parallel) and segments
+    # decorators of generated kernels (serial / parallel)
     kernel_decorator: str = "@njit(cache=True, nogil=True, fastmath={fastmath})"
     parallel_decorator: str = "@njit(cache=True, nogil=True, parallel=True, fastmath={fastmath})"
-    segment_decorator: str = "@njit(cache=True, nogil=True)"
     prelude: str = ("import math\n\nimport numba  # noqa: F401\nimport numpy as np\n"
                     "from numba import njit, prange\n")
 

@@ -15,6 +15,7 @@ class KernelReport:
     compile_s: float
     cached: bool  # loaded from the on-disk cache instead of compiled
     parallel: bool
+    jit: bool = True  # False: plain numpy code, nothing to compile
 
 
 @dataclass
@@ -51,7 +52,8 @@ class CompileReport:
     @property
     def cache_hit(self) -> bool:
         """Whether every kernel came from the on-disk cache (nothing was compiled)."""
-        return bool(self.kernels) and all(k.cached for k in self.kernels)
+        jitted = [k for k in self.kernels if k.jit]
+        return bool(jitted) and all(k.cached for k in jitted)
 
     @property
     def kernel_compile_s(self) -> float:
@@ -66,7 +68,8 @@ class CompileReport:
                      f"{self.compile_s:.2f} s ({self.threads} thread(s), "
                      f"{self.threading_layer} layer)")
         for k in self.kernels:
-            how = "cached" if k.cached else f"{k.compile_s * 1e3:.0f} ms"
+            how = "numpy" if not k.jit else (
+                "cached" if k.cached else f"{k.compile_s * 1e3:.0f} ms")
             lines.append(f"  {k.name} [{k.template}{', parallel' if k.parallel else ''}] "
                          f"{how}")
             lines += [f"      {n}" for n in k.nodes]

@@ -264,6 +264,10 @@ def prepare_batch_norm(node: Node, ctx) -> Node:
 
 def generate(group, ctx) -> KernelSpec:
     """An elementwise group: one loop over its output computing the whole DAG."""
+    from cuvil.lower.templates import movement
+
+    if movement.is_move(group, ctx):
+        return movement.generate(group, ctx)
     nodes = [prepare_batch_norm(n, ctx) for n in group.node_list(ctx)]
     out = nodes[-1].type
     expr = ExprBuilder(ctx, out).build(nodes)

@@ -3,16 +3,17 @@ epilogue (bias, activation, residual add, ...) over the output in the same kerne
 
 BLAS is `np.dot(a, b, out)` inside Numba (scipy's OpenBLAS), writing straight into the
 planned output. A constant right-hand side is also kept transposed so that products with
-at most `GEMV_MAX_ROWS` rows (batch-1 inference) take the dot-product kernel in `helpers`.
+at most `GEMV_MAX_ROWS` rows (batch-1 inference) take the dot-product kernel in
+`cuvil.runtime.blas`.
 """
 
 from __future__ import annotations
 
 from cuvil.ir.types import DType
 from cuvil.lower.templates.elementwise import ExprBuilder
-from cuvil.lower.templates.helpers import GEMV_MAX_ROWS
 from cuvil.lower.templates.loops import emit_loops, indent
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Unsupported
+from cuvil.runtime.blas import GEMV_MAX_ROWS
 
 BLAS_DTYPES = (DType.f32, DType.f64)
 
@@ -62,15 +63,15 @@ def generate(group, ctx) -> KernelSpec:
         raise Unsupported("matmul with broadcast batch dims")
     e_params, e_args, e_lines = epilogue(ctx, rest, out_type, mm.name, len(params))
     return KernelSpec("gemm", [*params, *e_params, "out"], [*args, *e_args, group.output],
-                      body + e_lines, parallel=False, helpers=tuple(_helpers(ctx, mm, x, y)))
+                      body + e_lines, parallel=False, helpers=tuple(_helpers(ctx, mm, y)))
 
 
 def _use_gemv(ctx, mm, y) -> bool:
     return ctx.is_const(mm.inputs[1]) and y.rank == 2
 
 
-def _helpers(ctx, mm, x, y) -> list[str]:
-    return [f"gemv_{x.dtype.value}"] if y.rank == 2 and _use_gemv(ctx, mm, y) else []
+def _helpers(ctx, mm, y) -> list[str]:
+    return ["gemv"] if _use_gemv(ctx, mm, y) else []
 
 
 def _flat(mm, ctx, x, y):
@@ -82,7 +83,7 @@ def _flat(mm, ctx, x, y):
         wt = ctx.prepare(f"{mm.inputs[1]}.T", ctx.const_array(mm.inputs[1]).T)
         params += ["x2", "threads"]
         args += [wt, THREADS]
-        lines += [f"if mrows <= {GEMV_MAX_ROWS}:", f"    gemv_{x.dtype.value}(am, x2, cm, threads)",
+        lines += [f"if mrows <= {GEMV_MAX_ROWS}:", "    gemv(am, x2, cm, threads)",
                   "else:", "    np.dot(am, x1, cm)"]
     else:
         lines.append("np.dot(am, x1, cm)")

@@ -35,7 +35,8 @@ class KernelSpec:
     """A kernel body and its parameters; `args[i]` is the value passed as `params[i]`.
 
     The output is the last parameter, `out`. `helpers` name shared functions (from
-    `templates.helpers`) that the module must define.
+    `templates.helpers`) that the module must define. A `python` kernel is plain numpy code
+    (whole-array copies such as a transpose or a concatenation), which needs no compiling.
     """
 
     template: str
@@ -47,3 +48,4 @@ class KernelSpec:
     helpers: tuple[str, ...] = ()
     scratch: dict[str, Scratch] = field(default_factory=dict)
     note: str = ""
+    python: bool = False  # plain numpy code: nothing to compile
