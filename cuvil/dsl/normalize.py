@@ -4,7 +4,9 @@ Positional arguments fill an op's tensor inputs (optional ones included), then i
 attributes in signature order; a variadic op (`cat`) takes every positional argument as a
 tensor. In the normal form (see `cuvil.rules.library`) each `Call` has its tensor arguments
 in `args` and every attribute in `kwargs`, in signature order with the catalog's defaults
-filled in, and a number where a tensor is expected is a 0-d `scalar` call.
+filled in, and a number where a tensor is expected is a 0-d `scalar` call. On a
+right-hand side an attribute may be computed from the match (`eps=value(e)`): it becomes
+the `Builtin` it names.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cuvil.dsl.ast import Call, Literal, Pos, Term
+from cuvil.dsl.ast import Builtin, Call, Literal, Pos, Term
 from cuvil.ops.registry import OpDef
 
 Lookup = Callable[[str], OpDef | None]
@@ -76,6 +78,22 @@ def scalar_call(literal: Literal) -> Call:
                 literal.pos)
 
 
+# Built-ins a right-hand side may use to compute an attribute from the match, with the
+# attribute kinds each can fill: `layer_norm(x, g, b, normalized_shape=shape(g),
+# eps=value(e))`.
+COMPUTED = {"value": ("float", "optfloat", "number"), "dim": ("int", "float", "number"),
+            "rank": ("int", "float", "number"), "numel": ("int", "float", "number"),
+            "shape": ("shape", "ints"), "dtype": ("dtype", "str"), "layout": ("layout", "str"),
+            "device": ("device", "str")}
+
+
+def computed_attr(term: Term) -> Builtin | None:
+    """An attribute computed from the match (`value(e)`) as the built-in it stands for."""
+    if isinstance(term, Call) and term.op in COMPUTED and not term.kwargs:
+        return Builtin(term.op, tuple(term.args), term.pos)
+    return None
+
+
 def normalize(term: Term, lookup: Lookup) -> Term:
     """`term` in normal form; it must have passed the checker (every op known)."""
     if isinstance(term, Literal):
@@ -87,6 +105,10 @@ def normalize(term: Term, lookup: Lookup) -> Term:
         raise KeyError(term.op)
     bound = bind_arguments(opdef, term)
     args = tuple(normalize(t, lookup) for t in bound.tensors)
-    kwargs = tuple((spec.name, bound.attrs[spec.name] if spec.name in bound.attrs
+    kwargs = tuple((spec.name, _attr(bound.attrs[spec.name]) if spec.name in bound.attrs
                     else Literal(spec.default, term.pos)) for spec in opdef.attrs)
     return Call(term.op, args, kwargs, term.pos)
+
+
+def _attr(value: Term) -> Term | Builtin:
+    return computed_attr(value) or value

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from cuvil.dsl import ast
 from cuvil.dsl.diagnostics import Reporter
-from cuvil.dsl.normalize import bind_arguments, suggest
+from cuvil.dsl.normalize import COMPUTED, bind_arguments, suggest
 from cuvil.ir.types import DEVICES, LAYOUTS, DType
 from cuvil.ops.registry import AttrSpec, OpDef
 
@@ -109,14 +109,37 @@ class TermChecker:
                 self._use(value, VarInfo(False, spec.kind, value.pos))
             case ast.Wildcard():
                 self._wildcard(value)
+            case ast.Call() if self.role == RHS and value.op in COMPUTED:
+                self._computed(value, spec, opdef)
             case ast.Call():
+                hint = (" (a right-hand side may compute it: "
+                        f"{', '.join(sorted(COMPUTED))})" if self.role == RHS else "")
                 self.reporter.error(value.pos, f"attribute '{spec.name}' of '{opdef.name}' "
-                                               f"takes a value, not an op call")
+                                               f"takes a value, not an op call{hint}")
             case ast.Literal():
                 problem = attr_problem(value.value, spec.kind)
                 if problem:
                     self.reporter.error(value.pos, f"attribute '{spec.name}' of "
                                                    f"'{opdef.name}' {problem}")
+
+    def _computed(self, call: ast.Call, spec: AttrSpec, opdef: OpDef) -> None:
+        """`eps=value(e)`: a built-in over a tensor the left-hand side bound."""
+        want = 2 if call.op == "dim" else 1
+        if call.kwargs or len(call.args) != want or not isinstance(call.args[0], ast.Var):
+            form = "dim(x, i)" if call.op == "dim" else f"{call.op}(x)"
+            self.reporter.error(call.pos, f"a computed attribute is written {form}, "
+                                          "x a tensor of the left-hand side")
+            return
+        if call.op == "dim" and not (isinstance(call.args[1], ast.Literal)
+                                     and type(call.args[1].value) is int):
+            self.reporter.error(call.args[1].pos, "dim's index must be an integer literal")
+            return
+        if spec.kind not in COMPUTED[call.op]:
+            self.reporter.error(call.pos, f"attribute '{spec.name}' of '{opdef.name}' is "
+                                          f"{_article(spec.kind)}; {call.op}(...) cannot "
+                                          "give one")
+            return
+        self._use(call.args[0], VarInfo(True, "", call.args[0].pos))
 
     def _use(self, var: ast.Var, info: VarInfo) -> None:
         known = self.env.get(var.name)
@@ -133,6 +156,10 @@ class TermChecker:
         elif known.is_tensor != info.is_tensor and not known.unknown:
             self.reporter.error(var.pos, f"'{var.name}' is used as {info.what} here but as "
                                          f"{known.what} at {known.pos}")
+
+
+def _article(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
 def _describe(value) -> str:
@@ -155,6 +182,7 @@ def attr_problem(value, kind: str) -> str | None:
     fits = {
         "int": is_int,
         "float": is_int or isinstance(value, float),
+        "optfloat": value is None or is_int or isinstance(value, float),
         "number": is_int or isinstance(value, float),
         "str": isinstance(value, str),
         "bool": isinstance(value, bool),
@@ -167,7 +195,7 @@ def attr_problem(value, kind: str) -> str | None:
         return f"must be one of {', '.join(_CHOICES[kind])}, got {value!r}"
     if fits.get(kind, True):
         return None
-    want = {"int": "an int", "float": "a number", "number": "a number", "str": "a string",
-            "bool": "True or False", "ints": "an int or a tuple of ints",
-            "shape": "a tuple of ints"}[kind]
+    want = {"int": "an int", "float": "a number", "optfloat": "a number or None",
+            "number": "a number", "str": "a string", "bool": "True or False",
+            "ints": "an int or a tuple of ints", "shape": "a tuple of ints"}[kind]
     return f"must be {want}, got {value!r}"

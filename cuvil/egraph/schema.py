@@ -3,8 +3,9 @@
 Every op becomes a constructor of the sort `T`, named in CamelCase (`to_layout` ->
 `ToLayout`; ops with a variable number of tensor inputs get one constructor per arity:
 `Cat_3`). Tensor inputs come first, then every attribute in signature order: `int` attrs
-are `i64`, `float`/`number` attrs `f64`, `bool` attrs `bool`, everything else (strings,
-tuples, shapes with symbolic dims, None) a `String` holding the attribute's canonical text.
+are `i64`, `float`/`number` attrs `f64` (an `optfloat`'s None is NaN), `bool` attrs
+`bool`, everything else (strings, tuples, shapes with symbolic dims, None) a `String`
+holding the attribute's canonical text.
 Graph inputs are `(Input "name")`.
 """
 
@@ -41,7 +42,7 @@ def ctor(opdef: OpDef, n_inputs: int) -> str:
 def attr_sort(kind: str) -> str:
     if kind == "int":
         return I64
-    if kind in ("float", "number"):
+    if kind in ("float", "optfloat", "number"):
         return F64
     if kind == "bool":
         return BOOL
@@ -71,7 +72,7 @@ def encode_attr(value: Any, kind: str) -> str:
             raise CuvilError(f"attribute value {value!r} is not an int")
         return str(value)
     if sort == F64:
-        return encode_f64(value)
+        return "NaN" if value is None else encode_f64(value)  # optfloat: None is NaN
     if sort == BOOL:
         return "true" if value else "false"
     return encode_string(canonical_text(value, kind))
@@ -107,7 +108,8 @@ def decode_attr(text: str, kind: str) -> Any:
     if sort == I64:
         return int(text)
     if sort == F64:
-        return float(text)
+        x = float(text)
+        return None if kind == "optfloat" and math.isnan(x) else x
     if sort == BOOL:
         return text == "true"
     raw = json.loads(text)

@@ -20,7 +20,7 @@ from cuvil.egraph.schema import decode_attr, encode_f64, encode_string
 from cuvil.egraph.snapshot import ENode, Snapshot
 from cuvil.errors import CuvilError
 from cuvil.ir.text import format_value
-from cuvil.ir.types import TensorType, is_static
+from cuvil.ir.types import DType, TensorType, is_static
 from cuvil.ops import registry
 
 
@@ -110,8 +110,11 @@ class Typer:
         if opdef.name == "input":
             return "input", {"name": decode_attr(node.literals[0], "str")}
         lits = node.literals
-        return opdef.name, {a.name: decode_attr(lits[i], a.kind)
-                            for i, a in enumerate(opdef.attrs)}
+        attrs = {a.name: decode_attr(lits[i], a.kind) for i, a in enumerate(opdef.attrs)}
+        if opdef.name == "scalar" and not DType(attrs["dtype"]).is_float:
+            value = attrs["value"]  # stored as f64 in egglog
+            attrs["value"] = bool(value) if attrs["dtype"] == "bool" else int(value)
+        return opdef.name, attrs
 
     def infer(self, node: ENode, types: dict[str, int]) -> TensorType | str:
         """The e-node's type, or a message saying why it has none."""

@@ -188,7 +188,7 @@ def _sdpa(xs, a):
 
 
 register(OpDef("scaled_dot_product_attention", ("q", "k", "v", "mask?"),
-               (AttrSpec("is_causal", "bool", False), AttrSpec("scale", "any", None)),
+               (AttrSpec("is_causal", "bool", False), AttrSpec("scale", "optfloat", None)),
                _sdpa_type, _sdpa, GEMM,
                flops=lambda ts, out, a: 4 * numel(out.shape[:-1]) * ts[1].shape[-2]
                * ts[0].shape[-1],

@@ -21,8 +21,8 @@ from cuvil.ir.types import DType, TensorType, numel
 REQUIRED = object()
 
 # Attribute kinds. `ints` and `shape` are tuples (a shape may hold symbolic dims).
-ATTR_KINDS = ("int", "float", "number", "str", "bool", "ints", "shape", "dtype", "layout",
-              "device", "any")
+ATTR_KINDS = ("int", "float", "optfloat", "number", "str", "bool", "ints", "shape", "dtype",
+              "layout", "device", "any")  # optfloat: a float or None
 
 # Op kinds: how lowering and costing treat an op.
 ELEMENTWISE, REDUCTION, GEMM, CONV, POOL, NORM, SHAPE, CONVERT, LEAF, OPAQUE, COMPOSITE, MISC = (
