@@ -237,16 +237,16 @@ def describe_group(group, ctx) -> list[str]:
     """One line per node (or composite node) a group lowers: op, source line, rules."""
     nodes = [ctx.graph[n] for n in group.nodes if ctx.graph[n].op != "scalar"]
     instance = ctx.instances.get(group.instance)
-    if instance is None:
-        return [_describe(n) for n in nodes]
-    extra = [n for n in nodes if n.name not in instance.members]
-    return [_describe(instance.node)] + [_describe(n) for n in extra]
+    if instance is not None:
+        nodes = [instance.node] + [n for n in nodes if n.name not in instance.members]
+    return [_describe(n, ctx.rule_where) for n in nodes]
 
 
-def _describe(node: Node) -> str:
+def _describe(node: Node, rule_where: dict[str, str]) -> str:
     text = f"{node.name} = {node.op}({', '.join(node.inputs)})"
     if node.source:
         text += f" at {node.source}"
     if node.origin:
-        text += f"; rules: {', '.join(node.origin)}"
+        rules = [f"{r} ({rule_where[r]})" if r in rule_where else r for r in node.origin]
+        text += f"; rules: {', '.join(rules)}"
     return text

@@ -37,7 +37,9 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
     tgt = get_target(target)
     choose_layer()
     n_threads = thread_count(threads)
-    g, instances = inline_composites(graph.prune())
+    pruned = graph.prune()
+    pruned.report = graph.report
+    g, instances = inline_composites(pruned)
     g = normalize_layouts(g)
     from cuvil.lower.templates.attention import match as attention_match
 

@@ -28,6 +28,7 @@ class LowerContext:
                  instances: dict | None = None):
         self.graph = graph
         self.instances = instances or {}  # composite node name -> inline.Instance
+        self.rule_where = rule_locations(graph.report)
         self.threads = threads
         self.par_min = par_min
         self.extra_types: dict[str, TensorType] = {}
@@ -79,6 +80,14 @@ class LowerContext:
         name = _ident(key)
         self.scratch[name] = scratch
         return name
+
+
+def rule_locations(report) -> dict[str, str]:
+    """Rule label -> `path:line`, from the optimizer's report when the graph has one."""
+    rules = getattr(report, "rules", None)
+    if not isinstance(rules, dict):
+        return {}
+    return {label: stat.where for label, stat in rules.items() if getattr(stat, "where", "")}
 
 
 def _dtype(dt: np.dtype) -> DType:

@@ -80,6 +80,7 @@ def classify(node: Node, graph: Graph) -> tuple[str, str]:
 def normalize_layouts(graph: Graph) -> Graph:
     """Insert `to_layout` before ops that need logical order but get another layout."""
     g = graph.copy()
+    g.report = graph.report
     g.nodes = {}
     for node in graph:
         if node.op in LAYOUT_AWARE or node.op in LEAVES or node.op == "to_layout" or \

@@ -33,6 +33,7 @@ def is_composite(graph: Graph, op: str) -> bool:
 def inline_composites(graph: Graph) -> tuple[Graph, dict[str, Instance]]:
     """A copy of `graph` without composite nodes, and the instance of each one inlined."""
     out = Graph(graph.name)
+    out.report = graph.report
     out.constants = dict(graph.constants)
     out.defs = dict(graph.defs)
     out._counter = graph._counter

@@ -1,0 +1,61 @@
+"""The attention template: `scaled_dot_product_attention` (plain, bool mask, float mask,
+causal, explicit scale) and the same computation written out, as in a GPT-2 block."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from lowering_support import B, assert_matches_reference, t, templates
+
+from cuvil.ir import Graph
+
+
+@pytest.fixture(scope="module")
+def sdpa_graph(lower):
+    g = Graph("sdpa")
+    q, k, v = (g.input(n, t(B, 2, s, d)) for n, s, d in (("q", 5, 8), ("k", 7, 8),
+                                                           ("v", 7, 4)))
+    keep = g.input("keep", t(5, 7, dtype="bool"))
+    bias = g.input("bias", t(B, 1, 5, 7))
+    outs = (g.add("scaled_dot_product_attention", [q, k, v]),
+            g.add("scaled_dot_product_attention", [q, k, v, keep]),
+            g.add("scaled_dot_product_attention", [q, k, v, bias], {"scale": 0.2}),
+            g.add("scaled_dot_product_attention", [q, q, q], {"is_causal": True}))
+    g.set_outputs(outs)
+    return g, lower(g)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_sdpa(sdpa_graph, batch):
+    g, compiled = sdpa_graph
+    assert templates(compiled) == ["attention"] * 4
+    torch.manual_seed(batch)
+    inputs = (torch.randn(batch, 2, 5, 8), torch.randn(batch, 2, 7, 8),
+              torch.randn(batch, 2, 7, 4), torch.rand(5, 7) > 0.3, torch.randn(batch, 1, 5, 7))
+    assert_matches_reference(g, compiled, inputs)
+
+
+@pytest.fixture(scope="module")
+def written_out(lower):
+    """softmax(masked_fill(q @ k^T * s, causal == 0, -inf)) @ v, as GPT-2 writes it."""
+    g = Graph("gpt_attention")
+    q, k, v = (g.input(n, t(B, 2, 6, 4)) for n in "qkv")
+    causal = g.const(torch.tril(torch.ones(8, 8)).view(1, 1, 8, 8), "bias")
+    mask = g.add("eq", [g.add("slice", [g.add("slice", [causal], {"dim": 2, "end": 6})],
+                                {"dim": 3, "end": 6}), g.scalar(0.0)])
+    s = g.add("mul", [g.add("matmul", [q, g.add("transpose", [k], {"dim0": -2, "dim1": -1})]),
+                      g.scalar(0.5)])
+    p = g.add("softmax", [g.add("masked_fill", [s, mask], {"value": float("-inf")})])
+    g.set_outputs(g.add("matmul", [p, v]))
+    return g, lower(g)
+
+
+def test_written_out_attention_is_one_kernel(written_out):
+    g, compiled = written_out
+    assert templates(compiled).count("attention") == 1
+    attention = next(k for k in compiled.report.kernels if k.template == "attention")
+    assert len(attention.nodes) == 6  # transpose, matmul, mul, masked_fill, softmax, matmul
+    for batch in (1, 4):
+        torch.manual_seed(batch)
+        inputs = tuple(torch.randn(batch, 2, 6, 4) for _ in range(3))
+        assert_matches_reference(g, compiled, inputs)

@@ -1,0 +1,82 @@
+"""The GEMM + epilogue template: BLAS products with fused bias/activation/residual, the
+few-rows dot-product path, batched products, and what falls back (integer matmul)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from lowering_support import B, assert_matches_reference, t, templates
+
+from cuvil.ir import Graph
+
+
+@pytest.fixture(scope="module")
+def linear_graph(lower):
+    """x [batch, 3, 40] @ W + b -> gelu -> + residual: one kernel; a second, unfused matmul."""
+    torch.manual_seed(0)
+    g = Graph("linear")
+    x = g.input("x", t(B, 3, 40))
+    r = g.input("r", t(B, 3, 24))
+    w = g.const(torch.randn(40, 24) * 0.2, "w")
+    b = g.const(torch.randn(24), "b")
+    h = g.add("add", [g.add("matmul", [x, w]), b])
+    h = g.add("add", [g.add("gelu", [h]), r])
+    w2 = g.const(torch.randn(24, 7) * 0.2, "w2")
+    g.set_outputs((h, g.add("matmul", [h, w2])))
+    return g, lower(g)
+
+
+def test_epilogue_fused_into_gemm(linear_graph):
+    g, compiled = linear_graph
+    assert templates(compiled) == ["gemm", "gemm"]
+    assert len(compiled.report.kernels[0].nodes) == 4  # matmul, add, gelu, add
+
+
+# rows = batch * 3: 3 and 6 take the few-rows path, 30 takes BLAS
+@pytest.mark.parametrize("batch", [1, 2, 10])
+def test_gemm_matches_reference(linear_graph, batch):
+    g, compiled = linear_graph
+    torch.manual_seed(batch)
+    assert_matches_reference(g, compiled, (torch.randn(batch, 3, 40), torch.randn(batch, 3, 24)))
+
+
+@pytest.fixture(scope="module")
+def batched_graph(lower):
+    g = Graph("batched")
+    a = g.input("a", t(B, 4, 6, 5))
+    c = g.input("c", t(B, 4, 5, 3))
+    x = g.input("x", t(B, 6, 5))
+    y = g.input("y", t(B, 5, 2))
+    g.set_outputs((g.add("relu", [g.add("matmul", [a, c])]), g.add("bmm", [x, y]),
+                   g.add("matmul", [x, g.input("w", t(5, 9))])))
+    return g, lower(g)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_batched_and_activation_products(batched_graph, batch):
+    g, compiled = batched_graph
+    torch.manual_seed(batch)
+    inputs = (torch.randn(batch, 4, 6, 5), torch.randn(batch, 4, 5, 3), torch.randn(batch, 6, 5),
+              torch.randn(batch, 5, 2), torch.randn(5, 9))
+    assert_matches_reference(g, compiled, inputs)
+
+
+def test_float64_gemm(lower):
+    g = Graph("f64")
+    x = g.input("x", t(B, 7, dtype="f64"))
+    w = g.const(torch.randn(7, 3, dtype=torch.float64), "w")
+    g.set_outputs(g.add("sigmoid", [g.add("matmul", [x, w])]))
+    compiled = lower(g)
+    for batch in (1, 20):
+        assert_matches_reference(g, compiled, (torch.randn(batch, 7, dtype=torch.float64),))
+
+
+def test_integer_matmul_falls_back_to_torch(lower):
+    g = Graph("intmm")
+    x = g.input("x", t(B, 4, dtype="i64"))
+    w = g.const(torch.randint(-3, 3, (4, 2)), "w")
+    g.set_outputs(g.add("add", [g.add("matmul", [x, w]), g.scalar(1)]))
+    compiled = lower(g)
+    assert [f.op for f in compiled.report.fallbacks] == ["matmul"]
+    assert "i64" in compiled.report.fallbacks[0].reason
+    assert_matches_reference(g, compiled, (torch.randint(-5, 5, (3, 4)),), fallbacks=1)
