@@ -1,0 +1,262 @@
+"""Shape generators of the arithmetic ops: elementwise (broadcasting), matmul, reductions,
+softmax, the normalisations, scalars and conversions."""
+
+from __future__ import annotations
+
+from cuvil.ir.types import NCHW, NHWC, DType
+from cuvil.rules.verify.shapes import (
+    MOSTLY_POSITIVE,
+    POSITIVE,
+    Invalid,
+    Want,
+    cover,
+    generator,
+)
+
+_ARITHMETIC = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+_UNARY = ("sqrt", "rsqrt", "exp", "log", "tanh", "erf", "sigmoid", "silu", "reciprocal", "neg",
+          "relu", "abs", "relu6", "logical_not", "hardtanh", "clamp", "gelu", "dropout")
+_POSITIVE_INPUT = ("sqrt", "rsqrt", "log")
+DTYPES = tuple(DType)
+
+
+def _input_dtypes(op: str, want: Want, n: int) -> list[DType | None]:
+    if op == "where":
+        return [DType.bool, want.dtype, want.dtype]
+    if op == "masked_fill":
+        return [want.dtype, DType.bool]
+    if op in ("logical_and", "logical_or"):
+        return [DType.bool] * n
+    if op in _COMPARISONS:
+        return [None] * n
+    return [want.dtype] * n
+
+
+@generator(*_ARITHMETIC, *_COMPARISONS, "logical_and", "logical_or", "where", "masked_fill")
+def broadcasting(ctx, want, attrs, args):
+    """Operands that broadcast to the wanted shape (some of lower rank or with 1s)."""
+    op = attrs.opdef.name
+    if op == "masked_fill":
+        attrs.get("value", ctx.scalar)
+    fixed = {i: tuple(t.shape) for i, a in enumerate(args) if (t := ctx.known(a)) is not None}
+    if want.shape is None and any(fixed.values()):
+        shape = max(fixed.values(), key=len)
+    else:
+        shape = ctx.fill(want.shape)
+    ranks = {}
+    for i, a in enumerate(args):
+        if i not in fixed:
+            hint = ctx.rank_hint(a)
+            full = ctx.rng.random() < 0.6 or (op == "masked_fill" and i == 0)
+            ranks[i] = hint if hint is not None else (
+                len(shape) if full else ctx.rng.randint(0, len(shape)))
+    shapes = cover(shape, fixed, ranks, ctx.rng)
+    if op == "masked_fill" and 0 in shapes:
+        shapes[0] = shape
+    dtypes = _input_dtypes(op, want, len(args))
+    domain = MOSTLY_POSITIVE if op == "pow" else None
+    for i in range(len(args)):
+        if i in fixed:
+            yield Want(device=want.device)
+            continue
+        layout = want.layout if shapes[i] == shape else None
+        yield Want(shapes[i], dtypes[i], layout, want.device, domain if i == 0 else None)
+
+
+@generator(*_UNARY)
+def unary(ctx, want, attrs, args):
+    """Same shape in, same shape out."""
+    op = attrs.opdef.name
+    rng = ctx.rng
+    if op == "hardtanh":
+        attrs.get("min_val", lambda: rng.choice((-1.0, 0.0, -0.5)))
+        attrs.get("max_val", lambda: rng.choice((1.0, 6.0, 0.5)))
+    elif op == "clamp":
+        attrs.get("min", lambda: rng.choice((None, -1.0, 0.0, -0.5)))
+        attrs.get("max", lambda: rng.choice((None, 1.0, 6.0, 0.5)))
+    elif op == "gelu":
+        attrs.get("approximate", lambda: rng.choice(("none", "tanh")))
+    elif op == "dropout":
+        attrs.get("p", lambda: rng.choice((0.1, 0.5)))
+    dtype = None if op == "logical_not" else want.dtype
+    yield want.with_(dtype=dtype, domain=MOSTLY_POSITIVE if op in _POSITIVE_INPUT else None)
+
+
+def _matmul_out_rank(rx: int, ry: int) -> int:
+    if rx >= 2 and ry >= 2:
+        return max(rx, ry)
+    return max(rx, ry) - 1 if max(rx, ry) >= 2 else 0
+
+
+def _matmul_ranks(ctx, want, args, bmm: bool) -> tuple[int, int]:
+    if bmm:
+        return 3, 3
+    hx, hy = ctx.rank_hint(args[0]), ctx.rank_hint(args[1])
+    xs = (hx,) if hx is not None else (2, 2, 2, 3, 1)
+    ys = (hy,) if hy is not None else (2, 2, 2, 3, 1)
+    options = [(rx, ry) for rx in xs for ry in ys
+               if want.rank is None or _matmul_out_rank(rx, ry) == want.rank]
+    if not options and want.rank is not None and want.rank >= 2:
+        options = [(want.rank, 2), (2, want.rank)]
+    if not options:
+        raise Invalid("no matmul ranks give the wanted rank")
+    return ctx.rng.choice(options)
+
+
+@generator("matmul", "bmm")
+def matmul(ctx, want, attrs, args):
+    """x [.., m, k] @ w [.., k, n]: the inner dims agree, the batch dims broadcast."""
+    rx, ry = _matmul_ranks(ctx, want, args, attrs.opdef.name == "bmm")
+    out = ctx.fill(want.shape, _matmul_out_rank(rx, ry))
+    k = ctx.dim()
+    if rx >= 2 and ry >= 2:
+        batch = out[:-2]
+        if attrs.opdef.name == "bmm":
+            bx = by = batch
+        else:
+            split = cover(batch, {}, {0: rx - 2, 1: ry - 2}, ctx.rng)
+            bx, by = split[0], split[1]
+        x_shape, tail = (*bx, out[-2], k), lambda k: (*by, k, out[-1])
+    elif rx == 1 and ry >= 2:
+        x_shape, tail = (k,), lambda k: (*out[:-1], k, out[-1])
+    else:
+        x_shape, tail = ((*out, k) if rx >= 2 else (k,)), lambda k: (k,)
+    x = yield Want(x_shape, want.dtype, None, want.device)
+    yield Want(tail(x.shape[-1]), x.dtype, None, x.device)
+
+
+def _reduced_positions(ctx, attrs, want) -> tuple[int, tuple[int, ...]]:
+    """(rank of x, the dims it reduces), from the attributes if fixed."""
+    rng, keep = ctx.rng, attrs.get("keepdim", lambda: ctx.rng.random() < 0.4)
+    if attrs.fixed("dim"):
+        dims = attrs.get("dim")
+        dims = tuple(dims) if isinstance(dims, tuple | list) else (dims,)
+        if not dims:
+            rank = want.rank if keep and want.rank is not None else ctx.rank(1, 4)
+            return rank, tuple(range(rank))
+        least = max(d + 1 if d >= 0 else -d for d in dims)
+        if want.rank is not None:
+            rank = want.rank if keep else want.rank + len(dims)
+        else:
+            rank = max(least, ctx.rank(1, 4))
+        if rank < least:
+            raise Invalid("reduced dims out of range")
+        return rank, tuple(sorted({d % rank for d in dims}))
+    if want.rank is None:
+        rank = ctx.rank(1, 4)
+        candidates, count = list(range(rank)), rng.randint(1, rank)
+    elif keep:
+        rank = want.rank
+        candidates = [i for i in range(rank) if want.shape[i] in (None, 1)]
+        count = rng.randint(1, len(candidates)) if candidates else 0
+    else:
+        count = rng.randint(1, 2)
+        rank = want.rank + count
+        candidates = list(range(rank))
+    if not count:
+        raise Invalid("no dim to reduce")
+    positions = tuple(sorted(rng.sample(candidates, count)))
+    if len(positions) == rank and rng.random() < 0.5:
+        attrs.get("dim", ())
+    else:
+        attrs.get("dim", lambda: tuple(p - rank if rng.random() < 0.3 else p for p in positions))
+    return rank, positions
+
+
+@generator("sum", "mean", "amax")
+def reduction(ctx, want, attrs, args):
+    rank, positions = _reduced_positions(ctx, attrs, want)
+    keep = attrs.get("keepdim")
+    if keep:
+        base = list(ctx.fill(want.shape, rank))
+    else:
+        out = iter(ctx.fill(want.shape, rank - len(positions)))
+        base = [None if i in positions else next(out) for i in range(rank)]
+    shape = tuple(ctx.dim() if i in positions else d for i, d in enumerate(base))
+    dtype = want.dtype if want.dtype is not None and want.dtype.is_float else None
+    yield Want(shape, dtype, want.layout if keep else None, want.device)
+
+
+@generator("softmax", "log_softmax")
+def softmax(ctx, want, attrs, args):
+    if attrs.fixed("dim"):
+        d = attrs.get("dim")
+        least = d + 1 if d >= 0 else -d
+        shape = ctx.fill(want.shape, max(least, ctx.rank(1, 4)))
+    else:
+        shape = ctx.fill(want.shape, ctx.rank(1, 4))
+        r = len(shape)
+        attrs.get("dim", lambda: ctx.rng.randint(-r, r - 1) if r else 0)
+    yield want.with_(shape=shape, dtype=want.dtype or DType.f32)
+
+
+@generator("layer_norm")
+def layer_norm(ctx, want, attrs, args):
+    attrs.get("eps", lambda: ctx.rng.choice((1e-5, 1e-3)))
+    if attrs.fixed("normalized_shape"):
+        ns = tuple(attrs.get("normalized_shape"))
+        lead = ctx.fill(None, ctx.rng.randint(0, 2))
+        shape = want.shape or (*lead, *ns)
+    else:
+        shape = ctx.fill(want.shape, ctx.rank(1, 4))
+        k = 2 if len(shape) >= 3 and ctx.rng.random() < 0.3 else 1
+        ns = tuple(attrs.get("normalized_shape", tuple(shape[len(shape) - k:])))
+    x = yield want.with_(shape=shape, dtype=want.dtype or DType.f32)
+    for _ in args[1:]:
+        yield Want(ns, x.dtype, None, x.device)
+
+
+@generator("batch_norm")
+def batch_norm(ctx, want, attrs, args):
+    attrs.get("eps", lambda: ctx.rng.choice((1e-5, 1e-3)))
+    x = yield want.with_(shape=ctx.fill(want.shape, ctx.rank(2, 4)),
+                         dtype=want.dtype or DType.f32)
+    if x.rank < 2:
+        raise Invalid("batch_norm needs rank >= 2")
+    for i in range(1, len(args)):
+        yield Want((x.shape[1],), x.dtype, None, x.device, POSITIVE if i == 4 else None)
+
+
+@generator("scalar")
+def scalar(ctx, want, attrs, args):
+    attrs.get("value", ctx.scalar)
+    attrs.get("dtype", str(want.dtype) if want.dtype else "f32")
+    yield from ()
+
+
+@generator("cast")
+def cast(ctx, want, attrs, args):
+    attrs.get("dtype", lambda: str(want.dtype or ctx.rng.choice(DTYPES)))
+    source = ctx.rng.choice(DTYPES) if ctx.rng.random() < 0.4 else None
+    yield want.with_(dtype=source)
+
+
+@generator("to_layout")
+def to_layout(ctx, want, attrs, args):
+    shape = ctx.fill(want.shape)
+    layouts = (NCHW, NHWC, "contiguous") if len(shape) == 4 else ("contiguous",)
+    attrs.get("layout", lambda: want.layout or ctx.rng.choice(layouts))
+    yield want.with_(shape=shape, layout=None)
+
+
+@generator("to_device")
+def to_device(ctx, want, attrs, args):
+    attrs.get("device", lambda: want.device or ctx.rng.choice(("cpu", "cuda")))
+    yield want.with_(device=ctx.rng.choice((None, "cpu", "cuda")))
+
+
+@generator("quantize")
+def quantize(ctx, want, attrs, args):
+    attrs.get("scale", lambda: ctx.rng.choice((0.05, 0.1, 0.25)))
+    attrs.get("zero_point", lambda: ctx.rng.choice((0, 3, -2)))
+    attrs.get("dtype", lambda: str(want.dtype) if want.dtype else ctx.rng.choice(("i8", "u8")))
+    yield want.with_(dtype=None)
+
+
+@generator("dequantize")
+def dequantize(ctx, want, attrs, args):
+    attrs.get("scale", lambda: ctx.rng.choice((0.05, 0.1, 0.25)))
+    attrs.get("zero_point", lambda: ctx.rng.choice((0, 3, -2)))
+    yield want.with_(dtype=ctx.rng.choice((DType.i8, DType.u8, DType.i32)))
+

@@ -1,0 +1,102 @@
+"""Shape generators of the neural-network ops: convolution and pooling (input sizes worked
+back from the wanted output through torch's window formula), embedding, attention."""
+
+from __future__ import annotations
+
+from cuvil.ir.types import DType
+from cuvil.rules.verify.shapes import Invalid, Want, cover, generator
+
+
+def _pair(v) -> tuple[int, int]:
+    """An `ints` attribute as (h, w), as torch reads it (`2`, `(2,)` and `(2, 2)` alike)."""
+    v = tuple(v) if isinstance(v, tuple | list) else (v,)
+    return (v[0], v[-1]) if v else (1, 1)
+
+
+def window_in(out: int, k: int, s: int, p: int, d: int, rng) -> int:
+    """An input length whose sliding windows give `out` outputs (torch's floor formula)."""
+    size = (out - 1) * s + d * (k - 1) + 1 - 2 * p + rng.randint(0, s - 1)
+    if size < 1:
+        raise Invalid("no input length gives the wanted output")
+    return size
+
+
+@generator("conv2d")
+def conv2d(ctx, want, attrs, args):
+    """x [N, C, H, W] and w [Co, C/groups, kh, kw] worked back from the output."""
+    rng = ctx.rng
+    s = _pair(attrs.get("stride", lambda: rng.choice(((1, 1), (1, 1), (2, 2), (1, 2)))))
+    p = _pair(attrs.get("padding", lambda: rng.choice(((0, 0), (1, 1), (0, 0), (2, 1)))))
+    d = _pair(attrs.get("dilation", lambda: rng.choice(((1, 1), (1, 1), (1, 1), (2, 2)))))
+    depthwise = not attrs.fixed("groups") and rng.random() < 0.25
+    g = attrs.get("groups", lambda: ctx.dim() if depthwise else rng.choice((1, 1, 1, 2)))
+    n, co, ho, wo = ctx.fill(want.shape, 4)
+    if want.shape is None or want.shape[1] is None:
+        co = g * (1 if depthwise else rng.choice((1, 1, 2)))
+    if co % g:
+        raise Invalid("output channels not a multiple of groups")
+    kh, kw = rng.randint(1, 3), rng.randint(1, 3)
+    cin = g * (1 if depthwise else ctx.dim())
+    x_shape = (n, cin, window_in(ho, kh, s[0], p[0], d[0], rng),
+               window_in(wo, kw, s[1], p[1], d[1], rng))
+    x = yield Want(x_shape, want.dtype, want.layout, want.device)
+    yield Want((co, x.shape[1] // g, kh, kw), x.dtype, None, x.device)
+
+
+@generator("max_pool2d", "avg_pool2d")
+def pool(ctx, want, attrs, args):
+    rng = ctx.rng
+    k = _pair(attrs.get("kernel_size", lambda: rng.choice(((2, 2), (3, 3), (1, 1), 2, 3))))
+    stride = attrs.get("stride", lambda: rng.choice(((), (), (1, 1), (2, 2))))
+    s = _pair(stride) if stride else k
+    p = _pair(attrs.get("padding", lambda: rng.choice(((0, 0), (0, 0), (k[0] // 2, k[1] // 2)))))
+    d = (1, 1)
+    if attrs.opdef.name == "max_pool2d":
+        d = _pair(attrs.get("dilation", lambda: rng.choice(((1, 1), (1, 1), (2, 2)))))
+    else:
+        attrs.get("count_include_pad", lambda: rng.random() < 0.7)
+    attrs.get("ceil_mode", lambda: rng.random() < 0.2)
+    n, c, ho, wo = ctx.fill(want.shape, 4)
+    shape = (n, c, window_in(ho, k[0], s[0], p[0], d[0], rng),
+             window_in(wo, k[1], s[1], p[1], d[1], rng))
+    yield want.with_(shape=shape)
+
+
+@generator("adaptive_avg_pool2d")
+def adaptive_pool(ctx, want, attrs, args):
+    rng = ctx.rng
+    n, c, ho, wo = ctx.fill(want.shape, 4)
+    oh, ow = _pair(attrs.get("output_size", lambda: rng.choice(((1, 1), (ho, wo)))))
+    shape = (n, c, oh * rng.randint(1, 3) + rng.randint(0, 2),
+             ow * rng.randint(1, 3) + rng.randint(0, 2))
+    yield want.with_(shape=shape)
+
+
+@generator("embedding")
+def embedding(ctx, want, attrs, args):
+    out = ctx.fill(want.shape, ctx.rank(2, 3))
+    if not out:
+        raise Invalid("embedding never gives a 0-d value")
+    w = yield Want((ctx.dim(), out[-1]), want.dtype or DType.f32, None, want.device)
+    yield Want(out[:-1], DType.i64, None, w.device, ("below", w.shape[0]))
+
+
+@generator("scaled_dot_product_attention")
+def attention(ctx, want, attrs, args):
+    """q [.., L, E], k [.., S, E], v [.., S, Ev]; a mask broadcasting to [.., L, S]."""
+    rng = ctx.rng
+    has_mask = len(args) == 4
+    attrs.get("is_causal", lambda: not has_mask and rng.random() < 0.3)
+    attrs.get("scale", lambda: rng.choice((None, None, 0.5, 0.125)))
+    out = ctx.fill(want.shape, ctx.rank(2, 4))
+    if len(out) < 2:
+        raise Invalid("attention needs rank >= 2")
+    *batch, length, ev = out
+    q = yield Want((*batch, length, ctx.dim()), want.dtype or DType.f32, None, want.device)
+    k = yield Want((*batch, ctx.dim(), q.shape[-1]), q.dtype, None, q.device)
+    yield Want((*batch, k.shape[-2], ev), q.dtype, None, q.device)
+    if has_mask:
+        full = (*batch, length, k.shape[-2])
+        mask = cover(full, {}, {0: rng.randint(2, len(full))}, rng)[0]
+        dtype = DType.bool if rng.random() < 0.3 else q.dtype
+        yield Want(mask, dtype, None, q.device)
