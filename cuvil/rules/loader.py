@@ -48,8 +48,11 @@ def load(source: Source = None) -> RuleLibrary:
 
 def read_sources(source: Source, reporter: Reporter) -> list[tuple[str, str]]:
     """`(path, text)` of every file `source` names, in load order; problems to `reporter`."""
-    if source is None:
-        return read_sources(stock_rules_dir(), reporter)
+    if source is None:  # shown as `rules/...`, wherever the package is installed
+        root = stock_rules_dir()
+        files = sorted(root.rglob("*.cvr"), key=lambda p: p.relative_to(root).as_posix())
+        return [pair for f in files
+                if (pair := read_file(f, f"rules/{f.relative_to(root).as_posix()}", reporter))]
     if isinstance(source, list | tuple):
         return [pair for s in source for pair in read_sources(s, reporter)]
     if isinstance(source, str) and "\n" in source:
