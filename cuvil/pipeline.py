@@ -40,13 +40,27 @@ def optimize(graph: Any, example_inputs: Sequence[Any] | None = None, *, rules: 
 def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: Any = None,
             target: str | Sequence[str] = "cpu", dynamic_shapes: Any = None,
             fallback: bool = True, threads: int | None = None, limits: Any = None,
-            disable: Sequence[str] = (), trace: str | Path | None = None):
-    """`model` compiled to Numba kernels: a callable with the model's results, faster."""
+            disable: Sequence[str] = (), trace: str | Path | None = None,
+            cache: bool = True):
+    """`model` compiled to Numba kernels: a callable with the model's results, faster.
+
+    With `cache`, a second compile of the same model (same code, weights, inputs, rules
+    and options; in any process) reuses the optimized graph and the compiled kernels.
+    """
+    from cuvil import cache as compile_cache
     from cuvil.lower import compile_graph
 
     tracer = Tracer()
-    optimized = optimize(model, example_inputs, rules=rules, target=target, limits=limits,
-                         dynamic_shapes=dynamic_shapes, disable=disable)
+    options = {"rules": rules, "target": target, "dynamic_shapes": dynamic_shapes,
+               "limits": limits, "disable": tuple(disable)}
+    key = compile_cache.model_key(model, example_inputs, options) if cache else None
+    with tracer.stage("cache lookup"):
+        optimized = compile_cache.load(key, model) if key else None
+    if optimized is None:
+        optimized = optimize(model, example_inputs, rules=rules, target=target,
+                             limits=limits, dynamic_shapes=dynamic_shapes, disable=disable)
+        if key:
+            compile_cache.store(key, optimized, model)
     with tracer.stage("lower"):
         compiled = compile_graph(optimized, target=_targets(target)[0], fallback=fallback,
                                  threads=threads)
