@@ -9,7 +9,9 @@ integers and booleans exactly; floats elementwise within
 where `scale` is the largest finite magnitude among the inputs and every intermediate value
 of the left side (at least 1): a sound rewrite that reassociates or folds a computation
 changes its rounding by a few ulps *of the values it went through*, not of its result, which
-may be small after cancellation. NaN must meet NaN and an infinity the same infinity.
+may be small after cancellation. `rtol` and `atol` are those of the least precise float
+dtype the computation goes through on either side (an f64 result computed from an f32
+intermediate is only f32-exact). NaN must meet NaN and an infinity the same infinity.
 """
 
 from __future__ import annotations
@@ -59,19 +61,27 @@ def magnitude(tensors: Iterable[torch.Tensor]) -> float:
     return biggest
 
 
-def compare_values(left: torch.Tensor, right: torch.Tensor, dtype: DType,
+def tolerance(tensors: Iterable[torch.Tensor]) -> tuple[float, float]:
+    """(rtol, atol) of the least precise float dtype among `tensors`."""
+    floats = [TOLERANCES.get(DType.from_torch(t.dtype), TOLERANCES[DType.f32])
+              for t in tensors if t.is_floating_point()]
+    return max(floats, default=(0.0, 0.0))
+
+
+def compare_values(left: torch.Tensor, right: torch.Tensor, tol: tuple[float, float],
                    scale: float) -> Mismatch | None:
+    """Where `left` and `right` differ by more than `tol` = (rtol, atol) at `scale`."""
     if tuple(left.shape) != tuple(right.shape) or left.dtype != right.dtype:
         return Mismatch(f"the values differ in shape or dtype: left {left.dtype} "
                         f"{list(left.shape)}, right {right.dtype} {list(right.shape)}")
     if not left.numel():
         return None
-    if not dtype.is_float:
+    if not left.is_floating_point():
         bad = left != right
         error = (left.double() - right.double()).abs()
     else:
         a, b = left.double(), right.double()
-        rtol, atol = TOLERANCES.get(dtype, TOLERANCES[DType.f32])
+        rtol, atol = tol
         finite = torch.isfinite(a) & torch.isfinite(b)
         same_special = (torch.isnan(a) & torch.isnan(b)) | (a == b)
         error = torch.where(finite, (a - b).abs(), torch.where(same_special, 0.0, math.inf))

@@ -64,6 +64,12 @@ def _condition(e: ast.Expr, facts: Facts, negate: bool) -> bool:
         return False
 
 
+def compute(e: ast.Expr, facts: Facts) -> Any:
+    """The value of a guard expression or a computed attribute (`eps=value(e)`);
+    `Unknown` where the optimizer would not know it either."""
+    return _value(e, facts)
+
+
 def _value(e: ast.Expr, facts: Facts) -> Any:
     match e:
         case ast.Literal(value=value):
@@ -164,6 +170,8 @@ class Hints:
                 attrs[var] = value
                 continue
             hint = tensors.setdefault(var, Hint())
+            if isinstance(value, tuple) and value and value[0] == "at_least":
+                value = value[1] + rng.choice((0, 0, 1))
             if isinstance(what, tuple):
                 hint.dims[what[1]] = value
             else:
@@ -171,12 +179,14 @@ class Hints:
         return tensors, attrs
 
 
-def hints(guard: ast.Expr | None) -> Hints:
+def hints(guard: ast.Expr | None, computed: list[ast.Builtin] = ()) -> Hints:
+    """The facts of `guard`; `computed` attributes of the right-hand side are facts too
+    (`eps=value(e)` needs `e` to be a 0-d constant for the rule to apply)."""
     top = _conjuncts(guard)
     out = Hints()
     for atom in top:
         out.firm += _facts(atom)
-    for call in builtin_calls(guard):
+    for call in [*builtin_calls(guard), *computed]:
         if call.name == "value" and isinstance(call.args[0], ast.Var):
             out.firm += [(call.args[0].name, "rank", 0), (call.args[0].name, "const", True)]
     for atom in _atoms(guard):
@@ -227,10 +237,11 @@ def _facts(atom: ast.Expr) -> list[Fact]:
 
 def _compared(e: ast.Expr, op: str, value: Any) -> list[Fact]:
     """Facts that make `e OP value` true."""
-    if op in ("<", "<="):
-        return []
     if isinstance(value, bool) or not isinstance(value, int | float):
         return _equal(e, value) if op == "==" else []
+    if op in ("<", "<="):  # only values and attributes are worth pushing down
+        below = value - max(1, abs(value)) if op == "<" else value
+        return _equal(e, below) if isinstance(e, ast.Var) or _is_value(e) else []
     least = value + 1 if op == ">" else value
     match e:
         case ast.BinOp(op="%", left=ast.Builtin(name="dim") as d, right=ast.Literal(value=int(m))):
@@ -239,23 +250,29 @@ def _compared(e: ast.Expr, op: str, value: Any) -> list[Fact]:
             return [(var, ("dim", index), ("multiple", m))] if ok else []
         case ast.Builtin(name="numel", args=(ast.Var(name=x),)):
             return [(x, "min_numel", least)]
-        case ast.Var(name=a) if isinstance(least, int):
+        case ast.Var(name=a):
             return [(a, "attr", least)]
-    return _equal(e, least if isinstance(least, int) or op == "==" else value)
+        case ast.Builtin(name="rank" | "dim") if op != "==":
+            return _equal(e, ("at_least", least))
+    return _equal(e, least)
+
+
+def _is_value(e: ast.Expr) -> bool:
+    return isinstance(e, ast.Builtin) and e.name == "value"
 
 
 def _equal(e: ast.Expr, value: Any) -> list[Fact]:
     match e:
         case ast.Var(name=a):
             return [(a, "attr", value)]
-        case ast.Builtin(name="dim") if isinstance(value, int):
+        case ast.Builtin(name="dim") if isinstance(value, int | tuple):
             var, index = _dim_of(e)
             return [] if var is None else [(var, ("dim", index), value)]
-        case ast.Builtin(name="rank", args=(ast.Var(name=x),)) if isinstance(value, int):
+        case ast.Builtin(name="rank", args=(ast.Var(name=x),)) if isinstance(value, int | tuple):
             return [(x, "rank", value)]
         case ast.Builtin(name="shape", args=(ast.Var(name=x),)) if isinstance(value, tuple):
             return [(x, "shape", value)]
-        case ast.Builtin(name="value", args=(ast.Var(name=x),)):
+        case ast.Builtin(name="value", args=(ast.Var(name=x),)) if isinstance(value, int | float):
             return [(x, "value", float(value))]
         case ast.Builtin(name="dtype" | "layout" | "device" as name, args=(ast.Var(name=x),)):
             return [(x, name, value)] if isinstance(value, str) else []

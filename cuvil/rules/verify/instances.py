@@ -1,15 +1,12 @@
-"""Random instances of a rule's left-hand side: types, attribute values, then tensors.
+"""Random instances of a rule's left-hand side: the types of its variables and the values
+of its attribute variables (`evaluate.py` then gives them tensors).
 
 `Builder` walks the left-hand side top-down. Each op call asks its shape generator
 (`shapes.py`) what its inputs must be; a variable takes a type the first time it is met
-and must fit every later use; a composite op is built through its body, so its inputs fit
-what the body needs. The catalog's `infer` checks every call on the way back up, so an
-instance that comes out is well typed by construction. The guard's plain facts (`hints`)
-are made true up front; the rest of the guard is checked on the finished instance.
-
-An `Instance` then gets tensors (`fill_values`) and can evaluate any term over them: the
-types through the catalog's `infer`, the values through its torch references (composite
-ops through their bodies).
+(later uses are judged by the ops' `infer`); a composite op is built through its body, so
+its inputs fit what the body needs. The catalog's `infer` checks every call on the way back
+up, so an instance that comes out is well typed by construction. The guard's plain facts
+(`guards.hints`) are put in up front; the whole guard is checked on the finished instance.
 """
 
 from __future__ import annotations
@@ -26,12 +23,19 @@ from cuvil.dsl.ast import Call, Literal, Term, Var, Wildcard
 from cuvil.errors import CuvilError
 from cuvil.ir.types import LAYOUTS, NCHW, NHWC, DType, TensorType, default_layout
 from cuvil.ops import registry
-from cuvil.ops.registry import COMPOSITE, OpDef
+from cuvil.ops.registry import (
+    COMPOSITE,
+    CONV,
+    CONVERT,
+    ELEMENTWISE,
+    NORM,
+    POOL,
+    REDUCTION,
+    OpDef,
+)
 from cuvil.rules.verify.guards import Hint, Hints
 from cuvil.rules.verify.shapes import (
     FREE,
-    MOSTLY_POSITIVE,
-    POSITIVE,
     Invalid,
     Want,
     fits,
@@ -43,6 +47,9 @@ MAX_NUMEL = 1 << 18  # elements of the largest leaf tensor
 DTYPES = tuple(str(d) for d in DType)
 LAYOUTS_4D = (NCHW, NCHW, NCHW, NHWC, NHWC, "contiguous")
 _RANK_WEIGHTS = (1, 4, 4, 3, 3)  # ranks 0..4
+
+
+_RANK_KEEPING = (ELEMENTWISE, NORM, CONVERT)
 
 
 def leaf_key(term: Wildcard) -> str:
@@ -129,7 +136,10 @@ class Builder:
         if opdef.kind == COMPOSITE:
             return self.build(expand(term, opdef), want)
         attrs = Attrs(self, term, opdef)
-        types = self.build_inputs(term, want, attrs)
+        if self.determined(term, ()):  # nothing left to choose: its type follows
+            types = [self.build(a, FREE) for a in term.args]
+        else:
+            types = self.build_inputs(term, want, attrs)
         try:
             out = registry.infer(term.op, types, attrs.complete(), defs=self.defs)
         except CuvilError as e:
@@ -181,7 +191,8 @@ class Builder:
         if const:
             self.consts.add(name)
             if t.rank == 0 and t.dtype is not DType.bf16:
-                self.scalars[name] = hint.value if hint.value is not None else self.scalar()
+                value = hint.value if hint.value is not None else self.scalar()
+                self.scalars[name] = _representable(value, t.dtype)
         return t
 
     # -- what generators use ------------------------------------------------------------------
@@ -202,23 +213,74 @@ class Builder:
         return tuple(self.dim(lo) if d is None else d for d in shape)
 
     def known(self, term: Term) -> TensorType | None:
-        """The type of an input that is fixed before it is built."""
+        """The type of an input that is fixed before it is built: a bound variable, a
+        scalar, or a call over them whose attributes are all fixed."""
         if isinstance(term, Var):
             return self.types.get(term.name)
-        if isinstance(term, Call) and term.op == "scalar":
-            kwargs = dict(term.kwargs)
-            if isinstance(kwargs.get("dtype"), Literal):
-                return TensorType((), DType(kwargs["dtype"].value))
-        return None
+        if not isinstance(term, Call):
+            return None
+        attrs = {}
+        for key, value in term.kwargs:
+            if isinstance(value, Literal):
+                attrs[key] = value.value
+            elif isinstance(value, Var) and value.name in self.attrs:
+                attrs[key] = self.attrs[value.name]
+            else:
+                return None
+        types = [self.known(a) for a in term.args]
+        if any(t is None for t in types):
+            return None
+        try:
+            return registry.infer(term.op, types, attrs, defs=self.defs)
+        except Exception:  # not valid: the walk will say why
+            return None
+
+    def determined(self, term: Term, before: tuple[Term, ...]) -> bool:
+        """Whether `term`'s variables are all bound once the terms `before` are built."""
+        bound = set(self.types) | set(self.attrs)
+        for t in before:
+            bound |= variables(t)
+        return variables(term) <= bound and not _has_wildcard(term)
 
     def rank_hint(self, term: Term) -> int | None:
+        """The rank `term` will likely have: known, said by the guard, or passed up through
+        ops that keep their input's rank."""
         known = self.known(term)
         if known is not None:
             return known.rank
         if isinstance(term, Var) and term.name in self.hints:
             hint = self.hints[term.name]
             return len(hint.shape) if hint.shape is not None else hint.rank
+        if not isinstance(term, Call) or not term.args:
+            return None
+        opdef = registry.get(term.op, self.defs)
+        if opdef.kind == COMPOSITE:
+            return self.rank_hint(expand(term, opdef))
+        if opdef.kind in (CONV, POOL):
+            return 4
+        ranks = [self.rank_hint(a) for a in term.args]
+        if opdef.kind in _RANK_KEEPING:  # the highest rank of its inputs (a 0-d one says
+            known = [r for r in ranks if r]  # nothing when others are unknown)
+            return max(ranks) if None not in ranks else max(known, default=None)
+        if term.op in ("transpose", "permute", "matmul", "bmm") or _keeps_dims(term):
+            return max((r for r in ranks if r is not None), default=None)
         return None
+
+    def least_rank(self, term: Term) -> int:
+        """A rank below which `term` cannot be built (`mean(x, dim=(-1,))` needs 1)."""
+        if not isinstance(term, Call):
+            return 0
+        opdef = registry.get(term.op, self.defs)
+        if opdef.kind == COMPOSITE:
+            return self.least_rank(expand(term, opdef))
+        own = 0
+        for key, value in term.kwargs:
+            if key in ("dim", "dim0", "dim1") and isinstance(value, Literal):
+                dims = value.value if isinstance(value.value, tuple) else (value.value,)
+                own = max([own, *(d + 1 if d >= 0 else -d for d in dims if isinstance(d, int))])
+        if opdef.kind in _RANK_KEEPING or opdef.kind == REDUCTION and _keeps_dims(term):
+            own = max([own, *(self.least_rank(a) for a in term.args)])
+        return own
 
     def merge(self, want: Want, hint: Hint) -> Want:
         """`want` with the guard's facts about this variable put over it: where they
@@ -264,6 +326,38 @@ class Builder:
                     spec.kind, lambda: None)()
 
 
+def _keeps_dims(term: Call) -> bool:
+    return any(k == "keepdim" and isinstance(v, Literal) and v.value is True
+               for k, v in term.kwargs)
+
+
+def variables(term: Term) -> set[str]:
+    """The variables of a term, tensor and attribute ones."""
+    if isinstance(term, Var):
+        return {term.name}
+    if not isinstance(term, Call):
+        return set()
+    out = {v.name for _, v in term.kwargs if isinstance(v, Var)}
+    return out.union(*(variables(a) for a in term.args))
+
+
+def _has_wildcard(term: Term) -> bool:
+    if isinstance(term, Wildcard):
+        return True
+    return isinstance(term, Call) and any(
+        _has_wildcard(t) for t in (*term.args, *(v for _, v in term.kwargs)))
+
+
+def _representable(value: float, dtype: DType) -> float | int | bool:
+    """`value` as a 0-d constant of `dtype` holds it."""
+    if dtype is DType.bool:
+        return bool(value)
+    if not dtype.is_float:
+        info = torch.iinfo(dtype.torch)
+        return min(max(int(value), info.min), info.max)
+    return value
+
+
 def expand(call: Call, opdef: OpDef) -> Term:
     """A composite call as its body over the call's own arguments."""
     env: dict[str, Term] = dict(zip(opdef.inputs, call.args, strict=True))
@@ -284,69 +378,3 @@ def new_instance(builder: Builder, lhs: Term, targets: frozenset[str]) -> Instan
     builder.build(lhs, FREE)
     return Instance(builder.types, builder.attrs, builder.consts, builder.scalars,
                     builder.domains, targets)
-
-
-# -- values -------------------------------------------------------------------------------------
-def fill_values(inst: Instance, rng: random.Random) -> None:
-    """Random tensors for the instance's leaves (seeded from `rng`)."""
-    gen = torch.Generator().manual_seed(rng.getrandbits(62))
-    positive = rng.random() < 0.75
-    for name in sorted(inst.types):
-        t = inst.types[name]
-        if name in inst.scalars:
-            inst.tensors[name] = torch.tensor(inst.scalars[name], dtype=t.dtype.torch)
-        else:
-            inst.tensors[name] = random_tensor(t, inst.domains.get(name), positive, gen)
-
-
-def random_tensor(t: TensorType, domain: Any, positive: bool,
-                  gen: torch.Generator) -> torch.Tensor:
-    shape = tuple(t.shape)
-    if isinstance(domain, tuple) and domain[0] == "below":
-        return torch.randint(0, max(domain[1], 1), shape, generator=gen).to(t.dtype.torch)
-    if t.dtype is DType.bool:
-        return torch.rand(shape, generator=gen) < 0.5
-    if not t.dtype.is_float:
-        lo = 0 if t.dtype is DType.u8 else -4
-        return torch.randint(lo, lo + 9, shape, generator=gen).to(t.dtype.torch)
-    x = torch.randn(shape, generator=gen)
-    if domain == POSITIVE or (domain == MOSTLY_POSITIVE and positive):
-        x = x.abs() + 0.1
-    return x.to(t.dtype.torch)
-
-
-# -- evaluating terms over an instance --------------------------------------------------------
-def attrs_of(call: Call, inst: Instance) -> dict[str, Any]:
-    out = {}
-    for key, term in call.kwargs:
-        if isinstance(term, Literal):
-            out[key] = term.value
-        else:
-            out[key] = inst.attrs[term.name if isinstance(term, Var) else leaf_key(term)]
-    return out
-
-
-def type_of(term: Term, inst: Instance, defs: Mapping[str, OpDef], where: str) -> TensorType:
-    """The type of `term` over the instance; `ShapeError` if the catalog rejects it."""
-    if isinstance(term, Var):
-        return inst.types[term.name]
-    if isinstance(term, Wildcard):
-        return inst.types[leaf_key(term)]
-    types = [type_of(a, inst, defs, where) for a in term.args]
-    return registry.infer(term.op, types, attrs_of(term, inst), where, defs)
-
-
-def value_of(term: Term, inst: Instance, defs: Mapping[str, OpDef],
-             seen: list[torch.Tensor] | None = None) -> torch.Tensor:
-    """The value of `term` by the reference implementations; every intermediate value
-    goes to `seen` (for the magnitude the comparison scales its tolerance by)."""
-    if isinstance(term, Var):
-        return inst.tensors[term.name]
-    if isinstance(term, Wildcard):
-        return inst.tensors[leaf_key(term)]
-    args = [value_of(a, inst, defs, seen) for a in term.args]
-    with torch.no_grad():
-        out = registry.get(term.op, defs).ref(args, attrs_of(term, inst))
-    if seen is not None:
-        seen.append(out)
-    return out

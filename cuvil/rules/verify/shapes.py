@@ -39,6 +39,7 @@ class Want:
     layout: str | None = None
     device: str | None = None
     domain: Any = None  # POSITIVE, MOSTLY_POSITIVE, ("below", n) for indices
+    loose: bool = False  # a broadcast operand: any shape that broadcasts to `shape` will do
 
     @property
     def rank(self) -> int | None:
@@ -54,9 +55,11 @@ FREE = Want()
 def fits(t: TensorType, want: Want) -> bool:
     """Whether the built type `t` is what `want` asks for."""
     if want.shape is not None:
-        if len(want.shape) != t.rank:
+        if len(want.shape) != t.rank and not (want.loose and t.rank < len(want.shape)):
             return False
-        if any(w is not None and w != d for w, d in zip(want.shape, t.shape, strict=True)):
+        tail = want.shape[len(want.shape) - t.rank:]
+        if any(w is not None and w != d and not (want.loose and d == 1)
+               for w, d in zip(tail, t.shape, strict=True)):
             return False
     return all(w is None or w == v for w, v in ((want.dtype, t.dtype), (want.layout, t.layout),
                                                (want.device, t.device)))
@@ -67,15 +70,19 @@ def same_shape(want: Want, shape: tuple[int, ...] | None, **changes) -> Want:
     return want.with_(shape=shape if shape is not None else want.shape, **changes)
 
 
+def variant(shape: tuple[int, ...], rank: int, rng) -> tuple[int, ...]:
+    """A random operand of `rank` that broadcasts to `shape` (its tail, some dims 1)."""
+    if rank > len(shape):
+        raise Invalid("an operand of higher rank than the result")
+    return tuple(d if rng.random() < 0.7 else 1 for d in shape[len(shape) - rank:])
+
+
 def cover(shape: tuple[int, ...], fixed: dict[int, tuple[int, ...]], ranks: dict[int, int],
           rng) -> dict[int, tuple[int, ...]]:
     """Broadcast operands of `shape`: one per key of `ranks` (its rank), that together with
     the `fixed` ones broadcast to exactly `shape` (every dim other than 1 is somebody's)."""
     r = len(shape)
-    out = {i: tuple(d if rng.random() < 0.7 else 1 for d in shape[r - k:]) if k <= r else None
-           for i, k in ranks.items()}
-    if any(v is None for v in out.values()):
-        raise Invalid("an operand of higher rank than the result")
+    out = {i: variant(shape, k, rng) for i, k in ranks.items()}
     for j, d in enumerate(shape):
         if d == 1 or any(_has(s, r, j, d) for s in [*fixed.values(), *out.values()]):
             continue

@@ -11,6 +11,7 @@ from cuvil.rules.verify.shapes import (
     Want,
     cover,
     generator,
+    variant,
 )
 
 _ARITHMETIC = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
@@ -35,33 +36,45 @@ def _input_dtypes(op: str, want: Want, n: int) -> list[DType | None]:
 
 @generator(*_ARITHMETIC, *_COMPARISONS, "logical_and", "logical_or", "where", "masked_fill")
 def broadcasting(ctx, want, attrs, args):
-    """Operands that broadcast to the wanted shape (some of lower rank or with 1s)."""
+    """Operands that broadcast to the wanted shape (some of lower rank or with 1s). An
+    operand fixed by the ones before it (`x` in `sub(x, amax(x))`) is left as it comes;
+    the last free one takes every dim nobody else has."""
     op = attrs.opdef.name
     if op == "masked_fill":
         attrs.get("value", ctx.scalar)
-    fixed = {i: tuple(t.shape) for i, a in enumerate(args) if (t := ctx.known(a)) is not None}
-    if want.shape is None and any(fixed.values()):
-        shape = max(fixed.values(), key=len)
+    settled = [ctx.determined(a, args[:i]) for i, a in enumerate(args)]
+    shapes = {i: tuple(t.shape) for i, a in enumerate(args) if (t := ctx.known(a)) is not None}
+    if want.shape is None and any(shapes.values()):
+        shape = max(shapes.values(), key=len)
     else:
-        shape = ctx.fill(want.shape)
-    ranks = {}
-    for i, a in enumerate(args):
-        if i not in fixed:
-            hint = ctx.rank_hint(a)
-            full = ctx.rng.random() < 0.6 or (op == "masked_fill" and i == 0)
-            ranks[i] = hint if hint is not None else (
-                len(shape) if full else ctx.rng.randint(0, len(shape)))
-    shapes = cover(shape, fixed, ranks, ctx.rng)
-    if op == "masked_fill" and 0 in shapes:
-        shapes[0] = shape
+        hints = [r for a in args if (r := ctx.rank_hint(a)) is not None]
+        least = max(ctx.least_rank(a) for a in args)
+        rank = max(hints) if hints and ctx.rng.random() < 0.8 else max([ctx.rank(), *hints])
+        shape = ctx.fill(want.shape, max(rank, least))
+    free = [i for i in range(len(args)) if not settled[i]]
+    coverers = [i for i in free if (ctx.rank_hint(args[i]) or len(shape)) >= len(shape)]
+    coverer = (coverers or free or [None])[-1]
     dtypes = _input_dtypes(op, want, len(args))
-    domain = MOSTLY_POSITIVE if op == "pow" else None
-    for i in range(len(args)):
-        if i in fixed:
-            yield Want(device=want.device)
-            continue
-        layout = want.layout if shapes[i] == shape else None
-        yield Want(shapes[i], dtypes[i], layout, want.device, domain if i == 0 else None)
+    for i, arg in enumerate(args):
+        if settled[i]:
+            t = yield Want(device=want.device)
+        else:
+            hint = ctx.rank_hint(arg)
+            full = op == "masked_fill" and i == 0 or ctx.rng.random() < 0.6
+            least = min(ctx.least_rank(arg), len(shape))
+            rank = min(hint, len(shape)) if hint is not None else (
+                len(shape) if full else ctx.rng.randint(least, len(shape)))
+            if op == "masked_fill" and i == 0:
+                proposal = shape
+            elif i == coverer:
+                proposal = cover(shape, shapes, {i: rank}, ctx.rng)[i]
+            else:
+                proposal = shape if rank == len(shape) and full else variant(shape, rank, ctx.rng)
+            layout = want.layout if proposal == shape else None
+            domain = MOSTLY_POSITIVE if op == "pow" and i == 0 else None
+            loose = not (op == "masked_fill" and i == 0)
+            t = yield Want(proposal, dtypes[i], layout, want.device, domain, loose)
+        shapes[i] = tuple(t.shape)
 
 
 @generator(*_UNARY)
@@ -93,8 +106,8 @@ def _matmul_ranks(ctx, want, args, bmm: bool) -> tuple[int, int]:
     if bmm:
         return 3, 3
     hx, hy = ctx.rank_hint(args[0]), ctx.rank_hint(args[1])
-    xs = (hx,) if hx is not None else (2, 2, 2, 3, 1)
-    ys = (hy,) if hy is not None else (2, 2, 2, 3, 1)
+    xs = (hx,) if hx is not None else (2, 2, 3, 1, *(hy, hy)[:2 * (hy is not None)])
+    ys = (hy,) if hy is not None else (2, 2, 3, 1, *(hx, hx)[:2 * (hx is not None)])
     options = [(rx, ry) for rx in xs for ry in ys
                if want.rank is None or _matmul_out_rank(rx, ry) == want.rank]
     if not options and want.rank is not None and want.rank >= 2:
@@ -173,9 +186,10 @@ def reduction(ctx, want, attrs, args):
     else:
         out = iter(ctx.fill(want.shape, rank - len(positions)))
         base = [None if i in positions else next(out) for i in range(rank)]
-    shape = tuple(ctx.dim() if i in positions else d for i, d in enumerate(base))
+    shape = tuple((None if want.loose else ctx.dim()) if i in positions else d
+                  for i, d in enumerate(base))
     dtype = want.dtype if want.dtype is not None and want.dtype.is_float else None
-    yield Want(shape, dtype, want.layout if keep else None, want.device)
+    yield Want(shape, dtype, want.layout if keep else None, want.device, loose=want.loose)
 
 
 @generator("softmax", "log_softmax")

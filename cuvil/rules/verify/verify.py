@@ -25,16 +25,16 @@ import torch
 from cuvil.errors import CuvilError
 from cuvil.ir.types import DEVICES
 from cuvil.rules.library import CheckedRule, RuleLibrary
-from cuvil.rules.verify.compare import Mismatch, compare_types, compare_values, magnitude
-from cuvil.rules.verify.guards import builtin_calls, hints, holds
-from cuvil.rules.verify.instances import (
-    Builder,
-    Instance,
-    fill_values,
-    new_instance,
-    type_of,
-    value_of,
+from cuvil.rules.verify.compare import (
+    Mismatch,
+    compare_types,
+    compare_values,
+    magnitude,
+    tolerance,
 )
+from cuvil.rules.verify.evaluate import computed_attrs, fill_values, type_of, value_of
+from cuvil.rules.verify.guards import Unknown, builtin_calls, compute, hints, holds
+from cuvil.rules.verify.instances import Builder, Instance, new_instance
 from cuvil.rules.verify.shapes import Invalid
 
 VERIFIED, UNSOUND, UNVERIFIED = "verified", "UNSOUND", "unverified"
@@ -149,7 +149,8 @@ def _small_tensors():
 def _verify_rule(rule: CheckedRule, library: RuleLibrary, seed: int,
                  instances: int) -> RuleResult:
     rng = random.Random(f"{seed}:{rule.label}")
-    facts = hints(rule.guard)
+    computed = computed_attrs(rule.rhs)
+    facts = hints(rule.guard, computed)
     targets = sorted(set(DEVICES) | set(library.targets))
     found, failures, guard_false, why_not = 0, [], 0, ""
     for attempt in range(ATTEMPTS_PER_INSTANCE * instances):
@@ -164,7 +165,7 @@ def _verify_rule(rule: CheckedRule, library: RuleLibrary, seed: int,
         except Exception as e:  # a generator that cannot handle this op: not the rule's fault
             why_not = f"{type(e).__name__}: {e}"
             continue
-        if not holds(rule.guard, inst):
+        if not applies(rule.guard, computed, inst):
             guard_false += 1
             continue
         fill_values(inst, rng)
@@ -194,6 +195,19 @@ def _verify_rule(rule: CheckedRule, library: RuleLibrary, seed: int,
 SKIPPED = object()
 
 
+def applies(guard, computed: list, inst: Instance) -> bool:
+    """Whether the rule fires on `inst`: the guard holds and every attribute the right-hand
+    side computes from the match is known."""
+    if not holds(guard, inst):
+        return False
+    try:
+        for attr in computed:
+            compute(attr, inst)
+    except Unknown:
+        return False
+    return True
+
+
 def check(rule: CheckedRule, inst: Instance, library: RuleLibrary):
     """None if both sides agree on `inst`; a `Counterexample` if not; SKIPPED if the
     left side itself cannot be evaluated (torch rejects what the catalog's types allow)."""
@@ -210,12 +224,14 @@ def check(rule: CheckedRule, inst: Instance, library: RuleLibrary):
         return Counterexample(inst, Mismatch(f"the right side is not defined here: {e}"))
     mismatch = compare_types(left_type, right_type)
     if mismatch is None:
+        right_seen: list[torch.Tensor] = []
         try:
-            right = value_of(rule.rhs, inst, defs)
+            right = value_of(rule.rhs, inst, defs, right_seen)
         except Exception as e:
             return Counterexample(inst, Mismatch(f"the right side fails here: {e}"))
         scale = magnitude([*inst.tensors.values(), *seen])
-        mismatch = compare_values(left, right, left_type.dtype, scale)
+        tol = tolerance([*inst.tensors.values(), *seen, *right_seen])
+        mismatch = compare_values(left, right, tol, scale)
     return None if mismatch is None else Counterexample(inst, mismatch)
 
 
