@@ -6,7 +6,7 @@
     print(compiled.report)     # kernels, compile times, fallbacks, memory plan
 """
 
-from cuvil.lower.compile import compile_graph
+from cuvil.lower.compile import compile_graph, lower_to_source
 from cuvil.lower.target import Target, get_target, register_target
 
-__all__ = ["Target", "compile_graph", "get_target", "register_target"]
+__all__ = ["Target", "compile_graph", "get_target", "lower_to_source", "register_target"]

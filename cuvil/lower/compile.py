@@ -37,20 +37,11 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
     tgt = get_target(target)
     choose_layer()
     n_threads = thread_count(threads)
-    pruned = graph.prune()
-    pruned.report = graph.report
-    g, instances = inline_composites(pruned)
-    g = normalize_layouts(g)
-    from cuvil.lower.templates.attention import match as attention_match
-
+    g, instances = prepare(graph)
     forced: dict[str, str] = {}  # node -> "split" or a fallback reason
     for _ in range(len(g) + 1):
-        ctx = LowerContext(g, n_threads, instances=instances)
-        groups = partition(g, instances, fuse_elementwise, attention_match)
-        groups, specs = _lower_groups(_apply_forced(groups, g, forced), ctx, tgt)
-        if not fallback:
-            _refuse_fallbacks(groups, g, tgt.name)
-        program = ModuleBuilder(ctx, tgt, groups, specs, g.outputs).build()
+        program, ctx, groups = generate(g, instances, tgt, n_threads, fuse_elementwise,
+                                        forced, fallback)
         lower_s = time.perf_counter() - start
         module, path = load_module(program.text, cache_dir)
         kernels, failed = _compile(module, program, ctx)
@@ -70,6 +61,36 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
               if program.arrays[v].kind == "const"]
     report.compile_s = time.perf_counter() - start
     return CompiledGraph(g, program, module.entry, consts, plan, report, n_threads)
+
+
+def lower_to_source(graph: Graph, *, target="cpu", threads: int = 2,
+                    fuse_elementwise: bool = True) -> str:
+    """The module `compile_graph` would generate, without compiling it."""
+    g, instances = prepare(graph)
+    program, _, _ = generate(g, instances, get_target(target), threads, fuse_elementwise, {},
+                             True)
+    return program.text
+
+
+def prepare(graph: Graph):
+    """The graph lowering works on: dead nodes pruned, composites inlined, layouts explicit."""
+    pruned = graph.prune()
+    pruned.report = graph.report
+    g, instances = inline_composites(pruned)
+    return normalize_layouts(g), instances
+
+
+def generate(g: Graph, instances, tgt, threads: int, fuse: bool, forced: dict[str, str],
+             fallback: bool) -> tuple[Program, LowerContext, list[Group]]:
+    """Partition, run the templates, build the module text."""
+    from cuvil.lower.templates.attention import match as attention_match
+
+    ctx = LowerContext(g, threads, instances=instances)
+    groups = partition(g, instances, fuse, attention_match)
+    groups, specs = _lower_groups(_apply_forced(groups, g, forced), ctx, tgt)
+    if not fallback:
+        _refuse_fallbacks(groups, g, tgt.name)
+    return ModuleBuilder(ctx, tgt, groups, specs, g.outputs).build(), ctx, groups
 
 
 def _apply_forced(groups: list[Group], g: Graph, forced: dict[str, str]) -> list[Group]:

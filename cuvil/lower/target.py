@@ -31,8 +31,18 @@ class Target:
     # decorators of generated kernels (serial / parallel)
     kernel_decorator: str = "@njit(cache=True, nogil=True, fastmath={fastmath})"
     parallel_decorator: str = "@njit(cache=True, nogil=True, parallel=True, fastmath={fastmath})"
-    prelude: str = ("import math\n\nimport numba  # noqa: F401\nimport numpy as np\n"
-                    "from numba import njit, prange\n")
+
+    def imports(self, body: str, helpers: list[str]) -> str:
+        """The import block of a generated module whose code is `body`."""
+        from cuvil.lower.templates.helpers import helper_text
+
+        lines = ["import math\n"] if "math." in body else []
+        lines.append("import numpy as np")
+        names = [n for n in ("njit", "prange") if f"{n}(" in body]
+        if names:
+            lines.append(f"from numba import {', '.join(names)}")
+        lines += [helper_text(h) for h in helpers]
+        return "\n".join(lines) + "\n"
 
     def generator(self, template: str) -> Generator | None:
         return self.generators.get(template)

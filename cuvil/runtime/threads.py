@@ -19,19 +19,21 @@ _PREFERRED = ("omp", "workqueue")
 
 
 def choose_layer() -> str:
-    """Select the threading layer if Numba has not launched one yet; returns the choice."""
+    """Select the threading layer (unless Numba launched one already), then launch it.
+
+    Launching at compile time matters: kernels loaded from the cache may call parallel
+    helpers, whose code needs the layer's symbols before it can be linked.
+    """
     import numba
     from numba.np.ufunc import parallel
 
-    if parallel._is_initialized:
-        return numba.threading_layer()
-    if os.environ.get("NUMBA_THREADING_LAYER"):
-        return numba.config.THREADING_LAYER
-    for layer in _PREFERRED:
-        if _available(layer):
-            numba.config.THREADING_LAYER = layer
-            return layer
-    return numba.config.THREADING_LAYER
+    if not parallel._is_initialized and not os.environ.get("NUMBA_THREADING_LAYER"):
+        for layer in _PREFERRED:
+            if _available(layer):
+                numba.config.THREADING_LAYER = layer
+                break
+    parallel._launch_threads()
+    return numba.threading_layer()
 
 
 def _available(layer: str) -> bool:

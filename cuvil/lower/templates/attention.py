@@ -138,10 +138,12 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
         chain = [ln.replace("LOAD0", loads[0]) if loads else ln for ln in chain]
     else:
         chain = [f"a{n} = {ld}" for n, ld in enumerate(loads)] + chain
-    decode = ["bt = b"]
-    for d in range(r - 3, 0, -1):
-        decode += [f"b{d} = bt % q.shape[{d}]", f"bt = bt // q.shape[{d}]"]
-    decode.append("b0 = bt")
+    used = {d for d in range(r - 2) if any(f"b{d}" in ld for ld in loads)}
+    decode = []
+    for d in sorted(used):  # b = ((b0 * n1) + b1) * n2 + b2 ...
+        stride = " * ".join(f"q.shape[{e}]" for e in range(d + 1, r - 2))
+        index = f"(b // ({stride}))" if stride else "b"
+        decode.append(f"b{d} = {index} % q.shape[{d}]" if d > 0 else f"b0 = {index}")
     tile = ctx.add_scratch(f"{out_name}.scores", Scratch(dt, ("threads", scores.shape[-2],
                                                                   scores.shape[-1])))
     neg = literal(float("-inf"), dt)
@@ -151,7 +153,7 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
         "    s[i, j] = e", "    tot += e", f"inv = {literal(1, dt)} / tot", "for j in range(sl):",
         "    s[i, j] *= inv"]
     product = "np.dot(q3[b], k3[b].T, s)" if k_rows else "np.dot(q3[b], k3[b], s)"
-    per_slice = [product] + (decode if operands else []) + ["for i in range(ql):"] + \
+    per_slice = [product] + decode + ["for i in range(ql):"] + \
         indent(row, 1) + ["np.dot(s, v3[b], o3[b])"]
     body = [f"nbh = q.size // (q.shape[{r - 2}] * q.shape[{r - 1}])",
             f"ql = q.shape[{r - 2}]", f"d = q.shape[{r - 1}]",

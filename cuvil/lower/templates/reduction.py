@@ -55,8 +55,9 @@ def generate(group, ctx) -> KernelSpec:
         args += list(node.inputs[1:3])
     acc = DType.i64 if node.type.dtype in (DType.i32, DType.i64, DType.bool, DType.u8,
                                            DType.i8) else node.type.dtype
-    view.append(f"fr = {np_name(acc)}(rl)")
     per_row = gen[node.op](node, acc)
+    if any("fr" in ln for ln in per_row):
+        view.append(f"fr = {np_name(acc)}(rl)")
     body = ["for r in prange(nr):"] + indent(per_row, 1)
     serial = ["for r in range(nr):"] + indent(per_row, 1)
     parallel = ctx.worth_parallel(x.shape, 3 if keeps_shape else 1)

@@ -1,0 +1,38 @@
+"""Whole-array moves lowered to numpy (nothing to compile): cat and embedding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from lowering_support import B, assert_matches_reference, t, templates
+
+from cuvil.ir import Graph
+
+
+@pytest.fixture(scope="module")
+def moves(lower):
+    g = Graph("moves")
+    x = g.input("x", t(B, 3))
+    y = g.input("y", t(B, 5))
+    idx = g.input("i", t(B, 4, dtype="i64"))
+    table = g.const(torch.randn(10, 6), "emb")
+    g.set_outputs({"cat": g.add("cat", [x, y, x], {"dim": 1}),
+                   "rows": g.add("cat", [x, x], {"dim": 0}),
+                   "emb": g.add("embedding", [table, idx])})
+    return g, lower(g)
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_cat_and_embedding(moves, batch):
+    g, compiled = moves
+    assert set(templates(compiled)) == {"concat", "gather"}
+    assert not any(k.jit for k in compiled.report.kernels)
+    torch.manual_seed(batch)
+    inputs = (torch.randn(batch, 3), torch.randn(batch, 5), torch.randint(0, 10, (batch, 4)))
+    assert_matches_reference(g, compiled, inputs)
+
+
+def test_embedding_index_out_of_range_raises(moves):
+    g, compiled = moves
+    with pytest.raises(IndexError, match="embedding"):
+        compiled(torch.randn(1, 3), torch.randn(1, 5), torch.tensor([[0, 1, 2, 10]]))
