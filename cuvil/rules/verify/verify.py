@@ -41,6 +41,7 @@ VERIFIED, UNSOUND, UNVERIFIED = "verified", "UNSOUND", "unverified"
 INSTANCES = 50
 ATTEMPTS_PER_INSTANCE = 40  # the budget: attempts per instance wanted
 SHOWN_ELEMENTS = 16  # inputs up to this size are printed in a counterexample
+SHRINK_ATTEMPTS = 60  # attempts per tiny size when looking for a smaller counterexample
 
 
 @dataclass
@@ -148,50 +149,76 @@ def _small_tensors():
 
 def _verify_rule(rule: CheckedRule, library: RuleLibrary, seed: int,
                  instances: int) -> RuleResult:
-    rng = random.Random(f"{seed}:{rule.label}")
-    computed = computed_attrs(rule.rhs)
-    facts = hints(rule.guard, computed)
-    targets = sorted(set(DEVICES) | set(library.targets))
-    found, failures, guard_false, why_not = 0, [], 0, ""
-    for attempt in range(ATTEMPTS_PER_INSTANCE * instances):
+    trials = _Trials(rule, library, seed)
+    budget = ATTEMPTS_PER_INSTANCE * instances
+    found, failures = 0, []
+    for attempt in range(budget):
         if found >= instances or len(failures) >= 3:
             break
-        builder = Builder(library.ops, facts, rng, max_dim=min(2 + attempt // 5, 10))
-        try:
-            inst = new_instance(builder, rule.lhs, _targets(rng, targets))
-        except Invalid as e:
-            why_not = str(e)
-            continue
-        except Exception as e:  # a generator that cannot handle this op: not the rule's fault
-            why_not = f"{type(e).__name__}: {e}"
-            continue
-        if not applies(rule.guard, computed, inst):
-            guard_false += 1
-            continue
-        fill_values(inst, rng)
-        outcome = check(rule, inst, library)
-        if outcome is SKIPPED:
-            why_not = "the reference implementation rejected every instance"
+        outcome = trials.run(max_dim=min(2 + attempt // 5, 10))
+        if outcome is NO_INSTANCE or outcome is SKIPPED:
             continue
         found += 1
         if outcome is not None:
             failures.append(outcome)
     if failures:
-        smallest = min(failures, key=lambda c: c.instance.size())
-        return RuleResult(rule, UNSOUND, found, counterexample=shrink(rule, library, smallest))
+        smallest = shrink(rule, library, trials.smallest(failures))
+        return RuleResult(rule, UNSOUND, found, counterexample=smallest)
     if found >= instances:
         return RuleResult(rule, VERIFIED, found)
-    budget = ATTEMPTS_PER_INSTANCE * instances
     if found:
         reason = f"only {found} of {instances} instances satisfy the guard in {budget} attempts"
-    elif guard_false:
-        reason = (f"the guard never held ({guard_false} valid instances of the left side "
-                  f"in {budget} attempts)")
+    elif trials.guard_false:
+        reason = (f"the guard never held ({trials.guard_false} valid instances of the left "
+                  f"side in {budget} attempts)")
     else:
-        reason = f"no valid instance of the left side in {budget} attempts ({why_not})"
+        reason = f"no valid instance of the left side in {budget} attempts ({trials.why_not})"
     return RuleResult(rule, UNVERIFIED, found, reason)
 
 
+class _Trials:
+    """Random instances of one rule's left-hand side, each checked against the right."""
+
+    def __init__(self, rule: CheckedRule, library: RuleLibrary, seed: int):
+        self.rule, self.library = rule, library
+        self.rng = random.Random(f"{seed}:{rule.label}")
+        self.computed = computed_attrs(rule.rhs)
+        self.facts = hints(rule.guard, self.computed)
+        self.targets = sorted(set(DEVICES) | set(library.targets))
+        self.guard_false, self.why_not = 0, ""
+
+    def run(self, max_dim: int):
+        """NO_INSTANCE, SKIPPED, None (both sides agree) or a `Counterexample`."""
+        builder = Builder(self.library.ops, self.facts, self.rng, max_dim)
+        try:
+            inst = new_instance(builder, self.rule.lhs, _targets(self.rng, self.targets))
+        except Invalid as e:
+            self.why_not = str(e)
+            return NO_INSTANCE
+        except Exception as e:  # a generator that cannot handle this op: not the rule's fault
+            self.why_not = f"{type(e).__name__}: {e}"
+            return NO_INSTANCE
+        if not applies(self.rule.guard, self.computed, inst):
+            self.guard_false += 1
+            return NO_INSTANCE
+        fill_values(inst, self.rng)
+        outcome = check(self.rule, inst, self.library)
+        if outcome is SKIPPED:
+            self.why_not = "the reference implementation rejected every instance"
+        return outcome
+
+    def smallest(self, failures: list[Counterexample]) -> Counterexample:
+        """The smallest counterexample: of those found, or of more drawn with tiny dims."""
+        for max_dim in (1, 2, 3):
+            more = [c for _ in range(SHRINK_ATTEMPTS)
+                    if isinstance(c := self.run(max_dim), Counterexample)]
+            if more:
+                failures = failures + more
+                break
+        return min(failures, key=lambda c: c.instance.size())
+
+
+NO_INSTANCE = object()
 SKIPPED = object()
 
 
