@@ -10,8 +10,9 @@ where `scale` is the largest finite magnitude among the inputs and every interme
 of the left side (at least 1): a sound rewrite that reassociates or folds a computation
 changes its rounding by a few ulps *of the values it went through*, not of its result, which
 may be small after cancellation. `rtol` and `atol` are those of the least precise float
-dtype the computation goes through on either side (an f64 result computed from an f32
-intermediate is only f32-exact). NaN must meet NaN and an infinity the same infinity.
+dtype among the inputs and the left side's values (an f64 result computed from an f32
+intermediate is only f32-exact); a right side that computes in a lower precision than the
+left does not widen them. NaN must meet NaN and an infinity the same infinity.
 """
 
 from __future__ import annotations

@@ -251,13 +251,12 @@ def check(rule: CheckedRule, inst: Instance, library: RuleLibrary):
         return Counterexample(inst, Mismatch(f"the right side is not defined here: {e}"))
     mismatch = compare_types(left_type, right_type)
     if mismatch is None:
-        right_seen: list[torch.Tensor] = []
         try:
-            right = value_of(rule.rhs, inst, defs, right_seen)
+            right = value_of(rule.rhs, inst, defs)
         except Exception as e:
             return Counterexample(inst, Mismatch(f"the right side fails here: {e}"))
         scale = magnitude([*inst.tensors.values(), *seen])
-        tol = tolerance([*inst.tensors.values(), *seen, *right_seen])
+        tol = tolerance([*inst.tensors.values(), *seen])  # the left side's own precision
         mismatch = compare_values(left, right, tol, scale)
     return None if mismatch is None else Counterexample(inst, mismatch)
 
