@@ -107,10 +107,12 @@ _unary("hardtanh", lambda x, min_val, max_val: F.hardtanh(x, min_val, max_val),
 
 
 def _clamp_type(ts: list[TensorType], a) -> TensorType:
-    """Number bounds promote like 0-d operands: a float bound makes an integer x float."""
+    """Number bounds promote like 0-d operands: a float bound makes an integer x float. As in
+    torch, x counts as dimensioned even when 0-d (an f16 x stays f16)."""
     bounds = [TensorType((), DType.f32 if isinstance(b, float) else DType.i64)
               for b in (a["min"], a["max"]) if b is not None]
-    return elementwise_type(ts).with_(dtype=result_dtype([ts[0], *bounds]))
+    x = ts[0] if ts[0].rank else ts[0].with_(shape=(1,))
+    return elementwise_type(ts).with_(dtype=result_dtype([x, *bounds]))
 
 
 def _clamp(x: torch.Tensor, a) -> torch.Tensor:
