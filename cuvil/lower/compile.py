@@ -22,6 +22,7 @@ from cuvil.lower.group import Group, classify, normalize_layouts, partition
 from cuvil.lower.inline import inline_composites
 from cuvil.lower.target import get_target
 from cuvil.lower.templates.spec import THREADS, Unsupported
+from cuvil.runtime.blas import single_threaded_blas
 from cuvil.runtime.compiled import CompiledGraph
 from cuvil.runtime.module_cache import load_module
 from cuvil.runtime.plan import REFERENCE_SIZE, Buffer, MemoryPlan
@@ -36,6 +37,7 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
     start = time.perf_counter()
     tgt = get_target(target)
     choose_layer()
+    single_threaded_blas()
     n_threads = thread_count(threads)
     g, instances = prepare(graph)
     forced: dict[str, str] = {}  # node -> "split" or a fallback reason

@@ -29,19 +29,21 @@ class Target:
     launch_us: float  # fixed cost of one kernel call
     generators: dict[str, Generator] = field(default_factory=dict)
     # decorators of generated kernels (serial / parallel)
-    kernel_decorator: str = "@njit(cache=True, nogil=True, fastmath={fastmath})"
-    parallel_decorator: str = "@njit(cache=True, nogil=True, parallel=True, fastmath={fastmath})"
+    kernel_decorator: str = ("@njit(cache=True, nogil=True, error_model='numpy', "
+                             "fastmath={fastmath})")
+    parallel_decorator: str = ("@njit(cache=True, nogil=True, parallel=True, "
+                               "error_model='numpy', fastmath={fastmath})")
 
-    def imports(self, body: str, helpers: list[str]) -> str:
+    def imports(self, body: str) -> str:
         """The import block of a generated module whose code is `body`."""
-        from cuvil.lower.templates.helpers import helper_text
+        from cuvil.lower.templates.helpers import helper_text, used_helpers
 
         lines = ["import math\n"] if "math." in body else []
         lines.append("import numpy as np")
         names = [n for n in ("njit", "prange") if f"{n}(" in body]
         if names:
             lines.append(f"from numba import {', '.join(names)}")
-        lines += [helper_text(h) for h in helpers]
+        lines += helper_text(used_helpers(body))
         return "\n".join(lines) + "\n"
 
     def generator(self, template: str) -> Generator | None:

@@ -1,14 +1,24 @@
-"""Thread policy of compiled graphs: Numba's threading layer and its thread count.
+"""Thread policy of compiled graphs: Numba's threading layer, its settings, thread count.
 
-Measured on the 2-core reference machine (docs/explanation/runtime.md): Numba's `omp`
-layer starts an empty `prange` in ~4 us and showed no stalls next to torch's own OpenMP
-pool; the `workqueue` layer took 120-170 us per parallel region. So Cuvil asks for `omp`
-(falling back to `workqueue` where the OpenMP runtime is missing), unless the user chose
-a layer with `NUMBA_THREADING_LAYER`. It never sets `OMP_WAIT_POLICY`: passive waiting
-slows torch eager 2-5x here. Small kernels do not wake the pool at all (`PAR_MIN`).
+Measured on the 2-core reference machine (docs/explanation/runtime.md):
 
-The layer must be chosen before Numba's first parallel launch; the thread count follows
-`threads=` or else `torch.get_num_threads()`, and is set per call (it is thread-local).
+* `workqueue` took 120-170 us to start each parallel region, and made torch's own
+  convolutions 30 ms slow next to it: not an option here. `tbb` is not installed.
+* `omp` starts a region in ~4 us. But Numba's OpenMP runtime (the system libgomp) is not
+  torch's (torch ships its own), so two thread pools share two cores. With libgomp's default
+  spin-waiting, a parallel kernel right after a torch op took 8 ms at p90, and a torch op
+  right after a parallel kernel 32 ms: each pool's idle threads spin on the core the other
+  pool needs until the scheduler preempts them.
+* Making *Numba's* libgomp passive (its threads sleep instead of spinning) removes both
+  stalls (p90 56 us and 0.4 ms) and leaves torch's pool, already loaded and still
+  spin-waiting, as fast as before. So Cuvil sets `OMP_WAIT_POLICY=PASSIVE` only while
+  Numba loads its OpenMP runtime, and restores the environment at once: torch, already
+  initialised, never sees it (setting it for the whole process slows torch eager 2-5x).
+
+Cuvil leaves everything alone when the user chose (`NUMBA_THREADING_LAYER`,
+`OMP_WAIT_POLICY`, `GOMP_SPINCOUNT`) or when Numba launched its layer already. Small kernels
+do not wake the pool at all (`PAR_MIN`). The thread count follows `threads=` or else
+`torch.get_num_threads()`, and is set per call (Numba's setting is thread-local).
 """
 
 from __future__ import annotations
@@ -27,13 +37,35 @@ def choose_layer() -> str:
     import numba
     from numba.np.ufunc import parallel
 
-    if not parallel._is_initialized and not os.environ.get("NUMBA_THREADING_LAYER"):
+    if parallel._is_initialized:
+        return numba.threading_layer()
+    if not os.environ.get("NUMBA_THREADING_LAYER"):
         for layer in _PREFERRED:
             if _available(layer):
                 numba.config.THREADING_LAYER = layer
                 break
-    parallel._launch_threads()
+    passive = numba.config.THREADING_LAYER == "omp" and _own_openmp_runtime() and not any(
+        os.environ.get(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))
+    if passive:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        parallel._launch_threads()
+    finally:
+        if passive:
+            del os.environ["OMP_WAIT_POLICY"]
     return numba.threading_layer()
+
+
+def _own_openmp_runtime() -> bool:
+    """Whether Numba's libgomp would be a runtime of its own, not one torch already uses."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            loaded = {line.split()[-1] for line in maps if "libgomp" in line}
+    except OSError:
+        return False
+    # torch's wheels ship their own libgomp inside the torch package; Numba's omppool links
+    # the system one. If the system one is loaded already, its settings are fixed anyway.
+    return all("/torch/" in p for p in loaded)
 
 
 def _available(layer: str) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from cuvil.ir.graph import Graph, Node
 from cuvil.ir.types import DType, TensorType, is_static
 from cuvil.lower.physical import np_name
-from cuvil.lower.templates.elementwise import ExprBuilder, literal
+from cuvil.lower.templates.elementwise import ExprBuilder, literal, math_call
 from cuvil.lower.templates.gemm import BLAS_DTYPES
 from cuvil.lower.templates.loops import BCAST, FIXED, STRIDED, Operand, broadcast_axes, indent
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
@@ -149,7 +149,8 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
     neg = literal(float("-inf"), dt)
     row = ["for j in range(sl):", "    acc = s[i, j]"] + indent(chain, 1) + [
         f"    s[i, j] = {result}", f"m = {neg}", "for j in range(sl):", "    m = max(m, s[i, j])",
-        f"tot = {literal(0, dt)}", "for j in range(sl):", "    e = np.exp(s[i, j] - m)",
+        f"tot = {literal(0, dt)}", "for j in range(sl):",
+        f"    e = {math_call('exp', 's[i, j] - m', dt)}",
         "    s[i, j] = e", "    tot += e", f"inv = {literal(1, dt)} / tot", "for j in range(sl):",
         "    s[i, j] *= inv"]
     product = "np.dot(q3[b], k3[b].T, s)" if k_rows else "np.dot(q3[b], k3[b], s)"

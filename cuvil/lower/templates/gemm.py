@@ -1,17 +1,18 @@
 """The GEMM + epilogue template: `matmul`/`bmm` through BLAS, then the group's elementwise
 epilogue (bias, activation, residual add, ...) over the output in the same kernel call.
 
-BLAS is `np.dot(a, b, out)` inside Numba (scipy's OpenBLAS), writing straight into the
-planned output. A constant right-hand side is also kept transposed so that products with
-at most `GEMV_MAX_ROWS` rows (batch-1 inference) take the dot-product kernel in
-`cuvil.runtime.blas`.
+BLAS is `np.dot(a, b, out)` inside Numba (scipy's OpenBLAS, single-threaded), writing
+straight into the planned output, split in row blocks between Numba's threads
+(`cuvil.runtime.blas.gemm`). A constant right-hand side is also kept transposed so that
+products with at most `GEMV_MAX_ROWS` rows (batch-1 inference) take the dot-product kernel
+`cuvil.runtime.blas.gemv`.
 """
 
 from __future__ import annotations
 
 from cuvil.ir.types import DType
 from cuvil.lower.templates.elementwise import ExprBuilder
-from cuvil.lower.templates.loops import emit_loops, indent
+from cuvil.lower.templates.loops import emit_loops
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Unsupported
 from cuvil.runtime.blas import GEMV_MAX_ROWS
 
@@ -63,15 +64,11 @@ def generate(group, ctx) -> KernelSpec:
         raise Unsupported("matmul with broadcast batch dims")
     e_params, e_args, e_lines = epilogue(ctx, rest, out_type, mm.name, len(params))
     return KernelSpec("gemm", [*params, *e_params, "out"], [*args, *e_args, group.output],
-                      body + e_lines, parallel=False, helpers=tuple(_helpers(ctx, mm, y)))
+                      body + e_lines, parallel=False)
 
 
 def _use_gemv(ctx, mm, y) -> bool:
     return ctx.is_const(mm.inputs[1]) and y.rank == 2
-
-
-def _helpers(ctx, mm, y) -> list[str]:
-    return ["gemv"] if _use_gemv(ctx, mm, y) else []
 
 
 def _flat(mm, ctx, x, y):
@@ -84,9 +81,11 @@ def _flat(mm, ctx, x, y):
         params += ["x2", "threads"]
         args += [wt, THREADS]
         lines += [f"if mrows <= {GEMV_MAX_ROWS}:", "    gemv(am, x2, cm, threads)",
-                  "else:", "    np.dot(am, x1, cm)"]
+                  "else:", "    gemm(am, x1, cm, threads)"]
     else:
-        lines.append("np.dot(am, x1, cm)")
+        params.append("threads")
+        args.append(THREADS)
+        lines.append("gemm(am, x1, cm, threads)")
     return params, args, lines
 
 
@@ -96,5 +95,5 @@ def _batched(mm, x):
     lines = [f"kd = x0.shape[{r - 1}]", f"md = x0.shape[{r - 2}]", f"nd = x1.shape[{r - 1}]",
              "nb = x0.size // (md * kd)", "a3 = x0.reshape((nb, md, kd))",
              "b3 = x1.reshape((nb, kd, nd))", "c3 = out.reshape((nb, md, nd))",
-             "for bi in range(nb):"] + indent(["np.dot(a3[bi], b3[bi], c3[bi])"], 1)
-    return ["x0", "x1"], list(mm.inputs), lines
+             "gemm_batched(a3, b3, c3, threads)"]
+    return ["x0", "x1", "threads"], [*mm.inputs, THREADS], lines

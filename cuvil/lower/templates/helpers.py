@@ -1,17 +1,33 @@
 """Shared functions generated kernels may call, imported by the module when used.
 
-They live in `cuvil.runtime.blas`, compiled once per installation; the import line quotes
-that file's hash so that kernels cached against an older version are not reused.
+They live in `cuvil.runtime.blas`, `.conv` and `.vmath`, compiled once per installation;
+each import line quotes its file's hash so that kernels cached against an older version are
+not reused.
 """
 
 from __future__ import annotations
 
-HELPERS = {"gemv": "cuvil.runtime.blas"}
+HELPERS = {"gemv": "cuvil.runtime.blas", "gemm": "cuvil.runtime.blas",
+           "gemm_batched": "cuvil.runtime.blas",
+           **{f"{kind}_{layout}": "cuvil.runtime.conv" for kind in
+              ("conv2d", "conv1x1", "depthwise") for layout in ("nchw", "nhwc")},
+           **{name: "cuvil.runtime.vmath" for name in ("vexp", "vtanh", "verf", "vsigmoid")}}
 
 
-def helper_text(name: str) -> str:
-    """The import that makes helper `name` available to the module's kernels."""
-    module = HELPERS[name]
-    from cuvil.runtime.blas import source_hash
+def used_helpers(body: str) -> list[str]:
+    """The helpers that generated code `body` calls, in a fixed order."""
+    import re
 
-    return f"from {module} import {name}  # {module} {source_hash()}"
+    return [name for name in HELPERS if re.search(rf"\b{name}\(", body)]
+
+
+def helper_text(names: list[str]) -> list[str]:
+    """Import lines that make the helpers `names` available to the module's kernels."""
+    import importlib
+
+    lines = []
+    for module in dict.fromkeys(HELPERS[n] for n in names):
+        wanted = ", ".join(n for n in names if HELPERS[n] == module)
+        digest = importlib.import_module(module).source_hash()
+        lines.append(f"from {module} import {wanted}  # {module} {digest}")
+    return lines

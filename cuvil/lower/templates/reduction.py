@@ -10,7 +10,7 @@ from __future__ import annotations
 from cuvil.ir.graph import Node
 from cuvil.ir.types import DType, is_static
 from cuvil.lower.physical import np_name
-from cuvil.lower.templates.elementwise import literal
+from cuvil.lower.templates.elementwise import literal, math_call
 from cuvil.lower.templates.loops import indent
 from cuvil.lower.templates.spec import KernelSpec, Unsupported
 from cuvil.ops.reduce import norm_dims
@@ -70,7 +70,8 @@ def generate(group, ctx) -> KernelSpec:
 def _softmax(node: Node, acc: DType) -> list[str]:
     one = literal(1, acc)
     lines = ["m = x[r, 0]", "for j in range(1, rl):", "    m = max(m, x[r, j])",
-             f"s = {literal(0, acc)}", "for j in range(rl):", "    e = np.exp(x[r, j] - m)"]
+             f"s = {literal(0, acc)}", "for j in range(rl):",
+             f"    e = {math_call('exp', 'x[r, j] - m', acc)}"]
     if node.op == "softmax":
         return lines + ["    o[r, j] = e", "    s += e", f"inv = {one} / s", "for j in range(rl):",
                         "    o[r, j] *= inv"]
@@ -107,9 +108,10 @@ def _reduce_strided(node: Node, acc: DType) -> list[str]:
 def _softmax_strided(node: Node, acc: DType) -> list[str]:
     lines = ["for i in range(ni):", "    m = x[r, 0, i]", "    for j in range(1, rl):",
              "        m = max(m, x[r, j, i])", f"    s = {literal(0, acc)}",
-             "    for j in range(rl):", "        s += np.exp(x[r, j, i] - m)"]
+             "    for j in range(rl):", f"        s += {math_call('exp', 'x[r, j, i] - m', acc)}"]
     if node.op == "softmax":
-        lines += ["    for j in range(rl):", "        o[r, j, i] = np.exp(x[r, j, i] - m) / s"]
+        e = math_call("exp", "x[r, j, i] - m", acc)
+        lines += ["    for j in range(rl):", f"        o[r, j, i] = {e} / s"]
     else:
         lines += ["    lse = m + np.log(s)", "    for j in range(rl):",
                   "        o[r, j, i] = x[r, j, i] - lse"]

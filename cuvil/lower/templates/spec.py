@@ -34,8 +34,8 @@ class Scratch:
 class KernelSpec:
     """A kernel body and its parameters; `args[i]` is the value passed as `params[i]`.
 
-    The output is the last parameter, `out`. `helpers` name shared functions (from
-    `templates.helpers`) that the module must define. A `python` kernel is plain numpy code
+    The output is the last parameter, `out`. Calls of shared functions (`templates.helpers`)
+    in the body are imported by the module automatically. A `python` kernel is numpy code
     (whole-array copies such as a transpose or a concatenation), which needs no compiling.
     """
 
@@ -45,7 +45,6 @@ class KernelSpec:
     body: list[str]
     parallel: bool = True
     fastmath: str = "fast"
-    helpers: tuple[str, ...] = ()
     scratch: dict[str, Scratch] = field(default_factory=dict)
     note: str = ""
     python: bool = False  # plain numpy code: nothing to compile

@@ -3,13 +3,14 @@
 
 import numpy as np
 from numba import njit
+from cuvil.runtime.vmath import vtanh  # cuvil.runtime.vmath 672f046a0f56
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 # k0_elementwise: template elementwise
 #   v1 = permute(x)
 #   v3 = mul(v1, s2)
-@njit(cache=True, nogil=True, fastmath=FAST)
+@njit(cache=True, nogil=True, error_model='numpy', fastmath=FAST)
 def k0_elementwise(x0, out):
     d0 = out.shape[0]
     d1 = out.shape[1]
@@ -30,7 +31,7 @@ def k0_elementwise(x0, out):
 #   v4 = transpose(v3)
 #   v5 = add(v4, y) at m.py:3
 #   v6 = gelu(v5)
-@njit(cache=True, nogil=True, fastmath=FAST)
+@njit(cache=True, nogil=True, error_model='numpy', fastmath=FAST)
 def k1_elementwise(x0, x1, out):
     d0 = out.shape[0]
     d1 = out.shape[1]
@@ -47,7 +48,7 @@ def k1_elementwise(x0, x1, out):
             a1 = x1_[i2]
             t0 = a0
             t1 = (t0 + a1)
-            t2 = (np.float32(0.5) * t1 * (np.float32(1.0) + np.tanh(np.float32(0.7978845608028654) * (t1 + np.float32(0.044715) * t1 * t1 * t1))))
+            t2 = (np.float32(0.5) * t1 * (np.float32(1.0) + np.float32(vtanh(np.float32(0.7978845608028654) * (t1 + np.float32(0.044715) * t1 * t1 * t1)))))
             o[r, i2] = t2
 
 def entry(in0, in1, v0, o0, n_batch, n_threads, fallbacks):

@@ -3,50 +3,29 @@
 
 import numpy as np
 from numba import njit
+from cuvil.runtime.conv import conv2d_nhwc  # cuvil.runtime.conv f5b81a982fca
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
-# k0_conv: template conv (NHWC)
+# k0_conv: template conv (NHWC, im2col + GEMM)
 #   v1 = conv2d(x, conv_weight); rules: to_nhwc
 #   v2 = add(v1, b)
 #   v3 = relu(v2)
-@njit(cache=True, nogil=True, fastmath=FAST)
-def k0_conv(x0, x1, cols, x3, out):
-    nb = x0.shape[0]
-    h = x0.shape[1]
-    w = x0.shape[2]
-    ci = x0.shape[3]
-    oh = out.shape[1]
-    ow = out.shape[2]
-    oc = out.shape[3]
-    for n in range(nb):
-        for i in range(oh):
-            for j in range(ow):
-                row = i * ow + j
-                for a in range(3):
-                    hh = i * 1 - 1 + a * 1
-                    for b in range(3):
-                        ww = j * 1 - 1 + b * 1
-                        base = (a * 3 + b) * ci
-                        if 0 <= hh < h and 0 <= ww < w:
-                            for c in range(ci):
-                                cols[row, base + c] = x0[n, hh, ww, c]
-                        else:
-                            for c in range(ci):
-                                cols[row, base + c] = np.float32(0.0)
-        np.dot(cols, x1, out[n].reshape((oh * ow, oc)))
+@njit(cache=True, nogil=True, error_model='numpy', fastmath=FAST)
+def k0_conv(x0, x1, cols, threads, x4, out):
+    conv2d_nhwc(x0, x1, out, cols, (3, 3, 1, 1, 1, 1, 1, 1), threads)
     d0 = out.shape[0] * out.shape[1] * out.shape[2]
     d1 = out.shape[3]
     nrows = d0
     o = out.reshape((nrows, d1))
-    x3_ = x3.reshape((d1,))
+    x4_ = x4.reshape((d1,))
     for r in range(nrows):
         for i1 in range(d1):
             acc = o[r, i1]
-            a0 = x3_[i1]
+            a0 = x4_[i1]
             t0 = (acc + a0)
             t1 = max(t0, np.float32(0.0))
             o[r, i1] = t1
 
 def entry(in0, c0, c1, s0, o0, n_batch, n_threads, fallbacks):
-    k0_conv(in0, c0, s0, c1, o0)
+    k0_conv(in0, c0, s0, n_threads, c1, o0)

@@ -3,6 +3,7 @@
 
 import numpy as np
 from numba import njit, prange
+from cuvil.runtime.vmath import vexp  # cuvil.runtime.vmath 672f046a0f56
 
 ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}
 
@@ -13,7 +14,7 @@ ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}
 #   v5 = masked_fill(v4, mask)
 #   v6 = softmax(v5)
 #   v7 = matmul(v6, v) at gpt.py:40
-@njit(cache=True, nogil=True, parallel=True, fastmath=ROWS)
+@njit(cache=True, nogil=True, parallel=True, error_model='numpy', fastmath=ROWS)
 def k0_attention(q, k, v, x3, tiles, threads, out):
     nbh = q.size // (q.shape[2] * q.shape[3])
     ql = q.shape[2]
@@ -42,7 +43,7 @@ def k0_attention(q, k, v, x3, tiles, threads, out):
                     m = max(m, s[i, j])
                 tot = np.float32(0.0)
                 for j in range(sl):
-                    e = np.exp(s[i, j] - m)
+                    e = np.float32(vexp(s[i, j] - m))
                     s[i, j] = e
                     tot += e
                 inv = np.float32(1.0) / tot

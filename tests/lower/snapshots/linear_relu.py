@@ -3,13 +3,13 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.blas import gemv  # cuvil.runtime.blas 5a8e44d28717
+from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas c4c82a748259
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 # k0_gemm: template gemm
 #   v1 = linear_relu(x, fc_weight_T, fc_bias) at model.py:10; rules: linear_relu, matmul_add
-@njit(cache=True, nogil=True, fastmath=FAST)
+@njit(cache=True, nogil=True, error_model='numpy', fastmath=FAST)
 def k0_gemm(x0, x1, x2, threads, x4, out):
     kd = x0.shape[1]
     nd = x1.shape[1]
@@ -19,7 +19,7 @@ def k0_gemm(x0, x1, x2, threads, x4, out):
     if mrows <= 8:
         gemv(am, x2, cm, threads)
     else:
-        np.dot(am, x1, cm)
+        gemm(am, x1, cm, threads)
     d0 = out.shape[0]
     d1 = out.shape[1]
     nrows = d0

@@ -3,12 +3,13 @@
 
 import numpy as np
 from numba import njit, prange
+from cuvil.runtime.vmath import vexp  # cuvil.runtime.vmath 672f046a0f56
 
 ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}
 
 # k0_rows: template rows
 #   v1 = softmax(x) at model.py:20
-@njit(cache=True, nogil=True, parallel=True, fastmath=ROWS)
+@njit(cache=True, nogil=True, parallel=True, error_model='numpy', fastmath=ROWS)
 def k0_rows(x0, out):
     nr = x0.shape[0] * x0.shape[1]
     rl = x0.shape[2]
@@ -22,7 +23,7 @@ def k0_rows(x0, out):
                 m = max(m, x[r, j])
             s = np.float32(0.0)
             for j in range(rl):
-                e = np.exp(x[r, j] - m)
+                e = np.float32(vexp(x[r, j] - m))
                 o[r, j] = e
                 s += e
             inv = np.float32(1.0) / s
@@ -35,7 +36,7 @@ def k0_rows(x0, out):
                 m = max(m, x[r, j])
             s = np.float32(0.0)
             for j in range(rl):
-                e = np.exp(x[r, j] - m)
+                e = np.float32(vexp(x[r, j] - m))
                 o[r, j] = e
                 s += e
             inv = np.float32(1.0) / s

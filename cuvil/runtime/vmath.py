@@ -1,0 +1,63 @@
+"""exp, tanh, erf for f32 kernels, written so that LLVM vectorizes the loops that use them.
+
+Numba calls the C library for `np.exp`/`np.tanh`/`math.erf` one element at a time (its
+LLVM has no vector math library here): 5, 25 and 15 ns per element. These versions are
+plain arithmetic in f64, inlined into the kernel's loop, and vectorize: measured on 1e6
+f32 elements, exp 1.1 ms (np.exp 5.4), tanh 1.4 ms (31), erf 2.4 ms (16). Accuracy:
+exp relative error 6e-8, tanh absolute 3e-7, erf absolute 1.7e-7 (Abramowitz & Stegun
+7.1.26) - far inside the 1e-4 that compiled models are held to. f64 kernels keep libm.
+
+`exp(x) = exp(x / 256) ** 256`: a degree-9 Taylor polynomial on |x / 256| <= 0.35, then
+eight squarings. Arguments are clamped to [-104, 89], beyond which f32 results are 0 and inf.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from numba import njit
+
+# Inlined into the calling kernel, whose fastmath flags apply (never `ninf`: masks use -inf).
+_OPTS = dict(inline="always", error_model="numpy", cache=True)
+
+
+@njit(**_OPTS)
+def vexp(x):
+    y = min(max(float(x), -104.0), 89.0) * 0.00390625  # exp(-inf) = 0, exp(inf) = inf in f32
+    p = 1.0 + y * (1.0 + y * (0.5 + y * (1.0 / 6 + y * (1.0 / 24 + y * (
+        1.0 / 120 + y * (1.0 / 720 + y * (1.0 / 5040 + y * (1.0 / 40320 + y / 362880))))))))
+    p = p * p
+    p = p * p
+    p = p * p
+    p = p * p
+    p = p * p
+    p = p * p
+    p = p * p
+    return p * p
+
+
+@njit(**_OPTS)
+def vtanh(x):
+    e = vexp(2.0 * float(x))
+    return 1.0 - 2.0 / (e + 1.0)
+
+
+@njit(**_OPTS)
+def vsigmoid(x):
+    return 1.0 / (1.0 + vexp(-float(x)))
+
+
+@njit(**_OPTS)
+def verf(x):
+    v = float(x)
+    a = abs(v)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t
+            + 0.254829592) * t
+    y = 1.0 - poly * vexp(-a * a)
+    return y if v >= 0 else -y
+
+
+def source_hash() -> str:
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
