@@ -177,9 +177,7 @@ class Builder:
             shape = (*shape[:i], shape[i] * 2, *shape[i + 1:])
         if math.prod(shape) > MAX_NUMEL:
             raise Invalid("a tensor too big to verify on")
-        dtype = want.dtype or self.dtype()
-        if hint.is_float and not dtype.is_float:
-            dtype = DType.f32
+        dtype = want.dtype or DType.f32  # f32 values unless an op or the guard says else
         layout = want.layout or (self.rng.choice(LAYOUTS_4D) if len(shape) == 4
                                  else default_layout(len(shape)))
         if layout in (NCHW, NHWC) and len(shape) != 4 or layout not in LAYOUTS:
@@ -267,7 +265,8 @@ class Builder:
         return None
 
     def least_rank(self, term: Term) -> int:
-        """A rank below which `term` cannot be built (`mean(x, dim=(-1,))` needs 1)."""
+        """A rank below which `term` cannot be built (`softmax(x, dim=1)` needs 2; a
+        reduction over dim 0 or -1 also takes a 0-d value, as in torch)."""
         if not isinstance(term, Call):
             return 0
         opdef = registry.get(term.op, self.defs)
@@ -277,7 +276,10 @@ class Builder:
         for key, value in term.kwargs:
             if key in ("dim", "dim0", "dim1") and isinstance(value, Literal):
                 dims = value.value if isinstance(value.value, tuple) else (value.value,)
-                own = max([own, *(d + 1 if d >= 0 else -d for d in dims if isinstance(d, int))])
+                dims = [d for d in dims if isinstance(d, int)]
+                if opdef.kind == REDUCTION and set(dims) <= {0, -1}:
+                    continue
+                own = max([own, *(d + 1 if d >= 0 else -d for d in dims)])
         if opdef.kind in _RANK_KEEPING or opdef.kind == REDUCTION and _keeps_dims(term):
             own = max([own, *(self.least_rank(a) for a in term.args)])
         return own
@@ -304,11 +306,6 @@ class Builder:
             changes["dtype"] = DType(hint.dtype)
         return want.with_(shape=shape, **changes)
 
-    def dtype(self) -> DType:
-        """The dtype of a leaf nobody constrains: f32, now and then another."""
-        if self.rng.random() < 0.9:
-            return DType.f32
-        return self.rng.choice((DType.f16, DType.f64, DType.i64, DType.i32))
 
     def scalar(self) -> float:
         if self.rng.random() < 0.6:
