@@ -25,11 +25,9 @@ LABELS = _labels()
 
 def _show(request, text: str) -> None:
     """Print in the test output (CI logs show it), past pytest's capture."""
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("")
-        for line in text.splitlines():
-            reporter.write_line(line)
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print("\n" + text, flush=True)
 
 
 @pytest.fixture(scope="module")

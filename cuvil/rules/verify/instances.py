@@ -47,9 +47,7 @@ MAX_NUMEL = 1 << 18  # elements of the largest leaf tensor
 DTYPES = tuple(str(d) for d in DType)
 LAYOUTS_4D = (NCHW, NCHW, NCHW, NHWC, NHWC, "contiguous")
 _RANK_WEIGHTS = (1, 4, 4, 3, 3)  # ranks 0..4
-
-
-_RANK_KEEPING = (ELEMENTWISE, NORM, CONVERT)
+_RANK_KEEPING = (ELEMENTWISE, NORM, CONVERT)  # op kinds whose result has their inputs' rank
 
 
 def leaf_key(term: Wildcard) -> str:
@@ -305,7 +303,6 @@ class Builder:
         if hint.dtype is not None:
             changes["dtype"] = DType(hint.dtype)
         return want.with_(shape=shape, **changes)
-
 
     def scalar(self) -> float:
         if self.rng.random() < 0.6:
