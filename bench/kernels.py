@@ -15,6 +15,7 @@ as ratios: this machine is shared and absolute numbers move 30-50% between runs.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -59,72 +60,71 @@ def compile_(g: Graph, **options):
 
 
 def elementwise_chains(quick: bool) -> list[tuple]:
-    rows = []
-    for n in ([10**6] if quick else [10**6, 10**7]):
-        g = Graph("chain")
-        a, b, c = (g.input(k, TensorType((B,), "f32")) for k in "abc")
-        g.set_outputs(g.add("relu", [g.add("add", [g.add("mul", [a, b]), c])]))
-        compiled = compile_(g)
-        x, y, z = (torch.rand(n) for _ in range(3))
-        src, dst = np.random.rand(2 * n).astype(np.float32), np.empty(2 * n, np.float32)
-        tsrc, tdst = torch.from_numpy(src), torch.from_numpy(dst)
-        t = timeit({"cuvil": lambda: compiled(x, y, z),
-                    "eager": lambda: torch.relu(x * y + z),
-                    "np_copy": lambda: np.copyto(dst, src),
-                    "torch_copy": lambda: tdst.copy_(tsrc)}, 1.5 if quick else 4)
-        moved = 4 * n * 4  # three inputs read, one output written
-        best_copy = min(t["np_copy"], t["torch_copy"])
-        rows.append((f"relu(a*b+c), {n:.0e} f32", moved / t["cuvil"] / 1e9,
-                     moved / best_copy / 1e9, best_copy / t["cuvil"], t["eager"] / t["cuvil"]))
-    return rows
+    return [_chain(n, quick) for n in ([10**6] if quick else [10**6, 10**7])]
+
+
+def _chain(n: int, quick: bool) -> tuple:
+    g = Graph("chain")
+    a, b, c = (g.input(k, TensorType((B,), "f32")) for k in "abc")
+    g.set_outputs(g.add("relu", [g.add("add", [g.add("mul", [a, b]), c])]))
+    compiled = compile_(g)
+    x, y, z = (torch.rand(n) for _ in range(3))
+    src, dst = np.random.rand(2 * n).astype(np.float32), np.empty(2 * n, np.float32)
+    tsrc, tdst = torch.from_numpy(src), torch.from_numpy(dst)
+    t = timeit({"cuvil": lambda: compiled(x, y, z), "eager": lambda: torch.relu(x * y + z),
+                "np_copy": lambda: np.copyto(dst, src), "torch_copy": lambda: tdst.copy_(tsrc)},
+               1.5 if quick else 4)
+    moved = 4 * n * 4  # three inputs read, one output written; the copy moves as many bytes
+    best_copy = min(t["np_copy"], t["torch_copy"])
+    return (f"relu(a*b+c), {n:.0e} f32", moved / t["cuvil"] / 1e9, moved / best_copy / 1e9,
+            best_copy / t["cuvil"], t["eager"] / t["cuvil"])
 
 
 def gemm_epilogue(quick: bool) -> list[tuple]:
-    rows = []
     shapes = [(1024, 1024, 1024), (1024, 256, 1024)] if quick else \
         [(1024, 1024, 1024), (1024, 256, 1024), (1024, 1024, 256), (64, 784, 512)]
-    for m, k, n in shapes:
-        torch.manual_seed(0)
-        g = Graph("linear_relu")
-        x = g.input("x", TensorType((B, k), "f32"))
-        w, b = g.const(torch.randn(k, n) * 0.05, "w"), g.const(torch.randn(n), "b")
-        g.set_outputs(g.add("relu", [g.add("add", [g.add("matmul", [x, w]), b])]))
-        compiled = compile_(g)
-        xt = torch.randn(m, k)
-        xn, wn, out = xt.numpy(), w and g.constants["w"].numpy(), np.empty((m, n), np.float32)
-        t = timeit({"cuvil": lambda: compiled(xt), "numpy_gemm": lambda: np.dot(xn, wn, out),
-                    "eager": lambda: torch.relu(xt @ g.constants["w"] + g.constants["b"])},
-                   1.5 if quick else 4)
-        flops = 2 * m * k * n
-        rows.append((f"{m}x{k}x{n} +bias+relu", flops / t["cuvil"] / 1e9,
-                     flops / t["numpy_gemm"] / 1e9, t["numpy_gemm"] / t["cuvil"],
-                     t["eager"] / t["cuvil"]))
-    return rows
+    return [_gemm(m, k, n, quick) for m, k, n in shapes]
+
+
+def _gemm(m: int, k: int, n: int, quick: bool) -> tuple:
+    torch.manual_seed(0)
+    w, b = torch.randn(k, n) * 0.05, torch.randn(n)
+    g = Graph("linear_relu")
+    x = g.input("x", TensorType((B, k), "f32"))
+    h = g.add("add", [g.add("matmul", [x, g.const(w, "w")]), g.const(b, "b")])
+    g.set_outputs(g.add("relu", [h]))
+    compiled = compile_(g)
+    xt = torch.randn(m, k)
+    xn, wn, out = xt.numpy(), w.numpy(), np.empty((m, n), np.float32)
+    t = timeit({"cuvil": lambda: compiled(xt), "numpy_gemm": lambda: np.dot(xn, wn, out),
+                "eager": lambda: torch.relu(xt @ w + b)}, 1.5 if quick else 4)
+    flops = 2 * m * k * n
+    return (f"{m}x{k}x{n} +bias+relu", flops / t["cuvil"] / 1e9, flops / t["numpy_gemm"] / 1e9,
+            t["numpy_gemm"] / t["cuvil"], t["eager"] / t["cuvil"])
 
 
 def conv_layouts(quick: bool) -> list[tuple]:
-    rows = []
-    cases = [("3x3", 3, 1), ("1x1", 1, 0)]
-    for label, k, pad in cases:
-        torch.manual_seed(0)
-        w = torch.randn(32, 32, k, k) * 0.1
-        bias = torch.randn(32, 1, 1)
-        compiled = {}
-        for layout in ("NCHW", "NHWC"):
-            g = Graph(f"conv_{layout}")
-            x = g.input("x", TensorType((B, 32, 32, 32), "f32", layout))
-            h = g.add("conv2d", [x, g.const(w, "w")], {"padding": (pad, pad)})
-            g.set_outputs(g.add("relu", [g.add("add", [h, g.const(bias, "b")])]))
-            compiled[layout] = compile_(g)
-        xt = torch.randn(16, 32, 32, 32)
-        x_nhwc = xt.permute(0, 2, 3, 1).contiguous().numpy()  # data already in NHWC
-        conv = torch.nn.Conv2d(32, 32, k, padding=pad).eval()
-        t = timeit({"NCHW": lambda: compiled["NCHW"](xt),
-                    "NHWC": lambda: compiled["NHWC"](x_nhwc.transpose(0, 3, 1, 2)),
-                    "eager": lambda: torch.relu(conv(xt))}, 1.5 if quick else 4)
-        rows.append((f"conv {label} 32->32 on 16x32x32 +bias+relu", t["NCHW"] * 1e3,
-                     t["NHWC"] * 1e3, t["NCHW"] / t["NHWC"], t["eager"] / t["NHWC"]))
-    return rows
+    return [_conv(label, k, pad, quick) for label, k, pad in [("3x3", 3, 1), ("1x1", 1, 0)]]
+
+
+def _conv(label: str, k: int, pad: int, quick: bool) -> tuple:
+    torch.manual_seed(0)
+    w, bias = torch.randn(32, 32, k, k) * 0.1, torch.randn(32, 1, 1)
+    compiled = {}
+    for layout in ("NCHW", "NHWC"):
+        g = Graph(f"conv_{layout}")
+        x = g.input("x", TensorType((B, 32, 32, 32), "f32", layout))
+        h = g.add("conv2d", [x, g.const(w, "w")], {"padding": (pad, pad)})
+        g.set_outputs(g.add("relu", [g.add("add", [h, g.const(bias, "b")])]))
+        compiled[layout] = compile_(g)
+    xt = torch.randn(16, 32, 32, 32)
+    x_nhwc = xt.permute(0, 2, 3, 1).contiguous()  # the activations already stored NHWC
+    conv = torch.nn.Conv2d(32, 32, k, padding=pad).eval()
+    t = timeit({"NCHW": lambda: compiled["NCHW"](xt),
+                "NHWC": lambda: compiled["NHWC"](x_nhwc.permute(0, 3, 1, 2)),
+                "eager": lambda: torch.relu(conv(xt))}, 1.5 if quick else 4)
+    return (f"conv {label} 32->32 on 16x32x32 +bias+relu", t["NCHW"] * 1e3, t["NHWC"] * 1e3,
+            t["NCHW"] / t["NHWC"], t["eager"] / t["NHWC"])
 
 
 def call_overhead(quick: bool) -> list[tuple]:
@@ -152,9 +152,9 @@ def call_overhead(quick: bool) -> list[tuple]:
 
 
 def stalls(quick: bool) -> list[tuple]:
-    g = Graph("parallel_tanh")
+    g = Graph("parallel_affine")
     x = g.input("x", TensorType((B, 1 << 14), "f32"))
-    g.set_outputs(g.add("tanh", [x]))
+    g.set_outputs(g.add("add", [g.add("mul", [x, g.scalar(2.0)]), g.scalar(1.0)]))
     compiled = compile_(g)
     xt = torch.randn(16, 1 << 14)
     conv = torch.nn.Conv2d(16, 16, 3, padding=1).eval()
@@ -168,8 +168,8 @@ def stalls(quick: bool) -> list[tuple]:
             lat.append(time.perf_counter() - t0)
     lat.sort()
     pct = lambda p: lat[int(p * (len(lat) - 1))] * 1e6  # noqa: E731
-    return [("tanh 16x16384 after a torch conv", pct(0.5), pct(0.9), pct(0.99), lat[-1] * 1e6,
-             sum(v > 4e-3 for v in lat))]
+    return [("x*2+1 on 16x16384 after a torch conv", pct(0.5), pct(0.9), pct(0.99),
+             lat[-1] * 1e6, sum(v > 4e-3 for v in lat))]
 
 
 TABLES = [
@@ -202,7 +202,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--markdown", action="store_true", help="print markdown tables")
     parser.add_argument("--only", nargs="*", help="table titles to run (substring match)")
     args = parser.parse_args(argv)
-    print(f"torch threads {torch.get_num_threads()}, kernel cache {CACHE}\n")
+    print(f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.2f}, "
+          f"kernel cache {CACHE}\n")
     for title, fn, header in TABLES:
         if args.only and not any(o.lower() in title.lower() for o in args.only):
             continue

@@ -1,0 +1,208 @@
+"""The zoo through torch eager, torch.compile, ONNX Runtime and cuvil, side by side.
+
+    .venv/bin/python bench/models.py [--quick] [--markdown] [--models mlp1,cnn] [--skip ort]
+
+For every case: median latency, ratio to eager (lower is faster), max abs error against
+eager, cold compile time and, for cuvil, warm compile time in a second process that reuses
+the kernel cache. All systems run in one process under their default settings (no
+`OMP_WAIT_POLICY`), measured in alternating blocks so that drift hits all of them alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import cuvil  # noqa: E402
+from cuvil import zoo  # noqa: E402
+
+CASES = {  # label -> (zoo model, sizes)
+    "mlp1": ("mlp", {"batch": 1}),
+    "mlp64": ("mlp", {"batch": 64}),
+    "cnn": ("cnn", {}),
+    "transformer": ("transformer", {}),
+    "gpt2": ("gpt2", {}),
+    "mobilenet": ("mobilenet", {}),
+}
+SYSTEMS = ("eager", "torch.compile", "ort", "cuvil")
+
+WARM = """
+import json, sys, time, torch
+sys.path.insert(0, {root!r})
+t0 = time.perf_counter()
+import cuvil
+from cuvil import zoo
+model, inputs = zoo.get({name!r}, **{sizes!r})
+t1 = time.perf_counter()
+compiled = cuvil.compile(model, inputs)
+t2 = time.perf_counter()
+print(json.dumps({{"compile_s": t2 - t1, "imports_s": t1 - t0,
+                  "lower_s": compiled.report.compile_s, "hit": compiled.report.cache_hit}}))
+"""
+
+
+def block_times(fns: dict[str, Callable], seconds: float, rounds: int) -> dict[str, float]:
+    """Median seconds per call, each system timed in blocks, blocks alternating in rounds."""
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    per_block = seconds / rounds / max(len(fns), 1)
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(3):  # the first calls after another system ran are not timed
+                fn()
+            end = time.perf_counter() + per_block
+            while True:
+                t0 = time.perf_counter()
+                fn()
+                t1 = time.perf_counter()
+                samples[name].append(t1 - t0)
+                if t1 > end:
+                    break
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def outputs(value) -> torch.Tensor:
+    return value[0] if isinstance(value, tuple | list) else value
+
+
+def build_torch_compile(model, inputs):
+    compiled = torch.compile(model)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        compiled(*inputs)
+    return compiled, time.perf_counter() - t0
+
+
+def build_ort(model, inputs):
+    import onnxruntime as ort
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(model, inputs, dynamo=True, verbose=False)
+    buffer = io.BytesIO()
+    buffer.write(program.model_proto.SerializeToString())
+    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    feeds = {n: x.numpy() for n, x in zip(names, inputs, strict=True)}
+    session.run(None, feeds)
+    return (lambda: session.run(None, feeds)), time.perf_counter() - t0
+
+
+def build_cuvil(model, inputs, name, sizes, cache: str):
+    os.environ["CUVIL_CACHE_DIR"] = cache
+    t0 = time.perf_counter()
+    compiled = cuvil.compile(model, inputs)
+    cold = time.perf_counter() - t0
+    code = WARM.format(root=str(ROOT), name=name, sizes=sizes)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "CUVIL_CACHE_DIR": cache}, timeout=900)
+    warm = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {}
+    return compiled, cold, warm
+
+
+def run_case(label: str, skip: set[str], seconds: float, rounds: int) -> list[dict]:
+    name, sizes = CASES[label]
+    model, inputs = zoo.get(name, **sizes)
+    with torch.inference_mode():
+        expected = outputs(model(*inputs))
+    fns, rows = {}, {}
+    fns["eager"] = lambda: model(*inputs)
+    rows["eager"] = {"compile": None, "warm": None, "err": 0.0}
+    if "torch.compile" not in skip:
+        tc, cold = build_torch_compile(model, inputs)
+        fns["torch.compile"] = lambda: tc(*inputs)
+        with torch.inference_mode():
+            err = (outputs(tc(*inputs)) - expected).abs().max().item()
+        rows["torch.compile"] = {"compile": cold, "warm": None, "err": err}
+    if "ort" not in skip:
+        run, cold = build_ort(model, inputs)
+        fns["ort"] = run
+        err = (torch.from_numpy(run()[0]) - expected).abs().max().item()
+        rows["ort"] = {"compile": cold, "warm": None, "err": err}
+    if "cuvil" not in skip:
+        cache = tempfile.mkdtemp(prefix="cuvil-bench-")
+        cu, cold, warm = build_cuvil(model, inputs, name, sizes, cache)
+        fns["cuvil"] = lambda: cu(*inputs)
+        err = (outputs(cu(*inputs)) - expected).abs().max().item()
+        rows["cuvil"] = {"compile": cold, "warm": warm.get("compile_s"), "err": err,
+                         "warm_lower": warm.get("lower_s"), "hit": warm.get("hit"),
+                         "kernels": len(cu.report.kernels), "fallbacks": len(cu.report.fallbacks)}
+    with torch.inference_mode():
+        times = block_times(fns, seconds, rounds)
+    result = []
+    for system, info in rows.items():
+        result.append({"case": label, "system": system, "ms": times[system] * 1e3,
+                       "vs_eager": times[system] / times["eager"], **info})
+    return result
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import numba
+    import onnxruntime
+
+    return (f"{cpu}, {os.cpu_count()} cores, {platform.python_version()}, torch "
+            f"{torch.__version__} ({torch.get_num_threads()} threads), numba {numba.__version__}, "
+            f"onnxruntime {onnxruntime.__version__}")
+
+
+def render(rows: list[dict], markdown: bool) -> str:
+    header = ["case", "system", "median ms", "x eager", "max abs err", "cold compile s",
+              "warm compile s"]
+    fmt = lambda v, p: "-" if v is None else f"{v:.{p}f}"  # noqa: E731
+    cells = [[r["case"], r["system"], fmt(r["ms"], 3), fmt(r["vs_eager"], 2),
+              f"{r['err']:.1e}", fmt(r["compile"], 2), fmt(r["warm"], 2)] for r in rows]
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells]) + "\n"
+    widths = [max(len(x) for x in col) for col in zip(header, *cells, strict=True)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([line.format(*header)] + [line.format(*c) for c in cells]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(CASES), help="cases, comma-separated")
+    parser.add_argument("--skip", nargs="*", default=[], choices=SYSTEMS[1:])
+    parser.add_argument("--quick", action="store_true", help="shorter timings")
+    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args(argv)
+    print(machine(), flush=True)
+    rows = []
+    for label in args.models.split(","):
+        case_rows = run_case(label, set(args.skip), 2.0 if args.quick else 6.0,
+                             3 if args.quick else 5)
+        rows += case_rows
+        print(render(case_rows, args.markdown), flush=True)
+    if len(args.models.split(",")) > 1:
+        print(render(rows, args.markdown))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""The Target interface: targets register generators and cost parameters; a template a
+target lacks makes its groups fall back; the CPU target's parameters reach the optimizer."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from lowering_support import B, assert_matches_reference, t, templates
+
+from cuvil.ir import Graph
+from cuvil.lower import Target, get_target, register_target
+
+
+def graph() -> Graph:
+    g = Graph("target")
+    x = g.input("x", t(B, 8))
+    w = g.const(torch.randn(8, 4), "w")
+    g.set_outputs(g.add("tanh", [g.add("matmul", [x, w])]))
+    return g
+
+
+def test_cpu_target_parameters():
+    cpu = get_target("cpu")
+    assert set(cpu.cost_params) == {"gflops", "gbps", "launch_us"}
+    assert {"elementwise", "gemm", "rows", "conv", "pool", "attention"} <= set(cpu.generators)
+
+
+def test_registered_target_without_a_template_falls_back(lower):
+    cpu = get_target("cpu")
+    gemm_only = Target("gemm_only", gflops=1.0, gbps=1.0, launch_us=1.0,
+                       generators={"gemm": cpu.generators["gemm"]})
+    register_target(gemm_only)
+    g = graph()
+    compiled = lower(g, target="gemm_only", fuse_elementwise=False)
+    assert templates(compiled) == ["gemm"]
+    assert [f.op for f in compiled.report.fallbacks] == ["tanh"]
+    assert "no elementwise kernels" in compiled.report.fallbacks[0].reason
+    assert_matches_reference(g, compiled, (torch.randn(3, 8),), fallbacks=1)
+
+
+def test_target_decorators_shape_the_module(lower):
+    cpu = get_target("cpu")
+    serial = dataclasses.replace(cpu, name="no_cache",
+                                 kernel_decorator="@njit(nogil=True, fastmath={fastmath})")
+    register_target(serial)
+    g = graph()
+    compiled = lower(g, target="no_cache")
+    assert "@njit(nogil=True, fastmath=FAST)" in compiled.source
+    assert_matches_reference(g, compiled, (torch.randn(2, 8),))
