@@ -4,11 +4,13 @@ A call converts its inputs to numpy without copying, finds the buffers planned f
 input shapes (planned once per set of shapes, checked with a clear error on the first
 call), allocates fresh output arrays only, and calls the generated `entry` function once.
 Outputs are returned as torch tensors sharing memory with those fresh arrays: they never
-alias a buffer that a later call reuses.
+alias a buffer that a later call reuses. Calls from several threads take turns (a lock):
+they share the planned buffers.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +55,7 @@ class CompiledGraph:
         self._consts = consts
         self._plan = plan
         self._plans: OrderedDict[tuple, _EnvPlan] = OrderedDict()
+        self._lock = threading.Lock()
         arrays = program.arrays
         self._params = [(n, graph[n].type) for n in graph.inputs]
         self._in_perms = [layout_perm(t) for _, t in self._params]
@@ -76,8 +79,9 @@ class CompiledGraph:
         outs = [np.empty(shape, dtype) for shape, dtype in plan.outputs]
         if numba.get_num_threads() != self.threads:
             numba.set_num_threads(self.threads)
-        self._entry(*arrays, *self._consts, *plan.buffers, *outs, *plan.symbols, self.threads,
-                    plan.fallbacks)
+        with self._lock:
+            self._entry(*arrays, *self._consts, *plan.buffers, *outs, *plan.symbols,
+                        self.threads, plan.fallbacks)
         tensors = {v: logical_view(o, p) for v, o, p in
                    zip(self._output_values, outs, self._out_perms, strict=True)}
         return unflatten(self.graph.output_structure,

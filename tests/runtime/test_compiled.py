@@ -129,3 +129,14 @@ def test_threads_option(lower):
     torch.testing.assert_close(two(x), torch.tanh(x))
     with pytest.raises(CuvilError, match="threads must be >= 1"):
         lower(g, threads=0)
+
+
+def test_concurrent_calls_take_turns(mlp):
+    from concurrent.futures import ThreadPoolExecutor
+
+    g, compiled = mlp
+    xs = [torch.randn(4, 16) for _ in range(16)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda x: compiled(x)[0], xs))
+    for x, y in zip(xs, results, strict=True):
+        torch.testing.assert_close(y, cuvil.run(g, x)[0])
