@@ -59,10 +59,14 @@ def _binary(name: str, fn, doc: str, out_dtype: DType | None = None) -> None:
                    lambda xs, a: fn(xs[0], xs[1]), ELEMENTWISE, doc=doc))
 
 
+FLOAT_ONLY = {"silu", "gelu"}  # torch has no integer kernels for these
+
+
 def _unary(name: str, fn, doc: str, attrs: tuple[AttrSpec, ...] = (),
            float_out: bool = True) -> None:
     def infer(ts, a):
         t = elementwise_type(ts)
+        check(name not in FLOAT_ONLY or t.dtype.is_float, "input must be float")
         return t.with_(dtype=DType.f32) if float_out and not t.dtype.is_float else t
 
     register(OpDef(name, ("x",), attrs, infer, lambda xs, a: fn(xs[0], **a), ELEMENTWISE,

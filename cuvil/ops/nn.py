@@ -35,7 +35,10 @@ def window_out(size: Dim, k: int, s: int, p: int, d: int = 1, ceil: bool = False
 
 
 def _pair(v) -> tuple:
-    return tuple(v) if isinstance(v, tuple | list) else (v, v)
+    """`2`, `(2,)` and `(2, 2)` all mean (2, 2), as in torch."""
+    if isinstance(v, tuple | list):
+        return (v[0], v[0]) if len(v) == 1 else tuple(v)
+    return (v, v)
 
 
 def _conv_type(ts: list[TensorType], a) -> TensorType:
@@ -134,17 +137,23 @@ register(OpDef("max_pool2d", ("x",),
                 AttrSpec("ceil_mode", "bool", False)),
                _pool_type, lambda xs, a: F.max_pool2d(xs[0], **_pool_args(a)), POOL,
                doc="max over sliding windows"))
+def _avg_pool_type(ts: list[TensorType], a) -> TensorType:
+    check(ts[0].dtype.is_float, "input must be float")  # torch averages floats only
+    return _pool_type(ts, a)
+
+
 register(OpDef("avg_pool2d", ("x",),
                (AttrSpec("kernel_size", "ints"), AttrSpec("stride", "ints", ()),
                 AttrSpec("padding", "ints", (0, 0)), AttrSpec("ceil_mode", "bool", False),
                 AttrSpec("count_include_pad", "bool", True)),
-               _pool_type, lambda xs, a: F.avg_pool2d(xs[0], **_pool_args(a)), POOL,
+               _avg_pool_type, lambda xs, a: F.avg_pool2d(xs[0], **_pool_args(a)), POOL,
                doc="mean over sliding windows"))
 
 
 def _adaptive_type(ts: list[TensorType], a) -> TensorType:
     x = ts[0]
     check(x.rank == 4, "adaptive_avg_pool2d: input must have rank 4")
+    check(x.dtype.is_float, "input must be float")
     oh, ow = _pair(a["output_size"])
     return x.with_(shape=(x.shape[0], x.shape[1], oh, ow), layout=x.layout)
 
@@ -177,6 +186,7 @@ def _sdpa_type(ts: list[TensorType], a) -> TensorType:
     if len(ts) == 4:
         from cuvil.ops.elementwise import broadcast_shapes
 
+        check(ts[3].rank >= 2, "attention: the mask needs rank >= 2")
         broadcast_shapes(ts[3].shape, (*q.shape[:-1], k.shape[-2]))
     return TensorType((*q.shape[:-1], v.shape[-1]), q.dtype, "", q.device)
 

@@ -56,6 +56,9 @@ register(OpDef("permute", ("x",), (AttrSpec("dims", "ints"),), _permute_type,
 
 def _transpose_type(ts: list[TensorType], a) -> TensorType:
     x = ts[0]
+    if x.rank == 0:  # torch allows dims 0 / -1 on a 0-d value: nothing moves
+        norm_dims(a["dim0"], 0, "transpose"), norm_dims(a["dim1"], 0, "transpose")
+        return TensorType((), x.dtype, "", x.device)
     d0, d1 = norm_dims(a["dim0"], x.rank, "transpose")[0], norm_dims(a["dim1"], x.rank,
                                                                       "transpose")[0]
     shape = list(x.shape)

@@ -187,7 +187,7 @@ PROBES: dict[str, Callable[[], tuple[Any, tuple]]] = {
     "softmax": lambda: (SoftmaxDecomposed().eval(), (_randn(2, 4, 16),)),
     "attention": lambda: (AttentionWrittenOut().eval(),
                           (_randn(2, 2, 8, 16), _randn(2, 2, 8, 16), _randn(2, 2, 8, 16),
-                           _randn(2, 2, 8, 8))),
+                           _randn(8, 8))),  # a (length, length) mask
     "conv_batch_norm": lambda: (ConvBatchNorm().eval(), (_randn(2, 8, 8, 8),)),
     "linear_epilogues": lambda: (LinearEpilogues().eval(), (_randn(4, 16),)),
     "elementwise": lambda: (ElementwiseChains().eval(), (_randn(4, 16),)),
