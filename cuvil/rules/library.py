@@ -48,12 +48,25 @@ class RuleLibrary:
     warnings: tuple[str, ...] = ()
 
     def without(self, disabled: tuple[str, ...] | list[str]) -> RuleLibrary:
-        """The library minus the named rulesets and rules."""
+        """The library minus the named rules and rulesets; a name also turns off the
+        rulesets it prefixes (`fusion` turns off `fusion_linear`, `fusion_conv`, ...)."""
         off = set(disabled)
-        rules = tuple(r for r in self.rules if r.name not in off and r.ruleset not in off)
+
+        def dropped(ruleset: str) -> bool:
+            return any(ruleset == n or ruleset.startswith(n + "_") for n in off)
+
+        names = {r.name for r in self.rules}
+        unknown = {n for n in off if n not in names
+                   and not any(rs == n or rs.startswith(n + "_") for rs in self.rulesets)}
+        if unknown:
+            from cuvil.errors import CuvilError
+
+            raise CuvilError(f"cannot disable {', '.join(sorted(unknown))}: no such rule or "
+                             f"ruleset (rulesets: {', '.join(self.rulesets)})")
+        rules = tuple(r for r in self.rules if r.name not in off and not dropped(r.ruleset))
         kept = {r.name for r in rules}
         rulesets = {k: tuple(n for n in v if n in kept) for k, v in self.rulesets.items()
-                    if k not in off}
+                    if not dropped(k)}
         return replace(self, rules=rules, rulesets=rulesets)
 
     def rule(self, name: str) -> CheckedRule:

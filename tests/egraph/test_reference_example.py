@@ -92,3 +92,13 @@ def test_every_zoo_model_stays_equivalent(zoo_graph, reference_rules):
         model, graph = zoo_graph(name)
         out = cuvil.optimize(graph, rules=reference_rules)
         assert _max_err(model, out, name) <= 1e-4, name
+
+
+def test_disable_rules_and_rule_families(zoo_graph):
+    _, graph = zoo_graph("mlp")
+    assert "linear_relu" in cuvil.optimize(graph).ops()
+    assert "linear_relu" not in cuvil.optimize(graph, disable=["fusion"]).ops()
+    without_relu = cuvil.optimize(graph, disable=["linear_relu"]).ops()
+    assert "linear" in without_relu and "linear_relu" not in without_relu
+    with pytest.raises(cuvil.CuvilError, match="no such rule or ruleset"):
+        cuvil.optimize(graph, disable=["fusio"])
