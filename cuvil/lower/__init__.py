@@ -4,9 +4,22 @@
     y = compiled(x)            # torch tensors or numpy arrays in, torch tensors out
     print(compiled.source)     # the generated kernels
     print(compiled.report)     # kernels, compile times, fallbacks, memory plan
+
+Names load lazily, so that `cuvil.runtime` may use the lowering helpers it shares.
 """
 
-from cuvil.lower.compile import compile_graph, lower_to_source
-from cuvil.lower.target import Target, get_target, register_target
+from __future__ import annotations
 
-__all__ = ["Target", "compile_graph", "get_target", "lower_to_source", "register_target"]
+import importlib
+
+_LAZY = {"compile_graph": "cuvil.lower.compile", "lower_to_source": "cuvil.lower.compile",
+         "Target": "cuvil.lower.target", "CpuTarget": "cuvil.lower.target",
+         "get_target": "cuvil.lower.target", "register_target": "cuvil.lower.target"}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'cuvil.lower' has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)

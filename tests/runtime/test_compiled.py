@@ -140,3 +140,20 @@ def test_concurrent_calls_take_turns(mlp):
         results = list(pool.map(lambda x: compiled(x)[0], xs))
     for x, y in zip(xs, results, strict=True):
         torch.testing.assert_close(y, cuvil.run(g, x)[0])
+
+
+def test_outputs_are_recycled_only_when_nothing_refers_to_them(mlp):
+    g, compiled = mlp
+    x = torch.randn(2, 16)
+    first = compiled(x)[0]
+    ptr = first.data_ptr()
+    view = first[1]  # keeps the storage alive after `first` goes
+    del first
+    second = compiled(torch.randn(2, 16))[0]
+    assert second.data_ptr() != ptr
+    before = view.clone()
+    compiled(torch.randn(2, 16))
+    torch.testing.assert_close(view, before)
+    del view, second
+    ptrs = {compiled(x)[0].data_ptr() for _ in range(4)}  # results dropped: memory reused
+    assert len(ptrs) == 1
