@@ -87,12 +87,16 @@ class CompiledGraph:
         self._lock = threading.Lock()
         arrays = program.arrays
         self._params = [(n, graph[n].type) for n in graph.inputs]
-        self._in_perms = [layout_perm(t) for _, t in self._params]
+        self._in_perms = [_non_identity(layout_perm(t)) for _, t in self._params]
         self._buffer_values = [v for v in program.entry_params
                                if arrays[v].kind in ("buffer", "scratch")]
         self._output_values = [v for v in program.entry_params if arrays[v].kind == "output"]
-        self._out_perms = [layout_perm(graph[_source(v)].type) for v in self._output_values]
+        self._out_perms = [_non_identity(layout_perm(graph[_source(v)].type))
+                           for v in self._output_values]
         self._results = program.results
+        structure = graph.output_structure  # a bare output: return its tensor directly
+        self._single = self._output_values.index(self._results[structure]) \
+            if isinstance(structure, str) else None
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, *inputs: Any) -> Any:
@@ -101,7 +105,7 @@ class CompiledGraph:
             raise CuvilError(f"expected {len(self._params)} input(s) ({names}), "
                              f"got {len(inputs)}")
         arrays = [self._array(x, i) for i, x in enumerate(inputs)]
-        key = tuple((a.shape, a.dtype) for a in arrays)
+        key = tuple([(a.shape, a.dtype) for a in arrays])
         plan = self._plans.get(key)
         if plan is None:
             plan = self._new_plan(key, arrays)
@@ -112,26 +116,33 @@ class CompiledGraph:
             outs = plan.output_arrays()
             self._entry(*arrays, *self._consts, *plan.buffers, *outs, *plan.symbols,
                         self.threads, plan.fallbacks)
-        tensors = {v: logical_view(o, p) for v, o, p in
-                   zip(self._output_values, outs, self._out_perms, strict=True)}
+        tensors = [torch.from_numpy(o) if p is None else logical_view(o, p)
+                   for o, p in zip(outs, self._out_perms, strict=True)]
+        if self._single is not None:
+            return tensors[self._single]
+        by_value = dict(zip(self._output_values, tensors, strict=True))
         return unflatten(self.graph.output_structure,
-                         {name: tensors[value] for name, value in self._results.items()})
+                         {name: by_value[value] for name, value in self._results.items()})
 
     def _array(self, x: Any, i: int) -> np.ndarray:
+        try:
+            a = x.numpy()  # a CPU tensor without grad: the common case, checked by torch
+        except (AttributeError, RuntimeError, TypeError):
+            a = self._unusual_input(x, i)
+        if self._in_perms[i] is not None and a.ndim == len(self._in_perms[i]):
+            a = a.transpose(self._in_perms[i])
+        return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+    def _unusual_input(self, x: Any, i: int) -> np.ndarray:
+        name = self._params[i][0]
         if isinstance(x, torch.Tensor):
             if x.device.type != "cpu":
-                raise CuvilError(f"input {self._params[i][0]!r}: expected a CPU tensor, "
-                                 f"got one on {x.device}")
-            a = x.detach().numpy() if x.requires_grad else x.numpy()
-        elif isinstance(x, np.ndarray | np.generic):
-            a = np.asarray(x)
-        else:
-            raise CuvilError(f"input {self._params[i][0]!r}: expected a torch tensor or numpy "
-                             f"array, got {type(x).__name__}")
-        perm = self._in_perms[i]
-        if perm != tuple(range(len(perm))) and a.ndim == len(perm):
-            a = a.transpose(perm)
-        return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+                raise CuvilError(f"input {name!r}: expected a CPU tensor, got one on {x.device}")
+            return x.detach().numpy()
+        if isinstance(x, np.ndarray | np.generic):
+            return np.asarray(x)
+        raise CuvilError(f"input {name!r}: expected a torch tensor or numpy array, "
+                         f"got {type(x).__name__}")
 
     def _new_plan(self, key: tuple, arrays: list[np.ndarray]) -> _EnvPlan:
         dtypes = []
@@ -139,8 +150,8 @@ class CompiledGraph:
             if a.dtype not in _DTYPES:
                 raise CuvilError(f"input {name!r}: unsupported dtype {a.dtype}")
             dtypes.append(_DTYPES[a.dtype])
-        shapes = [_logical_shape(a.shape, p) for a, p in zip(arrays, self._in_perms,
-                                                             strict=True)]
+        shapes = [a.shape if p is None else _logical_shape(a.shape, p)
+                  for a, p in zip(arrays, self._in_perms, strict=True)]
         env = bind_symbols(self._params, shapes, dtypes)
         missing = [s for s in self._program.symbols if s not in env]
         if missing:
@@ -165,6 +176,10 @@ class CompiledGraph:
     def __repr__(self) -> str:
         return (f"<CompiledGraph {self.graph.name}: {len(self.report.kernels)} kernels, "
                 f"{len(self.report.fallbacks)} fallbacks, target {self.report.target}>")
+
+
+def _non_identity(perm: tuple[int, ...]) -> tuple[int, ...] | None:
+    return None if perm == tuple(range(len(perm))) else perm
 
 
 def _source(value: str) -> str:
