@@ -15,6 +15,8 @@ from cuvil.lower.physical import layout_perm
 from cuvil.lower.templates.gemm import BLAS_DTYPES, epilogue, split_heavy
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
 
+FEW_CHANNELS = 8  # below this, NCHW im2col copies plane rows rather than channel runs
+
 
 def _pair(v) -> tuple[int, int]:
     return tuple(v) if isinstance(v, tuple | list) else (v, v)
@@ -42,15 +44,24 @@ def generate(group, ctx) -> KernelSpec:
     if groups == 1 and geo[:6] == (1, 1, 1, 1, 0, 0):
         packed = weight.reshape(oc, cg).T if nhwc else weight.reshape(oc, cg)
         call, scratch, note = f"conv1x1_{layout}(x0, x1, out, threads)", {}, "1x1"
-    elif groups == 1:
-        packed = weight.transpose(2, 3, 1, 0).reshape(kh * kw * cg, oc) if nhwc else \
-            weight.reshape(oc, cg * kh * kw)
-        ohw = conv.type.shape[2] * conv.type.shape[3]
+    elif groups == 1 and not nhwc and cin < FEW_CHANNELS:
+        packed = weight.reshape(oc, cg * kh * kw)
         cols = ctx.add_scratch(f"{conv.name}.cols", Scratch(
-            x.dtype, ("threads", ohw, kh * kw * cin) if nhwc else ("threads", cin * kh * kw,
-                                                                     ohw)))
-        call, scratch, note = f"conv2d_{layout}(x0, x1, out, cols, {geo}, threads)", \
-            {cols: ctx.scratch[cols]}, "im2col + GEMM"
+            x.dtype, ("threads", cin * kh * kw, conv.type.shape[2] * conv.type.shape[3])))
+        call, note = f"conv2d_nchw_few(x0, x1, out, cols, {geo}, threads)", "im2col + GEMM"
+        scratch = {cols: ctx.scratch[cols]}
+    elif groups == 1:
+        packed = weight.transpose(2, 3, 1, 0).reshape(kh * kw * cg, oc)  # [KH*KW*C, OC]
+        ohw = conv.type.shape[2] * conv.type.shape[3]
+        scratch = {"cols": ("threads", ohw, kh * kw * cin)}
+        if not nhwc:  # NCHW images go through the NHWC path one by one
+            scratch |= {"xt": ("threads", x.shape[2], x.shape[3], cin), "tmp": ("threads", ohw,
+                                                                                oc)}
+        scratch = {ctx.add_scratch(f"{conv.name}.{k}", Scratch(x.dtype, v)): k
+                   for k, v in scratch.items()}
+        names = ", ".join(scratch.values())
+        call, note = f"conv2d_{layout}(x0, x1, out, {names}, {geo}, threads)", "im2col + GEMM"
+        scratch = {name: ctx.scratch[name] for name in scratch}
     elif groups == oc and cg == 1 and cin == groups:
         packed = weight.reshape(oc, kh, kw).transpose(1, 2, 0) if nhwc else \
             weight.reshape(oc, kh * kw)
@@ -59,7 +70,7 @@ def generate(group, ctx) -> KernelSpec:
     else:
         raise Unsupported(f"conv2d with groups={groups}")
     arranged = ctx.prepare(f"{conv.inputs[1]}.{layout}.{note}", packed)
-    params = ["x0", "x1", *(["cols"] if scratch else []), "threads"]
+    params = ["x0", "x1", *(["cols", "xt", "tmp"][:len(scratch)]), "threads"]
     args = [conv.inputs[0], arranged, *scratch, THREADS]
     e_params, e_args, e_lines = epilogue(ctx, rest, ctx.type(group.output), conv.name,
                                          len(params))

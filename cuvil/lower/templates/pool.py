@@ -1,8 +1,10 @@
 """The pooling template: max/avg pooling and adaptive average pooling, NCHW or NHWC.
 
-NCHW walks each (image, channel) plane; NHWC walks output pixels and keeps the channel
-loop innermost, where it is contiguous and vectorizes. Window bounds follow torch exactly
-(padding, dilation, `ceil_mode`, `count_include_pad`).
+Window geometry is known at compile time and written into the kernel as constants. NCHW
+kernels fill one output row at a time, adding each window offset's valid column range as
+a whole (a loop over output columns that vectorizes); NHWC kernels keep the contiguous
+channel loop innermost. Global average pooling (output 1x1) is a plain row sum. Bounds
+follow torch exactly (padding, dilation, `ceil_mode`, `count_include_pad`).
 """
 
 from __future__ import annotations
@@ -27,71 +29,114 @@ def generate(group, ctx) -> KernelSpec:
     if not x.dtype.is_float:
         raise Unsupported(f"{node.op} on {x.dtype}")
     nhwc = x.layout == NHWC
-    window = _window(node, x.dtype)
-    reduce_ = _reduce(node, x.dtype, nhwc)
-    if nhwc:
-        head = ["nb = x0.shape[0]", "h = x0.shape[1]", "w = x0.shape[2]", "ch = x0.shape[3]",
-                "oh = out.shape[1]", "ow = out.shape[2]", "nq = nb * oh"]
-        loop = ["n = q // oh", "i = q % oh", "for j in range(ow):"] + indent(window + reduce_, 1)
+    if node.op == "adaptive_avg_pool2d" and tuple(_pair(node.attrs["output_size"])) == (1, 1):
+        head, loop = _global_average(nhwc, x.dtype)
+    elif node.op == "adaptive_avg_pool2d":
+        head, loop = _adaptive(nhwc, x.dtype)
+    elif nhwc:
+        head, loop = _windows_nhwc(node, x.dtype)
     else:
-        head = ["nb = x0.shape[0]", "ch = x0.shape[1]", "h = x0.shape[2]", "w = x0.shape[3]",
-                "oh = out.shape[2]", "ow = out.shape[3]", "nq = nb * ch",
-                "x = x0.reshape((nq, h, w))", "o = out.reshape((nq, oh, ow))"]
-        loop = ["for i in range(oh):"] + indent(
-            ["for j in range(ow):"] + indent(window + reduce_, 1), 1)
-    serial = ["for q in range(nq):"] + indent(loop, 1)
-    window_size = x.numel / node.type.numel if node.op == "adaptive_avg_pool2d" else \
+        head, loop = _windows_nchw(node, x.dtype)
+    window = x.numel / node.type.numel if node.op == "adaptive_avg_pool2d" else \
         _pair(node.attrs["kernel_size"])[0] * _pair(node.attrs["kernel_size"])[1]
-    parallel = ctx.worth_parallel(node.type.shape, window_size)
+    parallel = ctx.worth_parallel(node.type.shape, window)
+    serial = ["for q in range(nq):"] + indent(loop, 1)
+    lines = head + serial
     if parallel:
-        lines = head + [f"if nq * oh * ow < {max(ctx.par_min // 64, 1)}:"] + indent(serial, 1)
-        lines += ["else:"] + indent(["for q in prange(nq):"] + indent(loop, 1), 1)
-    else:
-        lines = head + serial
+        lines = head + ["if nq < 4 or out.size < 4096:"] + indent(serial, 1) + ["else:"] + \
+            indent(["for q in prange(nq):"] + indent(loop, 1), 1)
     return KernelSpec("pool", ["x0", "out"], [node.inputs[0], node.name], lines, parallel)
 
 
-def _window(node, dtype) -> list[str]:
-    """Lines setting h0, h1, w0, w1 (clipped window) and `count` (the avg divisor)."""
+_NCHW = ["nb = x0.shape[0]", "ch = x0.shape[1]", "h = x0.shape[2]", "w = x0.shape[3]",
+         "oh = out.shape[2]", "ow = out.shape[3]", "nq = nb * ch",
+         "x = x0.reshape((nq, h, w))", "o = out.reshape((nq, oh, ow))"]
+_NHWC = ["nb = x0.shape[0]", "h = x0.shape[1]", "w = x0.shape[2]", "ch = x0.shape[3]",
+         "oh = out.shape[1]", "ow = out.shape[2]"]
+
+
+def _geometry(node):
     a = node.attrs
-    if node.op == "adaptive_avg_pool2d":
-        return ["h0 = (i * h) // oh", "h1 = ((i + 1) * h + oh - 1) // oh",
-                "w0 = (j * w) // ow", "w1 = ((j + 1) * w + ow - 1) // ow",
-                "count = (h1 - h0) * (w1 - w0)"]
     (kh, kw), (ph, pw) = _pair(a["kernel_size"]), _pair(a["padding"])
     sh, sw = _pair(a["stride"]) if a["stride"] else (kh, kw)
     dh, dw = _pair(a.get("dilation", 1))
-    lines = [f"hs = i * {sh} - {ph}", f"ws = j * {sw} - {pw}",
-             f"he = min(hs + {(kh - 1) * dh + 1}, h + {ph})",
-             f"we = min(ws + {(kw - 1) * dw + 1}, w + {pw})",
-             "full = (he - hs) * (we - ws)", "h0 = max(hs, 0)", "w0 = max(ws, 0)",
-             "h1 = min(he, h)", "w1 = min(we, w)"]
-    if node.op == "avg_pool2d":
-        include = a["count_include_pad"]
-        lines.append("count = full" if include else "count = (h1 - h0) * (w1 - w0)")
-    return lines
+    return kh, kw, sh, sw, ph, pw, dh, dw
 
 
-def _reduce(node, dtype, nhwc: bool) -> list[str]:
+def _windows_nchw(node, dtype):
+    kh, kw, sh, sw, ph, pw, dh, dw = _geometry(node)
     is_max = node.op == "max_pool2d"
-    a = node.attrs
-    dh, dw = _pair(a.get("dilation", 1)) if is_max else (1, 1)
-    init = literal(float("-inf"), dtype) if is_max else literal(0, dtype)
-    hrange = f"range(hs + ((h0 - hs + {dh - 1}) // {dh}) * {dh}, h1, {dh})" if is_max and \
-        dh > 1 else "range(h0, h1)"
-    wrange = f"range(ws + ((w0 - ws + {dw - 1}) // {dw}) * {dw}, w1, {dw})" if is_max and \
-        dw > 1 else "range(w0, w1)"
-    step = "max(m, {v})" if is_max else "m + {v}"
+    init = literal(float("-inf") if is_max else 0, dtype)
+    step = "max(o[q, i, j], {v})" if is_max else "o[q, i, j] + {v}"
+    loop = [f"hs = i * {sh} - {ph}", "for j in range(ow):", f"    o[q, i, j] = {init}",
+            f"for a in range({kh}):"] + indent(
+        [f"hh = hs + a * {dh}", "if hh < 0 or hh >= h:", "    continue",
+         f"for b in range({kw}):"] + indent(
+            [f"off = b * {dw} - {pw}",
+             f"j0 = 0 if off >= 0 else (-off + {sw - 1}) // {sw}",
+             f"j1 = min(ow, (w - 1 - off) // {sw} + 1) if w - 1 - off >= 0 else 0",
+             "for j in range(j0, j1):",
+             "    o[q, i, j] = " + step.format(v=f"x[q, hh, j * {sw} + off]")], 1), 1)
+    if not is_max:
+        loop += [f"he = hs + {kh}", "for j in range(ow):"] + indent(
+            [f"ws = j * {sw} - {pw}", f"we = ws + {kw}"] + _avg_divisor(node, dtype)
+            + ["o[q, i, j] = o[q, i, j] / count"], 1)
+    return _NCHW, ["for i in range(oh):"] + indent(loop, 1)
+
+
+def _avg_divisor(node, dtype) -> list[str]:
+    """`count` for the window [hs, he) x [ws, we), torch's rule for `count_include_pad`."""
+    kh, kw, sh, sw, ph, pw, _, _ = _geometry(node)
+    if node.attrs["count_include_pad"]:
+        return [f"count = {np_name(dtype)}((min(he, h + {ph}) - hs) * (min(we, w + {pw}) - ws))"]
+    return [f"count = {np_name(dtype)}((min(he, h) - max(hs, 0)) * (min(we, w) - max(ws, 0)))"]
+
+
+def _windows_nhwc(node, dtype):
+    kh, kw, sh, sw, ph, pw, dh, dw = _geometry(node)
+    is_max = node.op == "max_pool2d"
+    init = literal(float("-inf") if is_max else 0, dtype)
+    step = "max(out[n, i, j, c], {v})" if is_max else "out[n, i, j, c] + {v}"
+    body = ["for c in range(ch):", f"    out[n, i, j, c] = {init}", f"ws = j * {sw} - {pw}",
+            f"for a in range({kh}):"] + indent(
+        [f"hh = hs + a * {dh}", "if hh < 0 or hh >= h:", "    continue",
+         f"for b in range({kw}):"] + indent(
+            [f"ww = ws + b * {dw}", "if 0 <= ww < w:", "    for c in range(ch):",
+             "        out[n, i, j, c] = " + step.format(v="x0[n, hh, ww, c]")], 1), 1)
+    if not is_max:
+        body += [f"he = hs + {kh}", f"we = ws + {kw}"] + _avg_divisor(node, dtype) + [
+            "for c in range(ch):", "    out[n, i, j, c] = out[n, i, j, c] / count"]
+    loop = ["n = q // oh", "i = q % oh", f"hs = i * {sh} - {ph}", "for j in range(ow):"]
+    return _NHWC + ["nq = nb * oh"], loop + indent(body, 1)
+
+
+def _adaptive(nhwc: bool, dtype):
+    bounds = ["h0 = (i * h) // oh", "h1 = ((i + 1) * h + oh - 1) // oh",
+              "w0 = (j * w) // ow", "w1 = ((j + 1) * w + ow - 1) // ow",
+              f"count = {np_name(dtype)}((h1 - h0) * (w1 - w0))"]
+    zero = literal(0, dtype)
     if nhwc:
-        lines = ["for c in range(ch):", f"    out[n, i, j, c] = {init}",
-                 f"for hh in {hrange}:", f"    for ww in {wrange}:", "        for c in range(ch):",
-                 "            m = out[n, i, j, c]",
-                 "            out[n, i, j, c] = " + step.format(v="x0[n, hh, ww, c]")]
-        if not is_max:
-            lines += ["for c in range(ch):", f"    out[n, i, j, c] = out[n, i, j, c] / "
-                      f"{np_name(dtype)}(count)"]
-        return lines
-    lines = [f"m = {init}", f"for hh in {hrange}:", f"    for ww in {wrange}:",
-             "        m = " + step.format(v="x[q, hh, ww]")]
-    return lines + (["o[q, i, j] = m"] if is_max else
-                    [f"o[q, i, j] = m / {np_name(dtype)}(count)"])
+        body = bounds + ["for c in range(ch):", f"    out[n, i, j, c] = {zero}",
+                         "for hh in range(h0, h1):", "    for ww in range(w0, w1):",
+                         "        for c in range(ch):",
+                         "            out[n, i, j, c] += x0[n, hh, ww, c]",
+                         "for c in range(ch):", "    out[n, i, j, c] = out[n, i, j, c] / count"]
+        return _NHWC + ["nq = nb * oh"], ["n = q // oh", "i = q % oh", "for j in range(ow):"] \
+            + indent(body, 1)
+    body = bounds + [f"s = {zero}", "for hh in range(h0, h1):", "    for ww in range(w0, w1):",
+                     "        s += x[q, hh, ww]", "o[q, i, j] = s / count"]
+    return _NCHW, ["for i in range(oh):", "    for j in range(ow):"] + indent(body, 2)
+
+
+def _global_average(nhwc: bool, dtype):
+    zero, cast = literal(0, dtype), np_name(dtype)
+    if nhwc:
+        head = _NHWC + ["nq = nb", "x = x0.reshape((nb, h * w, ch))",
+                        "o = out.reshape((nb, ch))", f"inv = {cast}(1) / {cast}(h * w)"]
+        loop = ["for c in range(ch):", f"    o[q, c] = {zero}", "for t in range(h * w):",
+                "    for c in range(ch):", "        o[q, c] += x[q, t, c]",
+                "for c in range(ch):", "    o[q, c] *= inv"]
+        return head, loop
+    head = ["nq = x0.shape[0] * x0.shape[1]", "hw = x0.shape[2] * x0.shape[3]",
+            "x = x0.reshape((nq, hw))", "o = out.reshape((nq,))", f"inv = {cast}(1) / {cast}(hw)"]
+    return head, [f"s = {zero}", "for t in range(hw):", "    s += x[q, t]", "o[q] = s * inv"]

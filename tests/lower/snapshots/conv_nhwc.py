@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.conv import conv2d_nhwc  # cuvil.runtime.conv f5b81a982fca
+from cuvil.runtime.conv import conv2d_nhwc  # cuvil.runtime.conv 21d345ccc96f
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
