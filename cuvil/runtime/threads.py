@@ -100,3 +100,16 @@ def active_layer() -> str:
     from numba.np.ufunc import parallel
 
     return numba.threading_layer() if parallel._is_initialized else numba.config.THREADING_LAYER
+
+
+def numba_startup() -> float:
+    """Pay Numba's one-time start-up in this process now (its typing and target contexts,
+    ~0.5 s here, otherwise paid by the first compile or cache load); returns the seconds."""
+    import time
+
+    start = time.perf_counter()
+    choose_layer()
+    from numba import njit
+
+    njit(lambda x: x + 1)(1)
+    return time.perf_counter() - start
