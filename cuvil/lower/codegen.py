@@ -91,6 +91,9 @@ class ModuleBuilder:
         """Code for the array of `value` (a view expression for aliases)."""
         if value == THREADS:
             return "n_threads"
+        if value.startswith("#sym:"):
+            self.symbols.add(value[5:])
+            return f"n_{value[5:]}"
         if value in self.aliases:
             root, t = self.aliases[value]
             base = self.expr(root)

@@ -145,6 +145,7 @@ def partition(graph: Graph, instances: dict[str, Instance], fuse_elementwise: bo
                 members = attention_match(graph, part, node)
                 if members:
                     part.merge([part.group_of[m] for m in members], "attention")
+    _chain_moves(part)
     if fuse_elementwise:
         _fuse(part)
     return part.groups()
@@ -181,6 +182,36 @@ def _instance_template(graph: Graph, members: list[str], kinds: dict[str, str],
     return None
 
 
+MOVES = {"permute", "transpose", "slice", "select", "expand", "to_layout"}
+
+
+def is_move_chain(group: Group, graph: Graph) -> bool:
+    """Whether a group only moves elements: moves and the views between them."""
+    ops = [graph[n].op for n in group.nodes if graph[n].op != "scalar"]
+    return bool(ops) and ops[-1] in MOVES and all(o in MOVES or o in ALIAS_OPS for o in ops)
+
+
+def _chain_moves(part: Partition) -> None:
+    """Moves joined through views (transpose -> view -> select -> transpose) become one
+    group: one copy of the composed view instead of one copy per move."""
+    graph = part.graph
+    for node in graph:
+        own = part.group_of.get(node.name)
+        if node.op not in MOVES or own is None or own.template != "elementwise" or \
+                len(own.nodes) != 1:
+            continue
+        views, v, consumer = [], node.inputs[0], node.name
+        while graph[v].op in ALIAS_OPS and part.private(v, {consumer}):
+            views.append(v)
+            consumer, v = v, graph[v].inputs[0]
+        producer = part.group_of.get(v)
+        if producer is None or producer.output != v or not part.private(v, {consumer}) or \
+                not is_move_chain(producer, graph):
+            continue
+        parts = [producer, *(part.group_of[a] for a in views), part.group_of[node.name]]
+        part.merge(parts, "elementwise")
+
+
 def _fuse(part: Partition) -> None:
     graph = part.graph
     for node in graph:
@@ -192,8 +223,10 @@ def _fuse(part: Partition) -> None:
             producer = part.group_of.get(p)
             group = part.group_of[node.name]
             if producer is None or producer is group or producer.output != p or \
-                    producer.template not in EPILOGUE_HOSTS:
-                continue
+                    producer.template not in EPILOGUE_HOSTS or any(
+                        graph[n].type.shape != graph[p].type.shape for n in producer.nodes
+                        if graph[n].op != "scalar" and producer.template == "elementwise"):
+                continue  # an elementwise group's nodes must all have its output's shape
             if not part.private(p, {node.name}):
                 continue
             if graph[p].type.shape != node.type.shape or \

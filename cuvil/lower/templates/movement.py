@@ -12,14 +12,12 @@ from cuvil.lower.physical import dim_code, is_identity_layout, layout_perm
 from cuvil.lower.templates.spec import KernelSpec, Unsupported
 from cuvil.ops.reduce import norm_dims
 
-MOVES = {"permute", "transpose", "to_layout", "slice", "select", "expand"}
-
 
 def generate(group, ctx) -> KernelSpec:
     nodes = group.node_list(ctx)
-    if len(nodes) != 1:
-        raise Unsupported("movement kernels take one op")
-    node = nodes[0]
+    node = nodes[-1]
+    if len(nodes) > 1 and node.op in ("cat", "embedding"):
+        raise Unsupported(f"{node.op} takes one op")
     if node.op == "cat":
         d = norm_dims(node.attrs["dim"], node.type.rank, "cat")[0]
         params = [f"x{i}" for i in range(len(node.inputs))]
@@ -30,19 +28,47 @@ def generate(group, ctx) -> KernelSpec:
                 "    raise IndexError('embedding: index out of range')",
                 "np.take(x0, x1, axis=0, out=out)"]
         return _spec("gather", ["x0", "x1"], [*node.inputs, node.name], body)
-    view = move_view(node, ctx)
+    view, symbols = chain_view(nodes, ctx)
     if view is None:
         raise Unsupported(f"no numpy form for {node.op}")
-    return _spec("copy", ["x0"], [node.inputs[0], node.name], [f"np.copyto(out, {view})"])
+    params = ["x0", *(f"n_{s}" for s in symbols)]
+    return _spec("copy", params, [nodes[0].inputs[0], *(f"#sym:{s}" for s in symbols),
+                                  node.name], [f"np.copyto(out, {view})"])
 
 
 def is_move(group, ctx) -> bool:
-    nodes = group.node_list(ctx)
-    return len(nodes) == 1 and nodes[0].op in MOVES and move_view(nodes[0], ctx) is not None
+    from cuvil.lower.group import is_move_chain
+
+    return is_move_chain(group, ctx.graph) and chain_view(group.node_list(ctx), ctx)[0] \
+        is not None
 
 
-def move_view(node, ctx) -> str | None:
-    """A numpy view of input `x0` (physical) whose elements are the output's, or None."""
+def chain_view(nodes, ctx) -> tuple[str | None, list[str]]:
+    """A numpy expression over `x0` giving the last node's elements, and the symbols its
+    reshapes use; None if some step has no numpy form."""
+    from cuvil.lower.group import ALIAS_OPS
+    from cuvil.lower.physical import physical_shape
+
+    expr, symbols = "x0", set()
+    for k, node in enumerate(nodes):
+        if node.op == "expand" and k < len(nodes) - 1:
+            return None, []  # np.copyto broadcasts the last step only
+        if node.op in ALIAS_OPS:
+            shape = physical_shape(node.type)
+            symbols.update(str(s) for d in shape if not isinstance(d, int)
+                           for s in d.free_symbols)
+            dims = ", ".join(dim_code(d, {s: f"n_{s}" for s in symbols}) for d in shape)
+            expr = f"{expr}.reshape(({dims},))"
+            continue
+        expr = move_view(node, ctx, expr)
+        if expr is None:
+            return None, []
+    return expr, sorted(symbols)
+
+
+def move_view(node, ctx, src: str = "x0") -> str | None:
+    """A numpy view of `src` (the input's physical array) whose elements are the output's,
+    or None."""
     t = ctx.type(node.inputs[0])
     perm_in, perm_out = layout_perm(t), layout_perm(node.type)
     a = node.attrs
@@ -56,19 +82,19 @@ def move_view(node, ctx) -> str | None:
             order = list(range(t.rank))
             order[d0], order[d1] = d1, d0
         axes = tuple(perm_in.index(order[q]) for q in perm_out)
-        return "x0" if axes == tuple(range(t.rank)) else f"x0.transpose({axes})"
+        return src if axes == tuple(range(t.rank)) else f"{src}.transpose({axes})"
     if not is_identity_layout(t) or not is_identity_layout(node.type):
         return None
     if node.op == "slice":
         d = norm_dims(a["dim"], t.rank, "slice")[0]
         end = "" if a["end"] is None else dim_code(a["end"])
         step = "" if a["step"] == 1 else f":{a['step']}"
-        return "x0[" + ":, " * d + f"{a['start']}:{end}{step}]"
+        return f"{src}[" + ":, " * d + f"{a['start']}:{end}{step}]"
     if node.op == "select":
         d = norm_dims(a["dim"], t.rank, "select")[0]
-        return "x0[" + ":, " * d + f"{a['index']}]"
+        return f"{src}[" + ":, " * d + f"{a['index']}]"
     if node.op == "expand":
-        return "x0"  # np.copyto broadcasts like expand
+        return src  # np.copyto(out, src) broadcasts like expand
     return None
 
 
