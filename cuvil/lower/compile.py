@@ -18,7 +18,13 @@ from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph
 from cuvil.lower.codegen import ModuleBuilder, Program, describe_group
 from cuvil.lower.context import LowerContext
-from cuvil.lower.group import Group, classify, normalize_layouts, partition
+from cuvil.lower.group import (
+    Group,
+    classify,
+    normalize_layouts,
+    partition,
+    private_view_chains,
+)
 from cuvil.lower.inline import inline_composites
 from cuvil.lower.target import get_target
 from cuvil.lower.templates.spec import THREADS, Unsupported
@@ -79,7 +85,7 @@ def prepare(graph: Graph):
     pruned = graph.prune()
     pruned.report = graph.report
     g, instances = inline_composites(pruned)
-    return normalize_layouts(g), instances
+    return private_view_chains(normalize_layouts(g)), instances
 
 
 def generate(g: Graph, instances, tgt, threads: int, fuse: bool, forced: dict[str, str],

@@ -16,7 +16,7 @@ A group runs where its last node stood in the graph, which keeps the order topol
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cuvil.ir.graph import Graph, Node
 from cuvil.ir.types import default_layout
@@ -37,6 +37,7 @@ KIND_OF_OP = {
 LAYOUT_AWARE = ELEMENTWISE_OPS | {"conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
                                   "dropout", "to_device"}
 EPILOGUE_HOSTS = ("elementwise", "gemm", "conv")
+MOVES = {"permute", "transpose", "slice", "select", "expand", "to_layout"}
 
 
 @dataclass
@@ -99,6 +100,43 @@ def normalize_layouts(graph: Graph) -> Graph:
         g._put(Node(node.name, node.op, tuple(inputs), node.attrs, node.type, node.source,
                     node.origin))
     return g
+
+
+def private_view_chains(graph: Graph) -> Graph:
+    """Give each move its own copy of the moves and views upstream of it, where those are
+    shared only by other moves: views cost nothing, so `x.transpose(...)` feeding three
+    `select`s becomes three composed views and three copies instead of four copies."""
+    users = {k: list(dict.fromkeys(v)) for k, v in graph.users().items()}
+    outputs = set(graph.outputs)
+
+    def only_moves_below(v: str) -> bool:
+        return v not in outputs and all(
+            graph[u].op in MOVES or (graph[u].op in ALIAS_OPS and only_moves_below(u))
+            for u in users[v])
+
+    clones: dict[str, list[str]] = {}  # move -> its upstream chain, outermost first
+    for node in graph:
+        if node.op not in MOVES:
+            continue
+        chain, v = [], node.inputs[0]
+        while graph[v].op in MOVES | ALIAS_OPS and only_moves_below(v):
+            chain.append(v)
+            v = graph[v].inputs[0]
+        if any(len(users[c]) > 1 for c in chain):
+            clones[node.name] = chain[::-1]
+    if not clones:
+        return graph
+    g = graph.copy()
+    g.report = graph.report
+    g.nodes = {}
+    for node in graph:
+        if node.name in clones:
+            prev = graph[clones[node.name][0]].inputs[0]
+            for c in clones[node.name]:
+                prev = g._put(replace(graph[c], name=g.fresh(f"{c}_"), inputs=(prev,)))
+            node = replace(node, inputs=(prev,))
+        g._put(node)
+    return g.prune()
 
 
 class Partition:
@@ -180,9 +218,6 @@ def _instance_template(graph: Graph, members: list[str], kinds: dict[str, str],
             not set(graph[rest[0]].inputs) & set(members):
         return kinds[rest[0]]
     return None
-
-
-MOVES = {"permute", "transpose", "slice", "select", "expand", "to_layout"}
 
 
 def is_move_chain(group: Group, graph: Graph) -> bool:

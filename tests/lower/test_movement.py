@@ -36,3 +36,22 @@ def test_embedding_index_out_of_range_raises(moves):
     g, compiled = moves
     with pytest.raises(IndexError, match="embedding"):
         compiled(torch.randn(1, 3), torch.randn(1, 5), torch.tensor([[0, 1, 2, 10]]))
+
+
+def test_moves_through_views_are_one_copy_each(lower):
+    """transpose -> squeeze -> select x3 -> view -> transpose, as attention splits qkv:
+    every chain is one composed numpy view and one copy, and nothing is copied twice."""
+    g = Graph("qkv_split")
+    x = g.input("x", t(B, 5, 3, 8))
+    h = g.add("squeeze", [g.add("transpose", [g.add("unsqueeze", [x], {"dim": 0})],
+                                {"dim0": 0, "dim1": -2})], {"dim": (-2,)})  # [3, B, 5, 8]
+    outs = []
+    for i in range(3):
+        s = g.add("view", [g.add("select", [h], {"dim": 0, "index": i})], {"shape": (B, 5, 2, 4)})
+        outs.append(g.add("transpose", [s], {"dim0": 1, "dim1": 2}))
+    g.set_outputs(tuple(outs))
+    compiled = lower(g)
+    assert templates(compiled) == ["copy"] * 3
+    assert all(len(k.nodes) == 5 for k in compiled.report.kernels)
+    for batch in (1, 3):
+        assert_matches_reference(g, compiled, (torch.randn(batch, 5, 3, 8),))
