@@ -27,8 +27,7 @@ def optimize(graph: Any, example_inputs: Sequence[Any] | None = None, *, rules: 
     tracer = Tracer()
     with tracer.stage("import"):
         graph = as_graph(graph, example_inputs, dynamic_shapes)
-    with tracer.stage("parse+check"):
-        library = load(rules).without(tuple(disable))
+    library = load(rules, tracer).without(tuple(disable))
     options = Options(targets=_targets(target), limits=as_limits(limits), extract=extract,
                       hints=_hints(graph, example_inputs))
     result = optimize_graph(graph, library, options, tracer)

@@ -8,6 +8,7 @@ recursively; it must exist), or a list/tuple of sources loaded together.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -28,22 +29,29 @@ def stock_rules_dir() -> Path:
     return Path(cuvil.__file__).parent / "stock_rules"
 
 
-def load(source: Source = None) -> RuleLibrary:
-    """The checked rules of `source`; `CvrError` carrying every diagnostic on any error."""
+def load(source: Source = None, tracer=None) -> RuleLibrary:
+    """The checked rules of `source`; `CvrError` carrying every diagnostic on any error.
+    A `cuvil.trace.Tracer` records the `parse` and `check` stages."""
     reporter = Reporter()
-    texts = _each_file_once(read_sources(source, reporter))
-    modules = []
-    for path, text in texts:
-        module, diagnostics = parse_module(text, path)
-        reporter.extend(diagnostics)
-        modules.append(module)
-    library = check_modules(modules, reporter)
+    with _stage(tracer, "parse"):
+        texts = _each_file_once(read_sources(source, reporter))
+        modules = []
+        for path, text in texts:
+            module, diagnostics = parse_module(text, path)
+            reporter.extend(diagnostics)
+            modules.append(module)
+    with _stage(tracer, "check"):
+        library = check_modules(modules, reporter)
     files = [path for path, _ in texts]
     diagnostics = reporter.sorted(files)
     if reporter.has_errors:
         raise CvrError(diagnostics)
     warnings = tuple(d.render() for d in diagnostics if not d.is_error)
     return replace(library, warnings=warnings)
+
+
+def _stage(tracer, name: str):
+    return tracer.stage(name) if tracer is not None else contextlib.nullcontext()
 
 
 def read_sources(source: Source, reporter: Reporter) -> list[tuple[str, str]]:

@@ -1,0 +1,62 @@
+"""The cost model: shape-aware roofline costs, `.cvr` cost declarations, and bounds."""
+
+from __future__ import annotations
+
+import math
+
+from cuvil.egraph.cost import MAX_COST, CostModel
+from cuvil.ir import TensorType, sym
+from cuvil.ops import infer
+from cuvil.rules import load
+
+
+def _cost(model: CostModel, op: str, ins: list[TensorType], attrs=None) -> float:
+    attrs = attrs or {}
+    return model.node_cost(op, attrs, ins, infer(op, ins, attrs, defs=model.defs))
+
+
+def test_large_and_tiny_matmuls_cost_differently():
+    model = CostModel({})
+    big = _cost(model, "matmul", [TensorType((1024, 1024), "f32")] * 2)
+    tiny = _cost(model, "matmul", [TensorType((2, 2), "f32")] * 2)
+    assert big > 100 * tiny > 0
+    # 2 * 1024^3 flops at the cpu default of 150 GFLOP/s, plus one launch (2 us)
+    assert math.isclose(big, 2 + 2 * 1024**3 / 150e3, rel_tol=1e-6)
+
+
+def test_fused_op_costs_less_than_its_parts():
+    lib = load("op linear(x, w, b) = add(matmul(x, w), b)\n")
+    model = CostModel(lib.ops)
+    x, w, b = TensorType((64, 512), "f32"), TensorType((512, 512), "f32"), TensorType((512,), "f32")
+    mm = TensorType((64, 512), "f32")
+    parts = _cost(model, "matmul", [x, w]) + _cost(model, "add", [mm, b])
+    assert _cost(model, "linear", [x, w, b]) < parts
+
+
+def test_symbolic_dims_are_costed_at_the_example_sizes():
+    x = TensorType((sym("batch"), 512), "f32")
+    w = TensorType((512, 512), "f32")
+    small = _cost(CostModel({}, hints={"batch": 1}), "matmul", [x, w])
+    large = _cost(CostModel({}, hints={"batch": 512}), "matmul", [x, w])
+    assert large > small
+
+
+def test_declared_costs_and_targets():
+    lib = load('target cpu(gflops=10, gbps=5, launch_us=1)\n'
+               'cost relu(x) = numel(x) / target.gbps * (1 + (layout(x) == "NHWC"))\n')
+    model = CostModel({}, dict(lib.costs), {n: dict(t.params) for n, t in lib.targets.items()})
+    nchw = TensorType((1, 8, 4, 4), "f32")
+    assert _cost(model, "relu", [nchw]) == 128 / 5
+    assert _cost(model, "relu", [nchw.with_(layout="NHWC")]) == 2 * 128 / 5
+    # undeclared ops use the roofline with the declared target parameters
+    assert _cost(model, "exp", [nchw]) == 1 + max(128 / 1e4, 2 * 512 / 5e3)
+
+
+def test_costs_are_never_negative_and_never_overflow():
+    lib = load("cost relu(x) = 0 - numel(x)\ncost exp(x) = numel(x) / 0\n"
+               "cost neg(x) = numel(x) * numel(x) * numel(x) * numel(x)\n")
+    model = CostModel({}, dict(lib.costs))
+    huge = TensorType((100_000, 100_000), "f32")
+    assert _cost(model, "relu", [huge]) == 0.0
+    assert _cost(model, "exp", [huge]) == MAX_COST
+    assert _cost(model, "neg", [huge]) == MAX_COST
