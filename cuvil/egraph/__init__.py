@@ -4,10 +4,19 @@ One stage per module: `schema` (terms in egglog), `encode` (graph -> program), `
 and `guards` (checked rules -> egglog rules), `session` (stepping egglog), `typing` and
 `fold` (analyses between steps), `saturate` (schedules and limits), `cost`, `extract`,
 `decode`, `report`; `optimizer` runs them in order, `worker` isolates a run.
+
+Names load on first use: unpickling a cached report must not import egglog and scipy.
 """
 
-from cuvil.egraph.optimizer import Options, optimize_graph
-from cuvil.egraph.report import OptimizeReport
-from cuvil.egraph.session import Limits
+import importlib
 
-__all__ = ["Limits", "OptimizeReport", "Options", "optimize_graph"]
+_LAZY = {"Options": "optimizer", "optimize_graph": "optimizer", "OptimizeReport": "report",
+         "Limits": "session"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'cuvil.egraph' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"cuvil.egraph.{_LAZY[name]}"), name)
