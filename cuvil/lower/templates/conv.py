@@ -29,51 +29,58 @@ def logical_const(ctx, value: str) -> np.ndarray:
 
 def generate(group, ctx) -> KernelSpec:
     conv, rest = split_heavy(group, ctx, ("conv2d",))
-    x, w = (ctx.type(i) for i in conv.inputs)
+    x = ctx.type(conv.inputs[0])
     if not ctx.is_const(conv.inputs[1]):
         raise Unsupported("conv2d with a computed weight")
     if x.dtype not in BLAS_DTYPES:
         raise Unsupported(f"conv2d in {x.dtype}")
-    oc, cg, kh, kw = w.shape
-    a = conv.attrs
-    geo = (kh, kw, *_pair(a["stride"]), *_pair(a["padding"]), *_pair(a["dilation"]))
-    nhwc = x.layout == NHWC
-    weight = logical_const(ctx, conv.inputs[1])
-    groups, cin = a["groups"], x.shape[1]
-    layout = "nhwc" if nhwc else "nchw"
-    if groups == 1 and geo[:6] == (1, 1, 1, 1, 0, 0):
-        packed = weight.reshape(oc, cg).T if nhwc else weight.reshape(oc, cg)
-        call, scratch, note = f"conv1x1_{layout}(x0, x1, out, threads)", {}, "1x1"
-    elif groups == 1 and not nhwc and cin < FEW_CHANNELS:
-        packed = weight.reshape(oc, cg * kh * kw)
-        cols = ctx.add_scratch(f"{conv.name}.cols", Scratch(
-            x.dtype, ("threads", cin * kh * kw, conv.type.shape[2] * conv.type.shape[3])))
-        call, note = f"conv2d_nchw_few(x0, x1, out, cols, {geo}, threads)", "im2col + GEMM"
-        scratch = {cols: ctx.scratch[cols]}
-    elif groups == 1:
-        packed = weight.transpose(2, 3, 1, 0).reshape(kh * kw * cg, oc)  # [KH*KW*C, OC]
-        ohw = conv.type.shape[2] * conv.type.shape[3]
-        scratch = {"cols": ("threads", ohw, kh * kw * cin)}
-        if not nhwc:  # NCHW images go through the NHWC path one by one
-            scratch |= {"xt": ("threads", x.shape[2], x.shape[3], cin), "tmp": ("threads", ohw,
-                                                                                oc)}
-        scratch = {ctx.add_scratch(f"{conv.name}.{k}", Scratch(x.dtype, v)): k
-                   for k, v in scratch.items()}
-        names = ", ".join(scratch.values())
-        call, note = f"conv2d_{layout}(x0, x1, out, {names}, {geo}, threads)", "im2col + GEMM"
-        scratch = {name: ctx.scratch[name] for name in scratch}
-    elif groups == oc and cg == 1 and cin == groups:
-        packed = weight.reshape(oc, kh, kw).transpose(1, 2, 0) if nhwc else \
-            weight.reshape(oc, kh * kw)
-        call, scratch, note = f"depthwise_{layout}(x0, x1, out, {geo}, threads)", {}, \
-            "depthwise"
-    else:
-        raise Unsupported(f"conv2d with groups={groups}")
+    packed, call, scratch, note = _driver(conv, ctx)
+    layout = "nhwc" if x.layout == NHWC else "nchw"
     arranged = ctx.prepare(f"{conv.inputs[1]}.{layout}.{note}", packed)
-    params = ["x0", "x1", *(["cols", "xt", "tmp"][:len(scratch)]), "threads"]
+    params = ["x0", "x1", *scratch.values(), "threads"]
     args = [conv.inputs[0], arranged, *scratch, THREADS]
     e_params, e_args, e_lines = epilogue(ctx, rest, ctx.type(group.output), conv.name,
                                          len(params))
     return KernelSpec("conv", [*params, *e_params, "out"], [*args, *e_args, group.output],
-                      [call] + e_lines, parallel=False, scratch=scratch,
+                      [call] + e_lines, parallel=False,
+                      scratch={name: ctx.scratch[name] for name in scratch},
                       note=f"{layout.upper()}, {note}")
+
+
+def _driver(conv, ctx):
+    """(weight arranged for the driver, the driver call, scratch value -> parameter, note)."""
+    x, w = (ctx.type(i) for i in conv.inputs)
+    oc, cg, kh, kw = w.shape
+    a = conv.attrs
+    geo = (kh, kw, *_pair(a["stride"]), *_pair(a["padding"]), *_pair(a["dilation"]))
+    nhwc, cin, groups = x.layout == NHWC, x.shape[1], a["groups"]
+    layout = "nhwc" if nhwc else "nchw"
+    weight = logical_const(ctx, conv.inputs[1])
+    ohw = conv.type.shape[2] * conv.type.shape[3]
+    if groups == 1 and geo[:6] == (1, 1, 1, 1, 0, 0):
+        packed = weight.reshape(oc, cg).T if nhwc else weight.reshape(oc, cg)
+        return packed, f"conv1x1_{layout}(x0, x1, out, threads)", {}, "1x1"
+    if groups == 1 and not nhwc and cin < FEW_CHANNELS:
+        scratch = _scratch(ctx, conv, x, {"cols": ("threads", cin * kh * kw, ohw)})
+        return weight.reshape(oc, cg * kh * kw), \
+            f"conv2d_nchw_few(x0, x1, out, cols, {geo}, threads)", scratch, "im2col + GEMM"
+    if groups == 1:
+        shapes = {"cols": ("threads", ohw, kh * kw * cin)}
+        if not nhwc:  # NCHW images go through the NHWC path one by one
+            shapes |= {"xt": ("threads", x.shape[2], x.shape[3], cin), "tmp": ("threads", ohw,
+                                                                               oc)}
+        scratch = _scratch(ctx, conv, x, shapes)
+        names = ", ".join(scratch.values())
+        return weight.transpose(2, 3, 1, 0).reshape(kh * kw * cg, oc), \
+            f"conv2d_{layout}(x0, x1, out, {names}, {geo}, threads)", scratch, "im2col + GEMM"
+    if groups == oc and cg == 1 and cin == groups:
+        packed = weight.reshape(oc, kh, kw).transpose(1, 2, 0) if nhwc else \
+            weight.reshape(oc, kh * kw)
+        return packed, f"depthwise_{layout}(x0, x1, out, {geo}, threads)", {}, "depthwise"
+    raise Unsupported(f"conv2d with groups={groups}")
+
+
+def _scratch(ctx, conv, x, shapes: dict) -> dict[str, str]:
+    """Planned per-thread scratch buffers: value name -> kernel parameter name."""
+    return {ctx.add_scratch(f"{conv.name}.{k}", Scratch(x.dtype, v)): k for k, v in
+            shapes.items()}

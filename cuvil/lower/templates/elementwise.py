@@ -190,7 +190,7 @@ ELEMENTWISE_OPS = (set(_COMPARE) | set(_BINARY) | set(_CALL) | _IDENTITY | {
 
 def expression(n: Node, a: list[str], out: DType, dts: list[DType]) -> str:
     """One element of `n` from its (already cast) argument expressions."""
-    op, at = n.op, n.attrs
+    op = n.op
     c = lambda v: literal(v, out)  # noqa: E731
     if op in _BINARY:
         return f"({a[0]} {_BINARY[op]} {a[1]})"
@@ -201,8 +201,7 @@ def expression(n: Node, a: list[str], out: DType, dts: list[DType]) -> str:
     if op in _IDENTITY:
         return a[0]
     simple = {
-        "maximum": f"max({a[0]}, {a[1]})" if len(a) > 1 else "",
-        "minimum": f"min({a[0]}, {a[1]})" if len(a) > 1 else "",
+        "maximum": f"max({a[0]}, {a[-1]})", "minimum": f"min({a[0]}, {a[-1]})",
         "logical_and": f"({a[0]} & {a[-1]})", "logical_or": f"({a[0]} | {a[-1]})",
         "logical_not": f"(not {a[0]})", "neg": f"(-{a[0]})",
         "rsqrt": f"({c(1)} / np.sqrt({a[0]}))", "reciprocal": f"({c(1)} / {a[0]})",
@@ -210,39 +209,47 @@ def expression(n: Node, a: list[str], out: DType, dts: list[DType]) -> str:
         "silu": f"({a[0]} * {math_call('sigmoid', a[0], out)})",
         "relu": f"max({a[0]}, {c(0)})", "relu6": f"min(max({a[0]}, {c(0)}), {c(6)})",
         "where": f"({a[1 % len(a)]} if {a[0]} else {a[-1]})",
+        "cast": _cast(a[0], dts[0], out),
     }
     if op in simple:
         return simple[op]
+    if op in _WITH_ATTRS:
+        return _WITH_ATTRS[op](a, n.attrs, out, dts)
     if op == "pow":
         return _pow(a[0], a[1], n, out)
-    if op == "hardtanh":
-        return f"min(max({a[0]}, {c(at['min_val'])}), {c(at['max_val'])})"
-    if op == "clamp":
-        x = a[0] if at["min"] is None else f"max({a[0]}, {c(at['min'])})"
-        return x if at["max"] is None else f"min({x}, {c(at['max'])})"
-    if op == "gelu":
-        if at["approximate"] == "tanh":
-            k = c(math.sqrt(2 / math.pi))
-            inner = f"{k} * ({a[0]} + {c(0.044715)} * {a[0]} * {a[0]} * {a[0]})"
-            return f"({c(0.5)} * {a[0]} * ({c(1)} + {math_call('tanh', inner, out)}))"
-        erf = math_call("erf", f"{a[0]} * {c(math.sqrt(0.5))}", out)
-        return f"({c(0.5)} * {a[0]} * ({c(1)} + {erf}))"
-    if op == "masked_fill":
-        return f"({c(at['value'])} if {a[1]} else {a[0]})"
-    if op == "cast":
-        return _cast(a[0], dts[0], out)
-    if op == "batch_norm":
-        return _batch_norm(a, at, out, n)
-    if op == "quantize":
-        info = {DType.i8: (-128, 127), DType.u8: (0, 255), DType.i32: (-2**31, 2**31 - 1)}[out]
-        f = dts[0]
-        q = (f"np.rint({a[0]} / {literal(at['scale'], f)}) + "
-             f"{literal(at['zero_point'], f)}")
-        return (f"{np_name(out)}(min(max({q}, {literal(info[0], f)}), "
-                f"{literal(info[1], f)}))")
-    if op == "dequantize":
-        return (f"((np.float32({a[0]}) - {c(at['zero_point'])}) * {c(at['scale'])})")
     raise Unsupported(f"no elementwise code for {op}")
+
+
+def _clamp(a, at, out, dts) -> str:
+    lo, hi = (at["min_val"], at["max_val"]) if "min_val" in at else (at["min"], at["max"])
+    x = a[0] if lo is None else f"max({a[0]}, {literal(lo, out)})"
+    return x if hi is None else f"min({x}, {literal(hi, out)})"
+
+
+def _gelu(a, at, out, dts) -> str:
+    c = lambda v: literal(v, out)  # noqa: E731
+    if at["approximate"] == "tanh":
+        inner = f"{c(math.sqrt(2 / math.pi))} * ({a[0]} + {c(0.044715)} * {a[0]} * {a[0]} * {a[0]})"
+        return f"({c(0.5)} * {a[0]} * ({c(1)} + {math_call('tanh', inner, out)}))"
+    erf = math_call("erf", f"{a[0]} * {c(math.sqrt(0.5))}", out)
+    return f"({c(0.5)} * {a[0]} * ({c(1)} + {erf}))"
+
+
+def _quantize(a, at, out, dts) -> str:
+    lo, hi = {DType.i8: (-128, 127), DType.u8: (0, 255), DType.i32: (-2**31, 2**31 - 1)}[out]
+    f = dts[0]
+    q = f"np.rint({a[0]} / {literal(at['scale'], f)}) + {literal(at['zero_point'], f)}"
+    return f"{np_name(out)}(min(max({q}, {literal(lo, f)}), {literal(hi, f)}))"
+
+
+_WITH_ATTRS = {
+    "hardtanh": _clamp, "clamp": _clamp, "gelu": _gelu, "quantize": _quantize,
+    "masked_fill": lambda a, at, out, dts: f"({literal(at['value'], out)} if {a[1]} else {a[0]})",
+    "batch_norm": lambda a, at, out, dts: _batch_norm(a, at, out),
+    "dequantize": lambda a, at, out, dts: (f"((np.float32({a[0]}) - "
+                                            f"{literal(at['zero_point'], out)}) * "
+                                            f"{literal(at['scale'], out)})"),
+}
 
 
 def _pow(x: str, y: str, n: Node, out: DType) -> str:
@@ -253,7 +260,7 @@ def _pow(x: str, y: str, n: Node, out: DType) -> str:
     return f"({x} ** {y})"
 
 
-def _batch_norm(a: list[str], at: dict, out: DType, n: Node) -> str:
+def _batch_norm(a: list[str], at: dict, out: DType) -> str:
     if len(a) == 3:  # prepared: x, scale, shift
         return f"({a[0]} * {a[1]} + {a[2]})"
     x, w, b, mean, var = a
