@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 from lowering_support import B, assert_matches_reference, t, templates
 
@@ -48,3 +49,27 @@ def test_target_decorators_shape_the_module(lower):
     compiled = lower(g, target="no_cache")
     assert "@njit(nogil=True, fastmath=FAST)" in compiled.source
     assert_matches_reference(g, compiled, (torch.randn(2, 8),))
+
+
+def test_a_kernel_numba_rejects_falls_back_or_is_a_clear_error(lower):
+    """A generator whose code Numba cannot type: the node runs through torch, and with
+    fallback=False the error names the op, never a Numba traceback."""
+    from cuvil.errors import CuvilError
+    from cuvil.lower.templates.spec import KernelSpec
+
+    def broken(group, ctx):
+        return KernelSpec("elementwise", ["x0", "out"], [ctx.graph[group.output].inputs[0],
+                                                         group.output],
+                          ["out[0] = undefined_helper(x0)"], parallel=False)
+
+    cpu = get_target("cpu")
+    register_target(dataclasses.replace(cpu, name="broken",
+                                        generators={**cpu.generators, "elementwise": broken}))
+    g = graph()
+    compiled = lower(g, target="broken", fuse_elementwise=False)
+    assert [f.op for f in compiled.report.fallbacks] == ["tanh"]
+    assert "Numba rejected" in compiled.report.fallbacks[0].reason
+    assert_matches_reference(g, compiled, (torch.randn(2, 8),), fallbacks=1)
+    with pytest.raises(CuvilError, match="tanh.*Numba rejected") as e:
+        lower(g, target="broken", fuse_elementwise=False, fallback=False)
+    assert "Traceback" not in str(e.value) and "\n" not in str(e.value)
