@@ -39,10 +39,10 @@ def generate(group, ctx) -> KernelSpec:
     arranged = ctx.prepare(f"{conv.inputs[1]}.{layout}.{note}", packed)
     params = ["x0", "x1", *scratch.values(), "threads"]
     args = [conv.inputs[0], arranged, *scratch, THREADS]
-    e_params, e_args, e_lines = epilogue(ctx, rest, ctx.type(group.output), conv.name,
-                                         len(params))
+    e_params, e_args, e_lines, parallel = epilogue(ctx, rest, ctx.type(group.output),
+                                                   conv.name, len(params))
     return KernelSpec("conv", [*params, *e_params, "out"], [*args, *e_args, group.output],
-                      [call] + e_lines, parallel=False,
+                      [call] + e_lines, parallel=parallel,
                       scratch={name: ctx.scratch[name] for name in scratch},
                       note=f"{layout.upper()}, {note}")
 
