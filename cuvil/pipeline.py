@@ -40,7 +40,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
             target: str | Sequence[str] = "cpu", dynamic_shapes: Any = None,
             fallback: bool = True, threads: int | None = None, limits: Any = None,
             disable: Sequence[str] = (), trace: str | Path | None = None,
-            cache: bool = True):
+            cache: bool = True, fuse_elementwise: bool = True):
     """`model` compiled to Numba kernels: a callable with the model's results, faster.
 
     With `cache`, a second compile of the same model (same code, weights, inputs, rules
@@ -62,7 +62,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
             compile_cache.store(key, optimized, model)
     with tracer.stage("lower"):
         compiled = compile_graph(optimized, target=_targets(target)[0], fallback=fallback,
-                                 threads=threads)
+                                 threads=threads, fuse_elementwise=fuse_elementwise)
     if trace is not None:
         tracer.write(trace)
     return compiled

@@ -8,8 +8,10 @@ what runs through torch). Then, in order:
    elementwise epilogue, an elementwise DAG, attention, or a single op); otherwise its nodes
    stay apart and it is the composition of its parts' kernels;
 2. the attention pattern `softmax(q @ k^T * s + mask) @ v` becomes one group;
-3. with `fuse_elementwise`, an elementwise node absorbs producers whose value it alone reads
-   and whose shape and layout equal its own (a lowering decision the report lists).
+3. with `fuse_elementwise`, an elementwise node absorbs elementwise producers whose value
+   it alone reads and whose shape and layout equal its own (a lowering decision the report
+   lists). GEMM and convolution epilogues are not lowering's to make: they come from the
+   fused ops of `.cvr` rules (step 1).
 
 A group runs where its last node stood in the graph, which keeps the order topological.
 """
@@ -36,7 +38,10 @@ KIND_OF_OP = {
 # Ops whose kernels read any physical layout; every other op gets logical-order inputs.
 LAYOUT_AWARE = ELEMENTWISE_OPS | {"conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
                                   "dropout", "to_device"}
-EPILOGUE_HOSTS = ("elementwise", "gemm", "conv")
+# Lowering merges elementwise chains on its own; epilogues of GEMMs and convolutions come
+# only from the fused ops that rules produce (`linear_relu`, `conv2d_bias_relu`, ...), so
+# that turning a fusion family off really turns that fusion off.
+EPILOGUE_HOSTS = ("elementwise",)
 MOVES = {"permute", "transpose", "slice", "select", "expand", "to_layout"}
 
 

@@ -8,19 +8,23 @@ import torch
 from lowering_support import B, assert_matches_reference, t, templates
 
 from cuvil.ir import Graph
+from cuvil.rules import load
+
+FUSED = "op linear_gelu_residual(x, w, b, r) = add(gelu(add(matmul(x, w), b)), r)\n"
 
 
 @pytest.fixture(scope="module")
 def linear_graph(lower):
-    """x [batch, 3, 40] @ W + b -> gelu -> + residual: one kernel; a second, unfused matmul."""
+    """linear_gelu_residual(x [batch, 3, 40], W, b, r), a fused op: one kernel; then a
+    second, unfused matmul."""
     torch.manual_seed(0)
     g = Graph("linear")
+    g.defs = dict(load(FUSED).ops)
     x = g.input("x", t(B, 3, 40))
     r = g.input("r", t(B, 3, 24))
     w = g.const(torch.randn(40, 24) * 0.2, "w")
     b = g.const(torch.randn(24), "b")
-    h = g.add("add", [g.add("matmul", [x, w]), b])
-    h = g.add("add", [g.add("gelu", [h]), r])
+    h = g.add("linear_gelu_residual", [x, w, b, r])
     w2 = g.const(torch.randn(24, 7) * 0.2, "w2")
     g.set_outputs((h, g.add("matmul", [h, w2])))
     return g, lower(g)
@@ -29,7 +33,18 @@ def linear_graph(lower):
 def test_epilogue_fused_into_gemm(linear_graph):
     g, compiled = linear_graph
     assert templates(compiled) == ["gemm", "gemm"]
-    assert len(compiled.report.kernels[0].nodes) == 4  # matmul, add, gelu, add
+    # the whole body (matmul, add, gelu, add) is the one kernel of the fused node
+    assert compiled.report.kernels[0].nodes == ["v1 = linear_gelu_residual(x, w, b, r)"]
+
+
+def test_primitive_epilogues_are_left_to_rules(lower):
+    """Without a fused op from a rule, a bias add after a matmul is its own kernel."""
+    g = Graph("unfused")
+    x = g.input("x", t(B, 40))
+    h = g.add("add", [g.add("matmul", [x, g.const(torch.randn(40, 24), "w")]),
+                      g.const(torch.randn(24), "b")])
+    g.set_outputs(g.add("relu", [h]))
+    assert templates(lower(g)) == ["gemm", "elementwise"]  # add and relu merged
 
 
 # rows = batch * 3: 3 and 6 take the few-rows path, 30 takes BLAS

@@ -2,30 +2,45 @@
 # ruff: noqa
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 from cuvil.runtime.conv import conv2d_nhwc  # cuvil.runtime.conv 21d345ccc96f
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 # k0_conv: template conv (NHWC, im2col + GEMM)
 #   v1 = conv2d(x, conv_weight); rules: to_nhwc
+@njit(cache=True, nogil=True, error_model='numpy', fastmath=FAST)
+def k0_conv(x0, x1, cols, threads, out):
+    conv2d_nhwc(x0, x1, out, cols, (3, 3, 1, 1, 1, 1, 1, 1), threads)
+
+# k1_elementwise: template elementwise
 #   v2 = add(v1, b)
 #   v3 = relu(v2)
-@njit(cache=True, nogil=True, error_model='numpy', fastmath=FAST)
-def k0_conv(x0, x1, cols, threads, x4, out):
-    conv2d_nhwc(x0, x1, out, cols, (3, 3, 1, 1, 1, 1, 1, 1), threads)
+@njit(cache=True, nogil=True, parallel=True, error_model='numpy', fastmath=FAST)
+def k1_elementwise(x0, x1, out):
     d0 = out.shape[0] * out.shape[1] * out.shape[2]
     d1 = out.shape[3]
     nrows = d0
     o = out.reshape((nrows, d1))
-    x4_ = x4.reshape((d1,))
-    for r in range(nrows):
-        for i1 in range(d1):
-            acc = o[r, i1]
-            a0 = x4_[i1]
-            t0 = (acc + a0)
-            t1 = max(t0, np.float32(0.0))
-            o[r, i1] = t1
+    x0_ = x0.reshape((nrows, d1,))
+    x1_ = x1.reshape((d1,))
+    if nrows * d1 < 32768:
+        for r in range(nrows):
+            for i1 in range(d1):
+                a0 = x0_[r, i1]
+                a1 = x1_[i1]
+                t0 = (a0 + a1)
+                t1 = max(t0, np.float32(0.0))
+                o[r, i1] = t1
+    else:
+        for r in prange(nrows):
+            for i1 in range(d1):
+                a0 = x0_[r, i1]
+                a1 = x1_[i1]
+                t0 = (a0 + a1)
+                t1 = max(t0, np.float32(0.0))
+                o[r, i1] = t1
 
-def entry(in0, c0, c1, s0, o0, n_batch, n_threads, fallbacks):
-    k0_conv(in0, c0, s0, n_threads, c1, o0)
+def entry(in0, c0, c1, v0, s0, o0, n_batch, n_threads, fallbacks):
+    k0_conv(in0, c0, s0, n_threads, v0)
+    k1_elementwise(v0, c1, o0)
