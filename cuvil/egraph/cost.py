@@ -21,9 +21,10 @@ from cuvil.errors import CuvilError
 from cuvil.ir.types import Dim, TensorType, is_static
 from cuvil.ops import registry
 
-# Default cost parameters per device; `target NAME(...)` declarations override them.
-DEFAULT_TARGETS = {
-    "cpu": {"gflops": 150.0, "gbps": 20.0, "launch_us": 2.0},
+# Cost parameters of a device come from the compile target registered for it
+# (`cuvil.lower.target`: what lowering knows of the machine); these stand in for devices
+# no target is registered for yet. `target NAME(...)` in `.cvr` overrides either.
+FALLBACK_TARGETS = {
     "cuda": {"gflops": 50000.0, "gbps": 3000.0, "launch_us": 5.0, "link_gbps": 25.0},
 }
 DEVICE_TARGET = {"cpu": "cpu", "cuda": "cuda"}
@@ -45,7 +46,7 @@ class CostModel:
 
     def params(self, device: str) -> dict[str, float]:
         name = DEVICE_TARGET.get(device, device)
-        return {**DEFAULT_TARGETS.get(name, DEFAULT_TARGETS["cpu"]), **self.targets.get(name, {})}
+        return {**_target_params(name), **self.targets.get(name, {})}
 
     def size(self, d: Dim) -> float:
         if is_static(d):
@@ -128,6 +129,15 @@ class CostModel:
         if name not in table:
             raise CuvilError(f"{e.pos}: error: '{name}' cannot be used in a cost")
         return table[name]()
+
+
+def _target_params(name: str) -> dict[str, float]:
+    from cuvil.lower.target import get_target
+
+    try:
+        return dict(get_target(name).cost_params)
+    except CuvilError:
+        return dict(FALLBACK_TARGETS.get(name) or get_target("cpu").cost_params)
 
 
 def _binop(op: str, a: Any, b: Any) -> Any:
