@@ -38,7 +38,7 @@ def model_key(model: Any, example_inputs: Any, options: dict[str, Any]) -> str |
     if not isinstance(model, torch.nn.Module):
         return None
     h = hashlib.blake2b(digest_size=20)
-    for part in (str(FORMAT), _cuvil_source_hash(), torch.__version__,
+    for part in (str(FORMAT), cuvil_source_hash(), torch.__version__,
                  f"{type(model).__module__}.{type(model).__qualname__}",
                  *_class_sources(model), _rules_hash(options.get("rules")),
                  repr(sorted((k, repr(v)) for k, v in options.items() if k != "rules")),
@@ -137,7 +137,7 @@ def _tensor_bytes(tensor: torch.Tensor) -> memoryview:
 
 
 @lru_cache(maxsize=1)
-def _cuvil_source_hash() -> str:
+def cuvil_source_hash() -> str:
     root = Path(cuvil.__file__).parent
     h = hashlib.blake2b(digest_size=16)
     for path in sorted(root.rglob("*.py")):

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from cuvil.atomic import write_text
 
 
 @dataclass
@@ -52,17 +53,5 @@ class Tracer:
         return json.dumps({"traceEvents": self.events, "displayTimeUnit": "ms"}, indent=1)
 
     def write(self, path: str | Path) -> None:
-        write_atomic(Path(path), self.to_json())
+        write_text(path, self.to_json())
 
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from cuvil.cli.models import FORMS, load_model
 
@@ -52,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
             if node.origin:
                 print(graph.report.explain(node))
     if args.emit_egglog:
-        from cuvil.trace import write_atomic
+        from cuvil.atomic import write_text
 
-        write_atomic(Path(args.emit_egglog), graph.report.egglog)
+        write_text(args.emit_egglog, graph.report.egglog)
         print(f"egglog program written to {args.emit_egglog}")
     return 0

@@ -18,7 +18,18 @@ import torch
 from cuvil.errors import CuvilError, ShapeError
 from cuvil.ir.types import DType, TensorType, numel
 
-REQUIRED = object()
+
+class _Required:
+    """The default of an attribute that must be given; pickles as this same object."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+    def __reduce__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
 
 # Attribute kinds. `ints` and `shape` are tuples (a shape may hold symbolic dims).
 ATTR_KINDS = ("int", "float", "optfloat", "number", "str", "bool", "ints", "shape", "dtype",

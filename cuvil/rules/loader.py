@@ -18,6 +18,7 @@ from cuvil.dsl.ast import Pos
 from cuvil.dsl.checker import check_modules
 from cuvil.dsl.diagnostics import CvrError, Reporter
 from cuvil.dsl.parser import parse_module
+from cuvil.rules import library_cache
 from cuvil.rules.library import RuleLibrary
 
 Source = str | Path | None | list | tuple
@@ -35,23 +36,34 @@ def load(source: Source = None, tracer=None) -> RuleLibrary:
     reporter = Reporter()
     with _stage(tracer, "parse"):
         texts = _each_file_once(read_sources(source, reporter))
-        modules = []
-        for path, text in texts:
-            module, diagnostics = parse_module(text, path)
-            reporter.extend(diagnostics)
-            modules.append(module)
-    with _stage(tracer, "check"):
+        key = None if reporter.has_errors else library_cache.key(texts)
+        cached = library_cache.get(key)  # checked when it was kept
+        modules = [] if cached is not None else _parse(texts, reporter)
+    with _stage(tracer, "check", cached=cached is not None):
+        if cached is not None:
+            return cached
         library = check_modules(modules, reporter)
     files = [path for path, _ in texts]
     diagnostics = reporter.sorted(files)
     if reporter.has_errors:
         raise CvrError(diagnostics)
     warnings = tuple(d.render() for d in diagnostics if not d.is_error)
-    return replace(library, warnings=warnings)
+    library = replace(library, warnings=warnings)
+    library_cache.put(key, library)
+    return library
 
 
-def _stage(tracer, name: str):
-    return tracer.stage(name) if tracer is not None else contextlib.nullcontext()
+def _parse(texts: list[tuple[str, str]], reporter: Reporter) -> list:
+    modules = []
+    for path, text in texts:
+        module, diagnostics = parse_module(text, path)
+        reporter.extend(diagnostics)
+        modules.append(module)
+    return modules
+
+
+def _stage(tracer, name: str, **args):
+    return tracer.stage(name, **args) if tracer is not None else contextlib.nullcontext()
 
 
 def read_sources(source: Source, reporter: Reporter) -> list[tuple[str, str]]:

@@ -16,10 +16,10 @@ import hashlib
 import importlib.util
 import os
 import sys
-import tempfile
 from pathlib import Path
 from types import ModuleType
 
+from cuvil.atomic import write_text
 from cuvil.errors import CuvilError
 
 
@@ -36,19 +36,6 @@ def module_key(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` so that readers never see a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def load_module(text: str, directory: str | os.PathLike | None = None) -> tuple[ModuleType, Path]:
     """Import the module with source `text` from the cache (writing it there if new)."""
     key = module_key(text)
@@ -59,7 +46,7 @@ def load_module(text: str, directory: str | os.PathLike | None = None) -> tuple[
     path = cache_dir(directory) / "kernels" / f"cuvil_{key}.py"
     try:
         if not path.exists() or path.read_text(encoding="utf-8") != text:
-            write_atomic(path, text)
+            write_text(path, text)
     except OSError as e:
         raise CuvilError(f"cannot write the kernel cache at {path.parent}: {e.strerror} "
                          "(set CUVIL_CACHE_DIR to a writable directory)") from None
