@@ -64,13 +64,14 @@ def main() -> None:
     sep = " | "
     print(machine())
     print(("| " if args.markdown else "") + sep.join(["model", "variant", "median ms",
-                                                       "x all rules", "x eager"]))
+                                                       "x all rules", "x eager"])
+          + (" |" if args.markdown else ""))
     if args.markdown:
         print("|---|---|---|---|---|")
     for r in rows:
         cells = [r["model"], r["variant"], f"{r['ms']:.3f}", f"{r['x all']:.2f}",
                  f"{r['x eager']:.2f}"]
-        print(("| " if args.markdown else "") + sep.join(cells))
+        print(("| " if args.markdown else "") + sep.join(cells) + (" |" if args.markdown else ""))
 
 
 if __name__ == "__main__":
