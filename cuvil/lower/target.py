@@ -77,7 +77,14 @@ def get_target(name: str | Target) -> Target:
 
 
 def _template(module: str) -> Generator:
-    return importlib.import_module(f"cuvil.lower.templates.{module}").generate
+    """The `generate` of a template module, imported on first use: asking a target for its
+    cost parameters (the optimizer does) must not import Numba."""
+
+    def generate(group, ctx):
+        return importlib.import_module(f"cuvil.lower.templates.{module}").generate(group, ctx)
+
+    generate.__qualname__ = f"{module}.generate"
+    return generate
 
 
 @dataclass
