@@ -16,46 +16,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from models import block_times  # noqa: E402
 
 from cuvil.ir import Graph, TensorType, sym  # noqa: E402
 from cuvil.lower import compile_graph  # noqa: E402
 
 B = sym("batch")
 CACHE = tempfile.mkdtemp(prefix="cuvil-bench-")
-
-
-def timeit(fns: dict[str, Callable[[], object]], seconds: float, rounds: int = 5) -> dict:
-    """Seconds per call of each function: medians of blocks alternating in rounds, the best
-    block kept (another job on this shared machine stalls two-thread code while it runs)."""
-    for fn in fns.values():
-        fn()
-        fn()
-    best = {k: float("inf") for k in fns}
-    per_round = seconds / rounds / len(fns)
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            samples = []
-            end = time.perf_counter() + per_round
-            while True:
-                t0 = time.perf_counter()
-                fn()
-                t1 = time.perf_counter()
-                samples.append(t1 - t0)
-                if t1 > end:
-                    break
-            best[name] = min(best[name], statistics.median(samples))
-    return best
 
 
 def compile_(g: Graph, **options):
@@ -74,7 +52,7 @@ def _chain(n: int, quick: bool) -> tuple:
     x, y, z = (torch.rand(n) for _ in range(3))
     src, dst = np.random.rand(2 * n).astype(np.float32), np.empty(2 * n, np.float32)
     tsrc, tdst = torch.from_numpy(src), torch.from_numpy(dst)
-    t = timeit({"cuvil": lambda: compiled(x, y, z), "eager": lambda: torch.relu(x * y + z),
+    t = block_times({"cuvil": lambda: compiled(x, y, z), "eager": lambda: torch.relu(x * y + z),
                 "np_copy": lambda: np.copyto(dst, src), "torch_copy": lambda: tdst.copy_(tsrc)},
                1.5 if quick else 4)
     moved = 4 * n * 4  # three inputs read, one output written; the copy moves as many bytes
@@ -99,7 +77,7 @@ def _gemm(m: int, k: int, n: int, quick: bool) -> tuple:
     compiled = compile_(g)
     xt = torch.randn(m, k)
     xn, wn, out = xt.numpy(), w.numpy(), np.empty((m, n), np.float32)
-    t = timeit({"cuvil": lambda: compiled(xt), "numpy_gemm": lambda: np.dot(xn, wn, out),
+    t = block_times({"cuvil": lambda: compiled(xt), "numpy_gemm": lambda: np.dot(xn, wn, out),
                 "eager": lambda: torch.relu(xt @ w + b)}, 1.5 if quick else 4)
     flops = 2 * m * k * n
     return (f"{m}x{k}x{n} +bias+relu", flops / t["cuvil"] / 1e9, flops / t["numpy_gemm"] / 1e9,
@@ -123,7 +101,7 @@ def _conv(label: str, k: int, pad: int, quick: bool) -> tuple:
     xt = torch.randn(16, 32, 32, 32)
     x_nhwc = xt.permute(0, 2, 3, 1).contiguous()  # the activations already stored NHWC
     conv = torch.nn.Conv2d(32, 32, k, padding=pad).eval()
-    t = timeit({"NCHW": lambda: compiled["NCHW"](xt),
+    t = block_times({"NCHW": lambda: compiled["NCHW"](xt),
                 "NHWC": lambda: compiled["NHWC"](x_nhwc.permute(0, 3, 1, 2)),
                 "eager": lambda: torch.relu(conv(xt))}, 1.5 if quick else 4)
     return (f"conv {label} 32->32 on 16x32x32 +bias+relu", t["NCHW"] * 1e3, t["NHWC"] * 1e3,
@@ -147,7 +125,7 @@ def call_overhead(quick: bool) -> list[tuple]:
         return y
 
     with torch.inference_mode():
-        t = timeit({"cuvil_unfused": lambda: unfused(x), "cuvil_fused": lambda: fused(x),
+        t = block_times({"cuvil_unfused": lambda: unfused(x), "cuvil_fused": lambda: fused(x),
                     "eager": eager}, 1.5 if quick else 3)
     n = len(ops)
     return [(f"{n} tiny ops [1,16]", t["cuvil_unfused"] / n * 1e6, t["eager"] / n * 1e6,

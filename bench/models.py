@@ -64,7 +64,7 @@ print(json.dumps({{"compile_s": t2 - t0, "numba_s": t1 - t0,
 """
 
 
-def block_times(fns: dict[str, Callable], seconds: float, rounds: int) -> dict[str, float]:
+def block_times(fns: dict[str, Callable], seconds: float, rounds: int = 5) -> dict[str, float]:
     """Seconds per call of each system: the median within each block, the best block kept.
 
     Systems are timed in blocks, alternating in rounds. This machine is shared: another

@@ -34,11 +34,12 @@ BUILTINS: dict[str, tuple[tuple[str, ...], str]] = {
     "has_target": ((STR_LITERAL,), BOOL),
     "max": ((NUMBER, NUMBER), NUMBER),
     "min": ((NUMBER, NUMBER), NUMBER),
+    "roofline": ((), FLOAT),  # the default cost of this node, to scale or adjust
 }
 GUARD_BUILTINS = ("rank", "dim", "numel", "shape", "dtype", "layout", "device", "is_float",
                   "is_const", "value", "has_target")
 COST_BUILTINS = ("rank", "dim", "numel", "bytes", "dtype", "layout", "device", "is_float",
-                 "max", "min")
+                 "max", "min", "roofline")
 
 # The guard type of a variable bound at an attribute of each `AttrSpec.kind`.
 ATTR_TYPES = {"int": INT, "float": FLOAT, "number": FLOAT, "str": STR, "bool": BOOL,

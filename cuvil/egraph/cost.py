@@ -1,6 +1,7 @@
 """The cost model: microseconds per e-node, from shapes, dtypes, layouts and devices.
 
-An op's cost is its `.cvr` `cost` declaration if it has one, else the default roofline
+An op's cost is its `.cvr` `cost` declaration if it has one (which may scale the default
+with `roofline()`), else the default roofline
 `launch_us + max(flops / (1e3 * gflops), bytes / (1e3 * gbps))` with the parameters of the
 target that owns the node's device. A composite op pays one launch and the flops of its
 whole body, but moves only its inputs and output: that is why fusion wins. Conversions pay
@@ -33,6 +34,7 @@ VIEWS = {"reshape", "view", "flatten", "squeeze", "unsqueeze", "dropout"}
 VIEW_COST = 0.05
 FALLBACK_US = 20.0
 MAX_COST = 1e15
+_ROOFLINE = "<roofline>"  # not a name a `.cvr` parameter can have
 DEFAULT_HINT = 16
 
 
@@ -75,6 +77,10 @@ class CostModel:
         p = self.params(out.device)
         if op in self.costs:
             return self.declared(self.costs[op], attrs, ins, out, p)
+        return self.roofline(op, attrs, ins, out, p)
+
+    def roofline(self, op, attrs, ins, out, p: dict[str, float]) -> float:
+        """`launch_us + max(flops / (1e3 * gflops), bytes / (1e3 * gbps))`, in us."""
         moved = sum(self.bytes(t) for t in ins) + self.bytes(out)
         if op == "to_device":
             link = self.params("cuda").get("link_gbps", 25.0)
@@ -92,6 +98,7 @@ class CostModel:
         opdef = registry.get(decl.op, self.defs)
         values: list[Any] = [*ins, *(attrs[a.name] for a in opdef.attrs)]
         env = dict(zip(decl.params, values, strict=False))
+        env[_ROOFLINE] = lambda: self.roofline(decl.op, attrs, ins, out, target)
         return float(self._eval(decl.expr, env, target, decl))
 
     def _eval(self, e, env: dict, target: dict, decl) -> Any:
@@ -111,6 +118,8 @@ class CostModel:
             case ast.BinOp(op=op, left=a, right=b):
                 return _binop(op, self._eval(a, env, target, decl),
                               self._eval(b, env, target, decl))
+            case ast.Builtin(name="roofline"):
+                return env[_ROOFLINE]()
             case ast.Builtin(name=name, args=args):
                 vals = [self._eval(a, env, target, decl) for a in args]
                 return self._builtin(name, vals, e)

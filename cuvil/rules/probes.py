@@ -62,9 +62,10 @@ class AttentionWrittenOut(nn.Module):
 
 
 class ConvBatchNorm(nn.Module):
-    """conv + batch norm (with and without a conv bias), then bias + relu / relu6."""
+    """conv + batch norm (with and without a conv bias), then bias + relu / relu6; 32
+    channels, enough for the NHWC layout rules."""
 
-    def __init__(self, c: int = 8):
+    def __init__(self, c: int = 32):
         super().__init__()
         self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(c)
@@ -192,7 +193,7 @@ PROBES: dict[str, Callable[[], tuple[Any, tuple]]] = {
     "attention": lambda: (AttentionWrittenOut().eval(),
                           (_randn(2, 2, 8, 16), _randn(2, 2, 8, 16), _randn(2, 2, 8, 16),
                            _randn(8, 8))),  # a (length, length) mask
-    "conv_batch_norm": lambda: (ConvBatchNorm().eval(), (_randn(2, 8, 8, 8),)),
+    "conv_batch_norm": lambda: (ConvBatchNorm().eval(), (_randn(2, 32, 8, 8),)),
     "linear_epilogues": lambda: (LinearEpilogues().eval(), (_randn(4, 16),)),
     "elementwise": lambda: (ElementwiseChains().eval(), (_randn(4, 16),)),
     "identities": lambda: (Identities().eval(), (_randn(4, 16),)),

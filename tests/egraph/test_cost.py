@@ -60,3 +60,15 @@ def test_costs_are_never_negative_and_never_overflow():
     assert _cost(model, "relu", [huge]) == 0.0
     assert _cost(model, "exp", [huge]) == MAX_COST
     assert _cost(model, "neg", [huge]) == MAX_COST
+
+
+def test_a_declared_cost_can_scale_the_roofline():
+    lib = load('cost conv2d(x, w) = roofline() * (1 - 0.2 * (layout(x) == "NHWC"))\n')
+    declared, plain = CostModel({}, dict(lib.costs)), CostModel({})
+    x, w = TensorType((8, 32, 16, 16), "f32"), TensorType((32, 32, 3, 3), "f32")
+    attrs = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "groups": 1}
+    nchw = _cost(plain, "conv2d", [x, w], attrs)
+    assert _cost(declared, "conv2d", [x, w], attrs) == nchw
+    nhwc = [x.with_(layout="NHWC"), w]
+    assert math.isclose(_cost(declared, "conv2d", nhwc, attrs),
+                        0.8 * _cost(plain, "conv2d", nhwc, attrs))
