@@ -29,3 +29,21 @@ def zoo_graph():
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def kernel_cache(tmp_path_factory):
+    """One kernel cache directory per test session, so that CI compiles from cold."""
+    return tmp_path_factory.mktemp("cuvil-cache")
+
+
+@pytest.fixture(scope="session")
+def lower(kernel_cache):
+    """`lower(graph, **options)`: `compile_graph` with the session's cache directory."""
+    from cuvil.lower import compile_graph
+
+    def run(graph, **options):
+        options.setdefault("cache_dir", kernel_cache)
+        return compile_graph(graph, **options)
+
+    return run

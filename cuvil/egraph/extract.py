@@ -67,15 +67,23 @@ def _needed(best: dict[str, Candidate], roots: list[str]) -> dict[str, Candidate
     return choice
 
 
-def greedy_dag(problem: Problem) -> Selection:
-    parents: dict[str, list[Candidate]] = {c: [] for c in problem.classes}
-    queue: deque[Candidate] = deque()
+def _parents_and_leaves(problem: Problem) -> tuple[dict[str, list[Candidate]],
+                                                     deque[Candidate]]:
+    """Each class's parent e-nodes, and the e-nodes without children (where bottom-up
+    extraction starts)."""
+    parents: dict[str, list[Candidate]] = {}
+    leaves: deque[Candidate] = deque()
     for cands in problem.classes.values():
         for cand in cands:
             for child in set(cand.children):
                 parents.setdefault(child, []).append(cand)
             if not cand.children:
-                queue.append(cand)
+                leaves.append(cand)
+    return parents, leaves
+
+
+def greedy_dag(problem: Problem) -> Selection:
+    parents, queue = _parents_and_leaves(problem)
     best: dict[str, tuple[float, dict[str, float], Candidate]] = {}
     while queue:
         cand = queue.popleft()
@@ -106,14 +114,7 @@ def greedy_dag(problem: Problem) -> Selection:
 def greedy_tree(problem: Problem) -> Selection:
     """Bottom-up tree costs (a shared subgraph counts once per use): linear time, for
     e-graphs too large for `greedy_dag`. Strict improvement keeps the choice acyclic."""
-    parents: dict[str, list[Candidate]] = {}
-    queue: deque[Candidate] = deque()
-    for cands in problem.classes.values():
-        for cand in cands:
-            for child in set(cand.children):
-                parents.setdefault(child, []).append(cand)
-            if not cand.children:
-                queue.append(cand)
+    parents, queue = _parents_and_leaves(problem)
     best: dict[str, tuple[float, Candidate]] = {}
     while queue:
         cand = queue.popleft()
