@@ -3,6 +3,9 @@ imported once per session (torch.export takes about a second per model)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
 import torch
 from hypothesis import settings
@@ -12,6 +15,10 @@ settings.register_profile("cuvil", deadline=None, derandomize=True, max_examples
 settings.load_profile("cuvil")
 
 torch.set_num_threads(2)
+
+# A fresh cache directory per test session: tests never read or fill the user's cache
+# (compiled kernels, optimized graphs, checked rule libraries), and CI starts cold.
+os.environ["CUVIL_CACHE_DIR"] = tempfile.mkdtemp(prefix="cuvil-test-cache-")
 
 
 @pytest.fixture(scope="session")
