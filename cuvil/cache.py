@@ -1,124 +1,193 @@
-"""The compile cache: a second process compiling the same model skips export and optimization.
+"""The compile cache: an optimized graph stored under the hash of what the program is.
 
-An entry is keyed by everything the optimized graph depends on: Cuvil's own source, the
-torch version, the model's class and the source files of its module classes, its weights
-(names, shapes, dtypes and bytes), the example inputs' shapes and dtypes, the rule files'
-text and the compile options. It holds the optimized graph (pickled, without tensors), the
-constants the model does not own (transposed weights prepared at import, folded constants;
-`torch.save` files) and nothing else: the model's own weights are taken from the model
-again, by reference.
-Generated kernels have their own cache (`cuvil/runtime/module_cache.py`), keyed by their
-source text. Entries are directories written atomically under `<cache>/graphs/`.
+The key is computed from the imported graph, after export, never from the model object:
+
+    program    the graph's structural hash: ops, attributes (scalars included), types with
+               their symbolic dims, inputs and the output structure
+    constants  the dtype, shape and bytes of every constant the graph holds
+    rules      the text of every rule file
+    options    targets, limits, extraction mode, disabled rules, the dim sizes costs assume
+    versions   Cuvil's source, torch and egglog
+
+Whatever export reads (Python attributes such as `self.k`, the training flag, branches on
+either) is in the graph or its constants, so two models share an entry only when they are
+the same program. Export is paid on every compile; a hit skips parsing, checking and the
+optimizer. A miss says which parts changed since the last graph of the same name.
+
+An entry `<cache>/graphs/<key>/` holds `graph.pickle` (the optimized graph without tensors),
+`constants/` (tensors the optimizer made; the imported ones come from the fresh import) and
+`key.json` (the key's parts and the pickle's SHA-256, checked on load), written atomically.
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
+import json
 import os
 import pickle
 import shutil
-import sys
 import tempfile
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 
 import cuvil
+from cuvil.atomic import write_text
 from cuvil.ir.graph import Graph
 from cuvil.runtime.module_cache import cache_dir
 
-FORMAT = 1
+FORMAT = 2
+# What the cache supplies; every other attribute of a graph comes from the fresh import.
+OPTIMIZED = frozenset({"name", "nodes", "inputs", "output_structure", "constants", "defs",
+                       "report", "_counter"})
 
 
-def model_key(model: Any, example_inputs: Any, options: dict[str, Any]) -> str | None:
-    """The cache key of compiling `model`, or None when it cannot be cached safely."""
-    if not isinstance(model, torch.nn.Module):
-        return None
-    h = hashlib.blake2b(digest_size=20)
-    for part in (str(FORMAT), cuvil_source_hash(), torch.__version__,
-                 f"{type(model).__module__}.{type(model).__qualname__}",
-                 *_class_sources(model), _rules_hash(options.get("rules")),
-                 repr(sorted((k, repr(v)) for k, v in options.items() if k != "rules")),
-                 repr([(tuple(x.shape), str(x.dtype)) for x in example_inputs or ()])):
-        h.update(part.encode())
-        h.update(b"\x00")
-    for name, tensor in model.state_dict().items():
-        h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
-        h.update(_tensor_bytes(tensor))
-    return h.hexdigest()
+@dataclass(frozen=True)
+class Key:
+    name: str  # the graph's name, to compare a miss with the last compile of that name
+    parts: dict[str, str]
+
+    @property
+    def digest(self) -> str:
+        text = json.dumps(self.parts, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
-def load(key: str, model: torch.nn.Module) -> Graph | None:
-    """The cached optimized graph for `key`, with `model`'s weights attached; else None."""
+def key_of(graph: Graph, rules: Any, options: dict[str, Any]) -> Key:
+    """The key of optimizing the imported `graph` with `rules` and `options`."""
+    parts = {"format": str(FORMAT), "versions": versions(),
+             "program": graph.structural_hash(), "constants": constants_hash(graph),
+             "rules": rules_hash(rules), "options": _digest(repr(sorted(options.items())))}
+    return Key(graph.name, parts)
+
+
+def load(key: Key, imported: Graph) -> Graph | None:
+    """The cached optimized graph for `key`, its constants taken from `imported`; else None."""
     entry = _entry(key)
     try:
-        with open(entry / "graph.pickle", "rb") as f:
-            graph, owned = pickle.load(f)
-        own = model.state_dict()
-        for ref in owned:
-            graph.constants[ref] = own[ref]
+        meta = json.loads((entry / "key.json").read_text())
+        data = (entry / "graph.pickle").read_bytes()
+        if meta.get("parts") != key.parts or meta.get("sha256") != _digest(data, 64):
+            return None  # damaged, or a different key in the same place: compile afresh
+        graph = pickle.loads(data)
+        for ref in graph.constants:  # placeholders: imported tensors by ref
+            graph.constants[ref] = imported.constants[ref]
         for path in sorted((entry / "constants").glob("*.pt")):
             graph.constants[_ref_of(path.stem)] = torch.load(path, weights_only=True)
-        if graph.report is not None:
-            graph.report.graph = graph
-            graph.report.notes.append("from the compile cache: export and optimization "
-                                      "skipped")
-        return graph
-    except (OSError, EOFError, KeyError, pickle.UnpicklingError, ValueError):
-        return None  # missing or damaged: compile afresh
+    except (OSError, EOFError, KeyError, ValueError, pickle.UnpicklingError, RuntimeError):
+        return None
+    for attr, value in vars(imported).items():
+        if attr not in OPTIMIZED:
+            setattr(graph, attr, value)
+    if graph.report is not None:
+        graph.report.graph = graph
+        graph.report.cache = f"hit (key {key.digest[:12]}): optimization skipped"
+    return graph
 
 
-def store(key: str, graph: Graph, model: torch.nn.Module) -> None:
-    """Write the entry for `key` (atomically: a reader sees all of it or nothing)."""
-    from dataclasses import replace
-
-    own = {_storage(t): name for name, t in model.state_dict().items()}
-    slim = graph.copy()
-    if graph.report is not None:  # the report, without its link back to the graph
-        slim.report = replace(graph.report, graph=None)
-    owned = {ref: own[_storage(t)] for ref, t in graph.constants.items()
-             if _storage(t) in own}
-    slim.constants = {}
+def store(key: Key, optimized: Graph, imported: Graph) -> None:
+    """Write the entry for `key` atomically: a reader sees all of it or nothing."""
+    shared = {ref for ref, t in optimized.constants.items()
+              if imported.constants.get(ref) is t}
+    slim = optimized.copy()
+    slim.constants = dict.fromkeys(shared)  # filled from the import on load
+    for attr in set(vars(slim)) - OPTIMIZED:
+        setattr(slim, attr, None)
+    if optimized.report is not None:  # the report, without its link back to the graph
+        slim.report = replace(optimized.report, graph=None)
+    data = pickle.dumps(slim)
     entry = _entry(key)
     entry.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".{key}."))
+    tmp = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".{entry.name}."))
     try:
         (tmp / "constants").mkdir()
-        for ref, tensor in graph.constants.items():
-            if ref not in owned:
-                torch.save(tensor.detach(), tmp / "constants" / f"{_file_of(ref)}.pt")
-        renamed = _rename_refs(slim, owned)
-        with open(tmp / "graph.pickle", "wb") as f:
-            pickle.dump((renamed, sorted(set(owned.values()))), f)
+        for ref, tensor in optimized.constants.items():
+            if ref not in shared:
+                torch.save(tensor.detach().clone(), tmp / "constants" / f"{_file_of(ref)}.pt")
+        (tmp / "graph.pickle").write_bytes(data)
+        meta = {"name": key.name, "parts": key.parts, "sha256": _digest(data, 64)}
+        (tmp / "key.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         os.replace(tmp, entry)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)  # another process stored it first
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    write_text(_last_of(key.name), json.dumps(key.parts, sort_keys=True))
 
 
-def _rename_refs(graph: Graph, owned: dict[str, str]) -> Graph:
-    """Constants the model owns are referred to by their state_dict names."""
-    from dataclasses import replace
-
-    for node in list(graph):
-        if node.op == "const" and node.attrs["ref"] in owned:
-            graph.replace_node(replace(node, attrs={"ref": owned[node.attrs["ref"]]}))
-    return graph
-
-
-def _storage(t: torch.Tensor) -> tuple:
-    """Identity of a tensor's memory: a parameter and its state_dict entry share it."""
-    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
-            tuple(t.stride()), t.dtype)
+def why_missed(key: Key) -> str:
+    """Which parts of the key differ from the last compile of a graph with the same name."""
+    try:
+        last = json.loads(_last_of(key.name).read_text())
+    except (OSError, ValueError):
+        return f"no earlier compile of {key.name!r} in this cache"
+    changed = [part for part, value in key.parts.items() if last.get(part) != value]
+    if not changed:
+        return f"the entry for {key.name!r} is missing or damaged"
+    return f"{', '.join(changed)} changed since the last compile of {key.name!r}"
 
 
-def _entry(key: str) -> Path:
-    return cache_dir() / "graphs" / key
+def constants_hash(graph: Graph) -> str:
+    """SHA-256 over the dtype, shape and bytes of each constant node, in graph order."""
+    h = hashlib.sha256()
+    for node in graph:
+        if node.op == "const":
+            tensor = graph.constants[node.attrs["ref"]]
+            h.update(f"{node.attrs['ref']}:{tuple(tensor.shape)}:{tensor.dtype}\x00".encode())
+            h.update(_tensor_bytes(tensor))
+    return h.hexdigest()
+
+
+def rules_hash(rules: Any) -> str:
+    """A hash of the rule sources' paths and text, without parsing them."""
+    from cuvil.dsl.diagnostics import Reporter
+    from cuvil.rules.loader import read_sources
+
+    h = hashlib.sha256()
+    for path, text in read_sources(rules, Reporter()):
+        h.update(f"{path}\x00{text}\x00".encode())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def versions() -> str:
+    """Cuvil's source, and the versions of the libraries an optimized graph depends on."""
+    return _digest(f"{cuvil_source_hash()} torch {torch.__version__} "
+                   f"egglog {metadata.version('egglog')}")
+
+
+@lru_cache(maxsize=1)
+def cuvil_source_hash() -> str:
+    root = Path(cuvil.__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.read_bytes())
+    for path in sorted((root / "stock_rules").rglob("*.cvr")):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def _tensor_bytes(tensor: torch.Tensor) -> memoryview:
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    return memoryview(flat.view(torch.uint8).numpy())
+
+
+def _digest(data: str | bytes, size: int = 32) -> str:
+    raw = data.encode() if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()[:size]
+
+
+def _entry(key: Key) -> Path:
+    return cache_dir() / "graphs" / key.digest
+
+
+def _last_of(name: str) -> Path:
+    return cache_dir() / "graphs" / "last" / f"{_digest(name, 24)}.json"
 
 
 def _file_of(ref: str) -> str:
@@ -127,48 +196,3 @@ def _file_of(ref: str) -> str:
 
 def _ref_of(stem: str) -> str:
     return bytes.fromhex(stem).decode()
-
-
-def _tensor_bytes(tensor: torch.Tensor) -> memoryview:
-    t = tensor.detach().cpu().contiguous()
-    if t.dtype == torch.bfloat16:
-        t = t.view(torch.int16)
-    return memoryview(t.numpy()).cast("B")
-
-
-@lru_cache(maxsize=1)
-def cuvil_source_hash() -> str:
-    root = Path(cuvil.__file__).parent
-    h = hashlib.blake2b(digest_size=16)
-    for path in sorted(root.rglob("*.py")):
-        h.update(path.read_bytes())
-    return h.hexdigest()
-
-
-def _class_sources(model: torch.nn.Module) -> list[str]:
-    """Hashes of the source files defining the model's module classes."""
-    files = set()
-    for m in model.modules():
-        module = sys.modules.get(type(m).__module__)
-        try:
-            files.add(inspect.getsourcefile(module) if module else None)
-        except TypeError:
-            continue
-    out = []
-    for f in sorted(x for x in files if x):
-        try:
-            out.append(hashlib.blake2b(Path(f).read_bytes(), digest_size=16).hexdigest())
-        except OSError:
-            out.append(f)
-    return out
-
-
-def _rules_hash(rules: Any) -> str:
-    """A hash of the rule sources' text, without parsing them."""
-    from cuvil.dsl.diagnostics import Reporter
-    from cuvil.rules.loader import read_sources
-
-    h = hashlib.blake2b(digest_size=16)
-    for path, text in read_sources(rules, Reporter()):
-        h.update(f"{path}\x00{text}\x00".encode())
-    return h.hexdigest()

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +21,13 @@ def optimize(graph: Any, example_inputs: Sequence[Any] | None = None, *, rules: 
              dynamic_shapes: Any = None, disable: Sequence[str] = (),
              trace: str | Path | None = None, extract: str = "auto") -> Graph:
     """The cheapest graph equal to `graph` under `rules`; `.report` says what happened."""
-    from cuvil.egraph.optimizer import Options, optimize_graph
-    from cuvil.rules import load
-
     tracer = Tracer()
     with tracer.stage("import"):
-        graph = as_graph(graph, example_inputs, dynamic_shapes)
-    library = load(rules, tracer).without(tuple(disable))
-    options = Options(targets=_targets(target), limits=as_limits(limits), extract=extract,
-                      hints=_hints(graph, example_inputs))
-    result = optimize_graph(graph, library, options, tracer)
-    if trace is not None:
-        tracer.write(trace)
+        imported = as_graph(graph, example_inputs, dynamic_shapes)
+    settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable), extract,
+                        _hints(imported, example_inputs))
+    result = optimize_imported(imported, settings, tracer, cache=False)
+    _write_trace(tracer, trace)
     return result
 
 
@@ -43,29 +38,68 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
             cache: bool = True, fuse_elementwise: bool = True):
     """`model` compiled to Numba kernels: a callable with the model's results, faster.
 
-    With `cache`, a second compile of the same model (same code, weights, inputs, rules
+    With `cache`, compiling the same program again (same traced graph and constants, rules
     and options; in any process) reuses the optimized graph and the compiled kernels.
     """
-    from cuvil import cache as compile_cache
     from cuvil.lower import compile_graph
 
     tracer = Tracer()
-    options = {"rules": rules, "target": target, "dynamic_shapes": dynamic_shapes,
-               "limits": limits, "disable": tuple(disable)}
-    key = compile_cache.model_key(model, example_inputs, options) if cache else None
-    with tracer.stage("cache lookup"):
-        optimized = compile_cache.load(key, model) if key else None
-    if optimized is None:
-        optimized = optimize(model, example_inputs, rules=rules, target=target,
-                             limits=limits, dynamic_shapes=dynamic_shapes, disable=disable)
-        if key:
-            compile_cache.store(key, optimized, model)
+    with tracer.stage("import"):
+        graph = as_graph(model, example_inputs, dynamic_shapes)
+    settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable), "auto",
+                        _hints(graph, example_inputs))
+    optimized = optimize_imported(graph, settings, tracer, cache)
     with tracer.stage("lower"):
-        compiled = compile_graph(optimized, target=_targets(target)[0], fallback=fallback,
+        compiled = compile_graph(optimized, target=settings.targets[0], fallback=fallback,
                                  threads=threads, fuse_elementwise=fuse_elementwise)
-    if trace is not None:
-        tracer.write(trace)
+    _write_trace(tracer, trace)
     return compiled
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the optimizer is asked for, besides the graph: all of it is in the cache key."""
+
+    rules: Any
+    targets: tuple[str, ...]
+    limits: Any
+    disable: tuple[str, ...]
+    extract: str
+    hints: dict[str, int]
+
+    def key_options(self) -> dict[str, Any]:
+        return {"targets": self.targets, "limits": repr(self.limits), "extract": self.extract,
+                "disable": self.disable, "hints": sorted(self.hints.items())}
+
+
+def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: bool) -> Graph:
+    """Stages parse, check, encode, saturate, extract, decode; or one cache lookup."""
+    from cuvil import cache as compile_cache
+    from cuvil.egraph.optimizer import Options, optimize_graph
+    from cuvil.rules import load
+
+    key = None
+    if cache:
+        with tracer.stage("cache lookup"):
+            key = compile_cache.key_of(graph, settings.rules, settings.key_options())
+            hit = compile_cache.load(key, graph)
+        if hit is not None:
+            return hit
+    library = load(settings.rules, tracer).without(settings.disable)
+    options = Options(targets=settings.targets, limits=settings.limits,
+                      extract=settings.extract, hints=settings.hints)
+    result = optimize_graph(graph, library, options, tracer)
+    if key is not None and result.report is not None:
+        result.report.cache = f"miss: {compile_cache.why_missed(key)}"
+        if not result.report.stop_reason.startswith("time limit"):
+            with tracer.stage("cache store"):
+                compile_cache.store(key, result, graph)
+    return result
+
+
+def _write_trace(tracer: Tracer, path: str | Path | None) -> None:
+    if path is not None:
+        tracer.write(path)
 
 
 def as_graph(model: Any, example_inputs: Sequence[Any] | None, dynamic_shapes: Any) -> Graph:

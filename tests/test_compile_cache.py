@@ -1,41 +1,155 @@
-"""The compile cache: what the key depends on, and a round trip that keeps weights by
-reference and gives the same optimized graph."""
+"""The compile cache keys on the traced program: models that differ only in a Python
+attribute, a constructor argument or a run-time choice of op never share an entry, in one
+process or across two; a damaged entry is rebuilt; a miss says what changed."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
 import torch
 
 import cuvil
 from cuvil import cache, zoo
-
-OPTIONS = {"rules": None, "target": "cpu", "dynamic_shapes": None, "limits": None,
-           "disable": ()}
+from cuvil.pipeline import Settings, as_limits
 
 
-def test_key_depends_on_weights_inputs_and_options():
-    model, inputs = zoo.get("mlp", batch=2)
-    key = cache.model_key(model, inputs, OPTIONS)
-    assert key == cache.model_key(model, inputs, dict(OPTIONS))
-    assert key != cache.model_key(model, inputs, {**OPTIONS, "disable": ("fusion",)})
-    assert key != cache.model_key(model, (torch.randn(2, 700),), OPTIONS)
-    assert key != cache.model_key(model, inputs, {**OPTIONS, "rules": "rule r: relu(x) => x\n"})
-    with torch.no_grad():
-        next(model.parameters())[0, 0] += 1.0
-    assert key != cache.model_key(model, inputs, OPTIONS)
-    assert cache.model_key("model.pt2", inputs, OPTIONS) is None  # only nn.Modules
+class Scale(torch.nn.Module):
+    def __init__(self, k: float):
+        super().__init__()
+        self.k = k
+
+    def forward(self, x):
+        return x * self.k
 
 
-def test_round_trip(tmp_path, monkeypatch):
+class Act(torch.nn.Module):
+    """An op chosen at run time: `self.fn` is read by forward, not by the class."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.fn(self.lin(x))
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("CUVIL_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def compiled_state(model, x):
+    """(result, cache status) of compiling `model` with the default cache."""
+    fast = cuvil.compile(model, (x,))
+    return fast(x), fast.report.optimizer.cache
+
+
+def test_python_attribute_is_part_of_the_program(fresh_cache):
+    x = torch.ones(4, 8)
+    for k in (2.0, 3.0, 2.0):
+        y, status = compiled_state(Scale(k), x)
+        torch.testing.assert_close(y, Scale(k)(x))
+    assert status.startswith("hit")
+
+
+@pytest.mark.parametrize("slopes", [(0.1, 0.5)])
+def test_constructor_argument_is_part_of_the_program(fresh_cache, slopes):
+    x = torch.randn(3, 16)
+    for slope in slopes:
+        model = torch.nn.LeakyReLU(slope)
+        torch.testing.assert_close(compiled_state(model, x)[0], model(x))
+
+
+def test_op_chosen_at_run_time_is_part_of_the_program(fresh_cache):
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    model = Act(torch.relu)
+    torch.testing.assert_close(compiled_state(model, x)[0], model(x))
+    model.fn = torch.tanh  # same class, same weights, another program
+    y, status = compiled_state(model, x)
+    torch.testing.assert_close(y, model(x))
+    assert status == "miss: program changed since the last compile of 'Act'"
+
+
+def test_weights_are_part_of_the_key_and_a_miss_says_so(fresh_cache):
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    model = Act(torch.relu)
+    compiled_state(model, x)
+    with torch.no_grad():
+        model.lin.weight[0, 0] += 1.0
+    y, status = compiled_state(model, x)
+    torch.testing.assert_close(y, model(x))
+    assert status == "miss: constants changed since the last compile of 'Act'"
+    assert compiled_state(model, x)[1].startswith("hit")
+
+
+def test_key_depends_on_rules_options_and_input_shapes(zoo_graph):
+    model, graph = zoo_graph("mlp")
+    settings = Settings(None, ("cpu",), as_limits(None), (), "auto", {"batch": 2})
+    key = cache.key_of(graph, None, settings.key_options())
+    assert key == cache.key_of(graph.copy(), None, settings.key_options())
+    other_rules = cache.key_of(graph, "rule r: relu(x) => x\n", settings.key_options())
+    assert other_rules.parts["rules"] != key.parts["rules"]
+    disabled = Settings(None, ("cpu",), as_limits(None), ("fusion",), "auto", {"batch": 2})
+    assert cache.key_of(graph, None, disabled.key_options()).digest != key.digest
+    static = cuvil.from_torch(model, (torch.randn(3, 784),), dynamic_shapes=False)
+    assert cache.key_of(static, None, settings.key_options()).parts["program"] != \
+        key.parts["program"]
+
+
+def test_round_trip_keeps_imported_weights_by_reference(fresh_cache):
     model, inputs = zoo.get("cnn", batch=2)
-    key = cache.model_key(model, inputs, OPTIONS)
-    assert cache.load(key, model) is None
-    graph = cuvil.optimize(model, inputs)
-    cache.store(key, graph, model)
-    again = cache.load(key, model)
-    assert again.to_text() == graph.to_text()
-    own = model.state_dict()
-    shared = [n.attrs["ref"] for n in again if n.op == "const" and n.attrs["ref"] in own]
-    assert shared and all(again.constants[r].data_ptr() == own[r].data_ptr() for r in shared)
-    assert "compile cache" in again.report.notes[-1]
-    torch.testing.assert_close(cuvil.run(again, *inputs), cuvil.run(graph, *inputs))
+    graph = cuvil.from_torch(model, inputs)
+    key = cache.key_of(graph, None, {})
+    assert cache.load(key, graph) is None
+    optimized = cuvil.optimize(graph)
+    cache.store(key, optimized, graph)
+    again = cache.load(key, cuvil.from_torch(model, inputs))
+    assert again.to_text() == optimized.to_text()
+    own = {t.data_ptr() for t in model.state_dict().values()}
+    shared = [r for r, t in again.constants.items() if t.data_ptr() in own]
+    assert shared
+    assert again.report.cache.startswith("hit")
+    torch.testing.assert_close(cuvil.run(again, *inputs), model(*inputs))
+
+
+def test_damaged_entry_is_rebuilt(fresh_cache):
+    x = torch.ones(2, 8)
+    compiled_state(Scale(5.0), x)
+    for pickled in fresh_cache.glob("graphs/*/graph.pickle"):
+        pickled.write_bytes(pickled.read_bytes()[:-7])  # truncated
+    y, status = compiled_state(Scale(5.0), x)
+    torch.testing.assert_close(y, 5.0 * x)
+    assert status == "miss: the entry for 'Scale' is missing or damaged"
+
+
+SCRIPT = textwrap.dedent("""
+    import sys, torch, cuvil
+    class Scale(torch.nn.Module):
+        def __init__(self, k):
+            super().__init__(); self.k = k
+        def forward(self, x):
+            return x * self.k
+    x = torch.ones(4, 8)
+    fast = cuvil.compile(Scale(float(sys.argv[1])), (x,))
+    print(fast(x)[0, 0].item(), fast.report.optimizer.cache.split()[0])
+""")
+
+
+def test_two_processes_share_entries_only_for_the_same_program(fresh_cache, tmp_path):
+    script = tmp_path / "scale.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "CUVIL_CACHE_DIR": str(fresh_cache)}
+    seen = []
+    for k in ("2", "3", "2"):
+        out = subprocess.run([sys.executable, str(script), k], env=env, check=True,
+                             capture_output=True, text=True).stdout.split()
+        seen.append((float(out[0]), out[1]))
+    assert seen == [(2.0, "miss:"), (3.0, "miss:"), (2.0, "hit")]

@@ -45,6 +45,7 @@ class OptimizeReport:
     nodes_before: int = 0
     nodes_after: int = 0
     notes: list[str] = field(default_factory=list)
+    cache: str = ""  # the compile cache: "" (not used), "hit (key ...)" or "miss: why"
     egglog: str = field(default="", repr=False)  # the program run, replayable by egglog
     graph: Graph | None = field(default=None, repr=False)
 
@@ -100,6 +101,8 @@ class OptimizeReport:
         for chain, reason in self.rejected:
             lines.append(f"rejected: {chain}: {reason}")
         lines += [f"note: {n}" for n in self.notes]
+        if self.cache:
+            lines.append(f"compile cache: {self.cache}")
         stages = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in self.timings.items())
         lines.append(f"time: {stages}")
         return "\n".join(lines)
