@@ -45,7 +45,8 @@ def add_parser(subparsers) -> None:
                     "where it fired. Default corpus: every zoo model and the probe models.")
     _paths(cov)
     cov.add_argument("--models", nargs="+", action="extend", metavar="SPEC",
-                     help="zoo:NAME, probe:NAME, a .pt2 file or package.module:factory")
+                     help="zoo:NAME, probe:NAME, a .pt2 file or package.module:factory; "
+                          "a later argument that is none of these is a rule PATH")
     cov.add_argument("--fail-under", type=float, metavar="PCT",
                      help="exit 1 if fewer than PCT%% of the rules fired")
     cov.add_argument("--disable", action="append", default=[], metavar="NAME",
@@ -84,9 +85,20 @@ def run_verify(args: argparse.Namespace) -> int:
     return 0 if report.sound else 1
 
 
+def _split_models(args: argparse.Namespace) -> None:
+    """`--models zoo:mlp my.cvr`: the rule file is a PATH, not a model (`--models` takes
+    every argument after it, and a model spec has a colon or ends in `.pt2`)."""
+    if not args.models:
+        return
+    models = [m for m in args.models if ":" in m or m.endswith(".pt2")]
+    args.paths = [*args.paths, *(m for m in args.models if m not in models)]
+    args.models = models
+
+
 def run_coverage(args: argparse.Namespace) -> int:
     from cuvil.rules.coverage import coverage
 
+    _split_models(args)
     try:
         _load(args.paths)  # diagnostics first, before any model is imported
     except CvrError as e:

@@ -77,3 +77,40 @@ def test_the_command_line_prints_no_traceback():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.startswith("cuvil: error: no zoo model 'nothing'")
+
+
+FACTORY = '''
+import torch
+
+def model():
+    return torch.nn.ReLU(), (torch.randn(2, 3),)
+'''
+
+
+def test_factory_from_a_file_path(capsys, tmp_path):
+    (tmp_path / "my_model.py").write_text(FACTORY)
+    code, out, err = cuvil(capsys, "import", f"{tmp_path}/my_model.py:model")
+    assert code == 0 and err == "" and "= relu(input)" in out
+
+
+def test_factory_module_in_the_current_directory(capsys, tmp_path, monkeypatch):
+    (tmp_path / "here_model_xyz.py").write_text(FACTORY)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    code, out, err = cuvil(capsys, "import", "here_model_xyz:model")
+    assert code == 0 and err == "" and "= relu(input)" in out
+
+
+@pytest.mark.parametrize("text, message", [
+    ("def model(:\n", "importing"),
+    ("raise RuntimeError('boom')\n", "RuntimeError: boom"),
+])
+def test_a_broken_factory_file_is_one_line(capsys, tmp_path, text, message):
+    (tmp_path / "bad.py").write_text(text)
+    code, out, err = cuvil(capsys, "import", f"{tmp_path}/bad.py:model")
+    assert code == 1 and out == "" and message in err and err.count("\n") == 1
+
+
+def test_a_missing_factory_file_is_one_line(capsys, tmp_path):
+    code, _, err = cuvil(capsys, "import", f"{tmp_path}/none.py:model")
+    assert code == 1 and "no such file" in err and err.count("\n") == 1

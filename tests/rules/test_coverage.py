@@ -57,6 +57,13 @@ def test_the_command_prints_the_report_and_exits_under_fail_under(capsys):
     assert code == 1 and out.rstrip().endswith("coverage 66.7% is under 70%")
 
 
+def test_a_rule_path_after_the_models_is_a_rule_path(capsys):
+    code = main(["rules", "coverage", "--models", "zoo:mlp", RULES, "--fail-under", "30"])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert out.rstrip().endswith("1 of 3 rules fired (33.3%) on 1 models")
+
+
 def test_a_model_that_fails_is_reported_and_fails_the_command(capsys):
     code = main(["rules", "coverage", RULES, "--models", "zoo:no_such_model"])
     out, err = capsys.readouterr()
