@@ -11,7 +11,7 @@ products against the rows of the pre-transposed weight `wt`, four output columns
 (each load of `a` feeds four multiply-adds); with `parts > 1` the columns are split between
 threads. For 1-8 rows this beats BLAS here: 784x512 in 20 us on 2 threads, `np.dot` 27.
 
-These functions are compiled once per installation (`cache=True` next to this file) rather
+These functions are compiled once per cache directory (`numba_cache.njit`) rather
 than in every generated module: a parallel function costs ~1.5 s to compile, and this is
 the only parallel code a small MLP needs. Generated modules name this file's hash, so a
 change here gives them new cache entries.
@@ -26,7 +26,9 @@ import os
 from pathlib import Path
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from cuvil.runtime.numba_cache import njit
 
 GEMV_MAX_ROWS = 8
 GEMV_PAR_WORK = 1 << 16  # multiply-adds below which one thread is faster
@@ -51,7 +53,7 @@ def single_threaded_blas() -> None:
                 break
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(nogil=True, fastmath=True)
 def gemv_block(a, wt, c, n0, n1):
     k_len = a.shape[1]
     for m in range(a.shape[0]):
@@ -85,7 +87,7 @@ def gemv_block(a, wt, c, n0, n1):
             n += 1
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def gemv_parallel(a, wt, c, parts):
     n_len = wt.shape[0]
     step = ((n_len + parts - 1) // parts + 3) // 4 * 4
@@ -93,7 +95,7 @@ def gemv_parallel(a, wt, c, parts):
         gemv_block(a, wt, c, min(n_len, t * step), min(n_len, (t + 1) * step))
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def gemv(a, wt, c, parts):
     """c[m, n] = sum_k a[m, k] * wt[n, k]; `parts` threads when the product is big enough."""
     if parts > 1 and a.shape[0] * a.shape[1] * wt.shape[0] >= GEMV_PAR_WORK:
@@ -102,7 +104,7 @@ def gemv(a, wt, c, parts):
         gemv_block(a, wt, c, 0, wt.shape[0])
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def _gemm_parallel(a, b, c, parts):
     m = a.shape[0]
     step = (m + parts - 1) // parts
@@ -113,7 +115,7 @@ def _gemm_parallel(a, b, c, parts):
             np.dot(a[r0:r1], b, c[r0:r1])
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def gemm(a, b, c, parts):
     """c = a @ b (2-d, C-contiguous), row blocks split between `parts` threads."""
     if parts > 1 and a.shape[0] >= 2 * parts and \
@@ -123,7 +125,7 @@ def gemm(a, b, c, parts):
         np.dot(a, b, c)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def _batched_parallel(a, b, c, parts):
     nb = a.shape[0]
     for t in prange(parts):
@@ -131,7 +133,7 @@ def _batched_parallel(a, b, c, parts):
             np.dot(a[i], b[i], c[i])
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def gemm_batched(a, b, c, parts):
     """c[i] = a[i] @ b[i] (3-d), batch entries split between `parts` threads."""
     if parts > 1 and a.shape[0] >= parts and \

@@ -19,12 +19,13 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from cuvil.runtime.blas import GEMM_PAR_WORK, gemm
+from cuvil.runtime.numba_cache import njit
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(nogil=True, inline="always")
 def _span(out_len, size, k_off, stride, pad):
     """Output positions j with 0 <= j * stride - pad + k_off < size: [j0, j1)."""
     lo = pad - k_off
@@ -34,7 +35,7 @@ def _span(out_len, size, k_off, stride, pad):
     return j0, max(j0, j1)
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(nogil=True, fastmath=True)
 def im2col_nchw(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
     """x [C, H, W] -> cols [C*KH*KW, OH*OW]."""
     ch, h, w = x.shape
@@ -60,7 +61,7 @@ def im2col_nchw(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
                         cols[row, base + j] = 0
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(nogil=True, fastmath=True)
 def im2col_nhwc(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
     """x [H, W, C] -> cols [OH*OW, KH*KW*C]."""
     h, w, ch = x.shape
@@ -80,7 +81,7 @@ def im2col_nhwc(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
                             cols[row, base + c] = 0
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(nogil=True, fastmath=True)
 def _nchw_image(x, wp, out, cols, xt, tmp, geo):
     """One NCHW image through the NHWC path: x [C, H, W] -> xt [H, W, C] -> im2col ->
     tmp [OH*OW, OC] = cols @ wp -> out [OC, OH, OW]. NCHW's own im2col copies rows only
@@ -100,14 +101,14 @@ def _nchw_image(x, wp, out, cols, xt, tmp, geo):
             o2[k, p] = tmp[p, k]
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def _images_nchw(x, wp, out, cols, xt, tmp, geo, parts):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
             _nchw_image(x[n], wp, out[n], cols[t], xt[t], tmp[t], geo)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def conv2d_nchw(x, wp, out, cols, xt, tmp, geo, parts):
     """out [N, OC, OH, OW] = conv(x [N, C, H, W], wp [KH*KW*C, OC]); geo = (kh, kw, sh, sw,
     ph, pw, dh, dw); scratch per thread: cols [OH*OW, KH*KW*C], xt [H, W, C], tmp [OH*OW,
@@ -122,7 +123,7 @@ def conv2d_nchw(x, wp, out, cols, xt, tmp, geo, parts):
         _nchw_image(x[n], wp, out[n], cols[0], xt[0], tmp[0], geo)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def _images_nchw_few(x, wm, out, cols, geo, parts):
     kh, kw, sh, sw, ph, pw, dh, dw = geo
     nb, oc, oh, ow = out.shape
@@ -132,7 +133,7 @@ def _images_nchw_few(x, wm, out, cols, geo, parts):
             gemm(wm, cols[t], out[n].reshape((oc, oh * ow)), 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def conv2d_nchw_few(x, wm, out, cols, geo, parts):
     """NCHW with few input channels (an RGB stem): im2col rows of OW straight from the
     planes, `wm [OC, C*KH*KW] @ cols [C*KH*KW, OH*OW]` (per-pixel channel runs of 3 would
@@ -148,7 +149,7 @@ def conv2d_nchw_few(x, wm, out, cols, geo, parts):
         gemm(wm, cols[0], out[n].reshape((oc, oh * ow)), parts)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def _images_1x1_nchw(x, wm, out, parts):
     nb, ch, h, w = x.shape
     for t in prange(parts):
@@ -156,7 +157,7 @@ def _images_1x1_nchw(x, wm, out, parts):
             gemm(wm, x[n].reshape((ch, h * w)), out[n].reshape((wm.shape[0], h * w)), 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def conv1x1_nchw(x, wm, out, parts):
     """A 1x1, stride-1, unpadded convolution: one product per image."""
     nb, ch, h, w = x.shape
@@ -167,7 +168,7 @@ def conv1x1_nchw(x, wm, out, parts):
         gemm(wm, x[n].reshape((ch, h * w)), out[n].reshape((wm.shape[0], h * w)), parts)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def _images_nhwc(x, wp, out, cols, geo, parts):
     kh, kw, sh, sw, ph, pw, dh, dw = geo
     nb, oh, ow, oc = out.shape
@@ -177,7 +178,7 @@ def _images_nhwc(x, wp, out, cols, geo, parts):
             gemm(cols[t], wp, out[n].reshape((oh * ow, oc)), 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def conv2d_nhwc(x, wp, out, cols, geo, parts):
     """out [N, OH, OW, OC] = conv(x [N, H, W, C], wp [KH*KW*C, OC]); cols: scratch
     [threads, OH*OW, KH*KW*C]."""
@@ -192,13 +193,13 @@ def conv2d_nhwc(x, wp, out, cols, geo, parts):
         gemm(cols[0], wp, out[n].reshape((oh * ow, oc)), parts)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def conv1x1_nhwc(x, wp, out, parts):
     nb, h, w, ch = x.shape
     gemm(x.reshape((nb * h * w, ch)), wp, out.reshape((nb * h * w, wp.shape[1])), parts)
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(nogil=True, fastmath=True)
 def _dw_planes(x, wd, out, q0, q1, geo):
     kh, kw, sh, sw, ph, pw, dh, dw = geo
     nb, ch, h, w = x.shape
@@ -220,7 +221,7 @@ def _dw_planes(x, wd, out, q0, q1, geo):
                         out[n, c, i, j] += x[n, c, hh, j * sw + off] * wv
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def _dw_planes_parallel(x, wd, out, geo, parts):
     nq = x.shape[0] * x.shape[1]
     step = (nq + parts - 1) // parts
@@ -228,7 +229,7 @@ def _dw_planes_parallel(x, wd, out, geo, parts):
         _dw_planes(x, wd, out, min(nq, t * step), min(nq, (t + 1) * step), geo)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def depthwise_nchw(x, wd, out, geo, parts):
     """Depthwise convolution, x [N, C, H, W], wd [C, KH*KW]."""
     if parts > 1 and out.size * wd.shape[1] >= GEMM_PAR_WORK:
@@ -237,7 +238,7 @@ def depthwise_nchw(x, wd, out, geo, parts):
         _dw_planes(x, wd, out, 0, x.shape[0] * x.shape[1], geo)
 
 
-@njit(cache=True, nogil=True, fastmath=True)
+@njit(nogil=True, fastmath=True)
 def _dw_rows(x, wd, out, q0, q1, geo):
     kh, kw, sh, sw, ph, pw, dh, dw = geo
     nb, h, w, ch = x.shape
@@ -258,7 +259,7 @@ def _dw_rows(x, wd, out, q0, q1, geo):
                             out[n, i, j, c] += x[n, hh, ww, c] * wd[a, b, c]
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(nogil=True, parallel=True)
 def _dw_rows_parallel(x, wd, out, geo, parts):
     nq = out.shape[0] * out.shape[1]
     step = (nq + parts - 1) // parts
@@ -266,7 +267,7 @@ def _dw_rows_parallel(x, wd, out, geo, parts):
         _dw_rows(x, wd, out, min(nq, t * step), min(nq, (t + 1) * step), geo)
 
 
-@njit(cache=True, nogil=True)
+@njit(nogil=True)
 def depthwise_nhwc(x, wd, out, geo, parts):
     """Depthwise convolution, x [N, H, W, C], wd [KH, KW, C]."""
     if parts > 1 and out.size * wd.shape[0] * wd.shape[1] >= GEMM_PAR_WORK:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from numba import njit
+from cuvil.runtime.numba_cache import njit
 
 # Inlined into the calling kernel, whose fastmath flags apply (never `ninf`: masks use -inf).
-_OPTS = dict(inline="always", error_model="numpy", cache=True)
+_OPTS = dict(inline="always", error_model="numpy")
 
 
 @njit(**_OPTS)

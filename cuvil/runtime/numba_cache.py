@@ -1,0 +1,41 @@
+"""`njit` for Cuvil's own compiled drivers (`blas`, `conv`, `vmath`), cached on disk under
+the Cuvil cache directory (`<cache>/numba/`), never next to the installed package.
+
+Numba's `cache=True` writes to a `__pycache__` beside the source file; an installed package
+may be read-only, and a shared one would mix users' entries. A locator placed first in
+Numba's list sends files from this package to the cache directory and leaves every other
+function (generated kernel modules already live in `<cache>/kernels/`) as Numba has it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numba
+from numba.core.caching import CacheImpl, UserProvidedCacheLocator
+
+from cuvil.runtime.module_cache import cache_dir
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+class PackageLocator(UserProvidedCacheLocator):
+    """Cache files of functions defined in the cuvil package go to `<cache>/numba/`."""
+
+    def __init__(self, py_func, py_file):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = str(cache_dir() / "numba" / self.get_suitable_cache_subpath(py_file))
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not Path(py_file).resolve().is_relative_to(PACKAGE):
+            return None
+        return super(UserProvidedCacheLocator, cls).from_function(py_func, py_file)
+
+
+def njit(*args, **options):
+    """`numba.njit(..., cache=True)` with the cache under the Cuvil cache directory."""
+    if PackageLocator not in CacheImpl._locator_classes:
+        CacheImpl._locator_classes.insert(0, PackageLocator)
+    return numba.njit(*args, cache=True, **options)
