@@ -41,8 +41,14 @@ class _Decoder:
         snap = self.session.snapshot
         self.class_of = {n: snap.let_class[h] for n, h in self.session.encoding.handles.items()}
         self.original: dict[str, Node] = {}
+        imported: dict[str, int] = {}
         for name, cls in self.class_of.items():
             self.original.setdefault(cls, self.graph[name])
+            imported[cls] = imported.get(cls, 0) + 1
+        self.merged: dict[str, list[str]] = {}  # class of several imported nodes -> rules
+        for cls, label in sorted(snap.fired | snap.rewrote):
+            if imported.get(cls, 0) > 1:
+                self.merged.setdefault(cls, []).append(label)
 
     def run(self) -> Graph:
         for name in self.graph.inputs:
@@ -67,6 +73,7 @@ class _Decoder:
         keep = orig is not None and orig.op == op and orig.name not in self.out.nodes
         name = orig.name if keep else None
         origin = origin_chain(snap.origin.get(node.key, ""))
+        origin += tuple(lb for lb in self.merged.get(cls, ()) if lb not in origin)
         if op == "const":
             ref = attrs["ref"]
             self.tensor_of[cls] = self.graph.constants[ref]

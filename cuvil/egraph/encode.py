@@ -30,6 +30,7 @@ ANALYSIS_DECLS = """\
 (function is_const (T) bool :merge (or old new))
 (function value (T) f64 :merge old)
 (relation fired (T String))
+(relation rewrote (T String))
 """
 
 

@@ -145,8 +145,10 @@ def compile_rule(rule: CheckedRule, ruleset: str, defs: dict, targets: tuple[str
     actions: list[str] = []
     rhs = _build(rule.rhs, pattern, rule.label, actions, origin)
     actions.append(f"(union {root} {rhs})")
-    if isinstance(rule.rhs, ast.Var):  # removes nodes: remember where, to report it
-        actions.append(f"(fired {root} {encode_string(rule.label)})")
+    # where each rule fired: a removal is reported as in the result when its class is;
+    # a rewrite that merged two imported nodes' classes is named when explaining them
+    relation = "fired" if isinstance(rule.rhs, ast.Var) else "rewrote"
+    actions.append(f"({relation} {root} {encode_string(rule.label)})")
     out = []
     for k, extra in enumerate(alternatives):
         query = " ".join(dict.fromkeys(pattern.atoms + extra + pattern.computed))

@@ -50,6 +50,7 @@ class Snapshot:
     ty: dict[str, int] = field(default_factory=dict)  # class -> type id
     origin: dict[tuple, str] = field(default_factory=dict)  # e-node key -> origin chain
     fired: set[tuple[str, str]] = field(default_factory=set)  # (class, label) of node removals
+    rewrote: set[tuple[str, str]] = field(default_factory=set)  # (class, label), other rules
 
     @property
     def size(self) -> int:
@@ -78,9 +79,9 @@ def take(egraph: bindings.EGraph, ctors: set[str]) -> Snapshot:
             snap.classes.setdefault(cls, []).append(node_id)
         elif op == "ty":
             snap.ty[node_class[v["children"][0]]] = int(literal[cls])
-        elif op == "fired":
+        elif op in ("fired", "rewrote"):
             (_, cls_id), (_, label) = arg(v["children"][0]), arg(v["children"][1])
-            snap.fired.add((cls_id, json.loads(label)))
+            getattr(snap, op).add((cls_id, json.loads(label)))
         elif op.startswith("org_"):
             key = (op[4:], tuple(arg(c) for c in v["children"]))
             snap.origin[key] = literal[cls]  # egglog's quoted text: see `origin_text`

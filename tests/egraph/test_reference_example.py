@@ -102,3 +102,17 @@ def test_disable_rules_and_rule_families(zoo_graph):
     assert "linear" in without_relu and "linear_relu" not in without_relu
     with pytest.raises(cuvil.CuvilError, match="no such rule or ruleset"):
         cuvil.optimize(graph, disable=["fusio"])
+
+
+def test_explain_names_a_rule_that_merged_two_imported_nodes():
+    class ReluRelu(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(torch.relu(x)) + 1
+
+    rules = "rule relu_relu: relu(relu(x)) => relu(x)\n"
+    out = cuvil.optimize(ReluRelu(), (torch.randn(2, 3),), rules=rules)
+    relu = next(n for n in out if n.op == "relu")
+    assert out.ops().count("relu") == 1 and relu.origin == ("relu_relu",)
+    assert "relu ← relu_relu (<string>:1)" in out.report.explain(relu)
+    add = next(n for n in out if n.op == "add")
+    assert "imported unchanged" in out.report.explain(add)
