@@ -99,8 +99,11 @@ def optimize_graph(graph: Graph, library: RuleLibrary, options: Options,
     """Optimize in a forked worker when possible (a runaway never hangs the caller)."""
     tracer = tracer or Tracer()
     if options.isolate and can_fork():
-        return _isolated(graph, library, options, tracer)
-    return _optimize(graph, library, options, tracer)
+        result = _isolated(graph, library, options, tracer)
+    else:
+        result = _optimize(graph, library, options, tracer)
+    result.import_report, result.output_tree = graph.import_report, graph.output_tree
+    return result
 
 
 def _optimize(graph: Graph, library: RuleLibrary, options: Options, tracer: Tracer,

@@ -9,10 +9,12 @@ policy), `importer` walks it, mapping each aten op through the table in `aten`.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
 
+from cuvil.errors import CuvilError, UnsupportedOpsError
 from cuvil.frontend.importer import Importer
 from cuvil.frontend.report import ImportReport, Source
 from cuvil.ir.graph import Graph
@@ -20,10 +22,13 @@ from cuvil.ir.graph import Graph
 
 def from_torch(model: Any, example_inputs: Any = (), dynamic_shapes: Any = None,
                strict: bool = False) -> Graph:
-    """Import `model` (an nn.Module, fx.GraphModule, ExportedProgram or `.pt2` path).
+    """Import `model` (an nn.Module, a function, fx.GraphModule, ExportedProgram or `.pt2`
+    path).
 
-    `dynamic_shapes`: None makes dim 0 of the tensor inputs a symbolic `batch` dim (static,
-    with a note in the report, if torch.export cannot); False is static; anything else is a
+    `dynamic_shapes`: None makes dim 0 of the tensor inputs a symbolic `batch` dim and dim 1
+    of rank-2 integer inputs (token ids, masks) a `seq` dim where the model allows (static,
+    with a note in the report, if torch.export cannot; an import that fails under symbolic
+    dims is retried static, and the report says so); False is static; anything else is a
     torch.export spec whose `torch.export.Dim`s name the symbolic dims. Ops without a catalog
     entry run through torch (listed in `graph.import_report`); with `strict=True` they raise
     one `UnsupportedOpsError` listing them all with their source lines.
@@ -31,6 +36,18 @@ def from_torch(model: Any, example_inputs: Any = (), dynamic_shapes: Any = None,
     from cuvil.frontend.export import trace
 
     traced = trace(model, example_inputs, dynamic_shapes)
+    try:
+        with torch.no_grad():
+            return Importer(traced).build(strict=strict)
+    except UnsupportedOpsError:
+        raise
+    except CuvilError as e:
+        if dynamic_shapes is not None or not traced.dim_names or \
+                isinstance(model, str | os.PathLike | torch.export.ExportedProgram):
+            raise
+        reason = str(e)
+    traced = trace(model, example_inputs, False)  # the default policy: retry static
+    traced.notes.append(f"import with symbolic dims failed, imported static: {reason}")
     with torch.no_grad():
         return Importer(traced).build(strict=strict)
 

@@ -108,6 +108,29 @@ def masked_fill(ix: Importer, a: Args) -> Value:
                   {"value": a["value"]})
 
 
+def filled(value: float | None = None) -> Callable:
+    """ones/zeros/full/empty and their `new_*`/`*_like` forms: a constant when the shape is
+    static, else a scalar expanded to the symbolic shape; `empty` is zeros."""
+
+    def convert(ix: Importer, a: Args) -> Value:
+        fill = a.get("fill_value", 0) if value is None else value
+        _need(not isinstance(fill, Value), "a tensor fill value")
+        _need(a.get("layout") in (None, torch.strided), "layout change")
+        device = a.get("device")
+        _need(device is None or torch.device(device).type == "cpu", "device placement")
+        from cuvil.ir.types import DType
+
+        dtype, shape = ix.node.meta["val"].dtype, ix.out_shape()
+        fill = float(fill) if dtype.is_floating_point else (
+            bool(fill) if dtype == torch.bool else int(fill))
+        if all(isinstance(d, int) for d in shape):  # static: a constant (masks fold)
+            return ix.folded(torch.full(shape, fill, dtype=dtype), f"folded.{ix.node.name}")
+        scalar = Value(ix.graph.scalar(fill, dtype=DType.from_torch(dtype)))
+        return ix.add("expand", [scalar], {"shape": shape})
+
+    return convert
+
+
 def identity(ix: Importer, a: Args) -> Value:
     return ix.tensor(a["input"])
 
@@ -337,6 +360,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "logical_and": binary("logical_and"), "logical_or": binary("logical_or"),
     "logical_not": unary("logical_not"), "bitwise_and": boolean("logical_and"),
     "bitwise_or": boolean("logical_or"), "bitwise_not": boolean("logical_not"),
+    "__and__": boolean("logical_and"), "__or__": boolean("logical_or"),
     # unary math and activations
     "neg": unary("neg"), "sqrt": unary("sqrt"), "rsqrt": unary("rsqrt"), "exp": unary("exp"),
     "log": unary("log"), "tanh": unary("tanh"), "erf": unary("erf"),
@@ -346,6 +370,11 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
                                  {"approximate": a["approximate"]}),
     "hardtanh": hardtanh, "clamp": clamp, "clamp_min": clamp, "clamp_max": clamp,
     "dropout": dropout, "where": where, "masked_fill": masked_fill,
+    # tensors made from sizes (masks)
+    "ones": filled(1), "zeros": filled(0), "full": filled(), "empty": filled(0),
+    "new_ones": filled(1), "new_zeros": filled(0), "new_full": filled(), "new_empty": filled(0),
+    "ones_like": filled(1), "zeros_like": filled(0), "full_like": filled(),
+    "empty_like": filled(0), "scalar_tensor": lambda ix, a: filled(a["s"])(ix, a),
     # no-ops and conversions
     "clone": identity, "contiguous": identity, "alias": identity, "detach": identity,
     "detach_": identity,

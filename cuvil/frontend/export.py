@@ -2,10 +2,14 @@
 file or a `torch.fx.GraphModule`, with Cuvil's dynamic-shape policy.
 
 `dynamic_shapes=None`: dim 0 of every tensor input (of the first input's size) is one
-symbolic dim `batch`; torch specializes sizes 0 and 1, so a batch of 1 is traced as 2. If
-torch.export cannot keep it dynamic, the model is exported static and the report says so.
-`dynamic_shapes=False`: static. Anything else is torch.export's own spec, passed through;
-its `torch.export.Dim`s give the symbolic dims their names.
+symbolic dim `batch`; torch specializes sizes 0 and 1, so a batch of 1 is traced as 2. Dim 1
+of integer and bool inputs of rank 2 (token ids, attention masks) is `seq` when the model
+lets it vary (`Dim.AUTO`: torch keeps it static where the code fixes it, and the report says
+so). If torch.export cannot keep the batch dynamic, the model is exported static and the
+report says so. `dynamic_shapes=False`: static. Anything else is torch.export's own spec,
+passed through (refined once with torch's suggested fixes if it contradicts the model); its
+`torch.export.Dim`s give the symbolic dims their names. A plain function is traced as the
+`forward` of a module. A failed export is one line that says what to try next.
 """
 
 from __future__ import annotations
@@ -55,9 +59,12 @@ def trace(model, example_inputs, dynamic_shapes) -> Traced:
         return from_program(load_pt2(model), os.path.splitext(os.path.basename(model))[0])
     if isinstance(model, ExportedProgram):
         return from_program(model)
+    if callable(model) and not isinstance(model, torch.nn.Module):
+        model = Function(model)
     if not isinstance(model, torch.nn.Module):
         raise CuvilError(f"cannot import an object of type {type(model).__name__}: expected "
-                         "a torch.nn.Module, a torch.export.ExportedProgram or a .pt2 file")
+                         "a torch.nn.Module, a function, a torch.export.ExportedProgram or a "
+                         ".pt2 file")
     args = tuple(example_inputs) if isinstance(example_inputs, tuple | list) else (
         example_inputs,)
     with eval_mode(model):
@@ -99,13 +106,30 @@ class eval_mode:
         self.model.train(self.training)
 
 
+class Function(torch.nn.Module):
+    """A plain function as a module (what torch.compile accepts, Cuvil accepts)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+        name = getattr(fn, "__name__", "")
+        self.name = name if name.isidentifier() else "function"
+
+    def forward(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
+def _name(model: torch.nn.Module) -> str:
+    return model.name if isinstance(model, Function) else type(model).__name__
+
+
 def export_module(model: torch.nn.Module, args: tuple, dynamic_shapes) -> Traced:
     notes = []
     if dynamic_shapes is None:
         spec, traced_args = batch_spec(args)
         if spec is not None:
             try:
-                return _export(model, traced_args, spec)
+                return _export_default(model, traced_args, spec)
             except CuvilError as e:
                 notes.append(f"the batch dim could not stay dynamic, imported static: {e}")
         else:
@@ -116,33 +140,127 @@ def export_module(model: torch.nn.Module, args: tuple, dynamic_shapes) -> Traced
     return traced
 
 
-def _export(model: torch.nn.Module, args: tuple, spec) -> Traced:
+def _export_default(model: torch.nn.Module, args: tuple, spec) -> Traced:
+    """The default policy's export; says which `seq` dims the model kept static."""
+    traced = _export(model, args, spec)
+    seq = {at: "seq" for at, dims in _flat_specs(args, spec) if 1 in dims}
+    traced.dim_names.update(seq)
+    fixed = _static_dims(traced, seq)
+    if fixed:
+        traced.notes.append(f"dim 1 of {', '.join(fixed)} stays static: the model fixes it")
+    return traced
+
+
+def _export(model: torch.nn.Module, args: tuple, spec, retry: bool = True) -> Traced:
     try:
         program = torch.export.export(model, args, dynamic_shapes=spec)
     except Exception as e:  # torch.export raises many error types; the first line says it
-        raise CuvilError(f"torch.export failed on {type(model).__name__}: "
-                         f"{_first_line(e)}") from None
-    traced = from_program(program, type(model).__name__)
+        again = _retry(model, spec, e) if retry else None
+        if again is not None:
+            traced = _export(model, args, again[0], retry=False)
+            traced.notes.append(again[1])
+            return traced
+        raise CuvilError(f"torch.export failed on {_name(model)}: {_first_line(e)}; "
+                         f"{_hint(e, spec)}") from None
+    traced = from_program(program, _name(model))
     if spec is not None:
         traced.dim_names = spec_names(spec, args, model)
     return traced
 
 
+def _retry(model: torch.nn.Module, spec, error: Exception) -> tuple[Any, str] | None:
+    """(spec, note) for a second export that may succeed: torch's suggested fixes applied to
+    the spec, or transformers' cache classes registered as pytrees; else None."""
+    text = str(error)
+    if "Suggested fixes" in text and spec is not None:
+        from torch.export.dynamic_shapes import refine_dynamic_shapes_from_suggested_fixes
+
+        try:
+            refined = refine_dynamic_shapes_from_suggested_fixes(text, spec)
+        except Exception:  # a fix torch cannot apply to this spec
+            return None
+        return refined, "torch.export refined the dynamic_shapes spec with its suggested fixes"
+    if "not a known type" in text and _register_transformers_caches(model):
+        return spec, "transformers' cache classes registered as pytrees (use_cache output)"
+    return None
+
+
+def _register_transformers_caches(model: torch.nn.Module) -> bool:
+    """Register transformers' cache classes with torch's pytree, as transformers' own
+    exporter does; False if `model` is not a transformers model."""
+    if not type(model).__module__.startswith("transformers."):
+        return False
+    try:
+        from transformers.integrations.executorch import register_dynamic_cache_export_support
+    except ImportError:
+        return False
+    register_dynamic_cache_export_support()
+    return True
+
+
+def _hint(error: Exception, spec) -> str:
+    """What to try next, in a few words."""
+    text = str(error)
+    if "Cache" in text or "not a known type" in text:
+        return ("the model returns an object torch.export cannot trace: try use_cache=False "
+                "(model.config.use_cache = False) or return plain tensors")
+    if spec is not None:
+        return "try dynamic_shapes=False (static shapes)"
+    return "torch.export.export(model, inputs) shows torch's full error"
+
+
 def batch_spec(args: tuple) -> tuple[Any, tuple]:
-    """The default spec (dim 0 of each top-level tensor of the first one's size is `batch`)
-    and the example inputs to trace with (a batch of 1 becomes 2: torch specializes 1)."""
+    """The default spec (dim 0 of each top-level tensor of the first one's size is `batch`,
+    dim 1 of rank-2 integer or bool tensors of the first one's length is `seq`) and the
+    example inputs to trace with (a batch of 1 becomes 2: torch specializes 1)."""
     tensors = [a for a in args if isinstance(a, torch.Tensor) and a.dim() >= 1]
     if not tensors or tensors[0].shape[0] == 0:
         return None, args
     size = tensors[0].shape[0]
+    tokens = [a for a in tensors if _is_tokens(a)]
+    length = tokens[0].shape[1] if tokens and tokens[0].shape[1] >= 2 else None
     batch = Dim("batch")
 
     def per_arg(a):
         ok = isinstance(a, torch.Tensor) and a.dim() >= 1 and a.shape[0] == size
-        return ({0: batch} if ok else None), (_double(a) if ok and size == 1 else a)
+        dims = {0: batch} if ok else {}
+        if length is not None and _is_tokens(a) and a.shape[1] == length:
+            dims[1] = Dim.AUTO
+        return (dims or None), (_double(a) if ok and size == 1 else a)
 
     specs, traced = zip(*(per_arg(a) for a in args), strict=True)
     return tuple(specs), tuple(traced)
+
+
+def _is_tokens(a: Any) -> bool:
+    """Token ids, positions or a mask: an integer or bool tensor of rank 2."""
+    return (isinstance(a, torch.Tensor) and a.dim() == 2 and not a.dtype.is_floating_point
+            and not a.dtype.is_complex)
+
+
+def _flat_specs(args: tuple, spec) -> list[tuple[tuple[int, int], dict]]:
+    """((flat input index, 1), dims) for each tensor leaf the spec maps."""
+    return [((i, 1), dims) for i, (leaf, dims) in enumerate(_leaf_specs(args, spec))
+            if isinstance(leaf, torch.Tensor) and isinstance(dims, dict)]
+
+
+def _static_dims(traced: Traced, wanted: dict[tuple[int, int], str]) -> list[str]:
+    """The inputs whose dim in `wanted` torch kept static."""
+    fixed = []
+    for node in traced.graph.nodes:
+        leaf = traced.leaves.get(node.name)
+        if node.op != "placeholder" or not isinstance(leaf, UserInput):
+            continue
+        fake = node.meta.get("val")
+        for (index, d) in wanted:
+            if index == leaf.index and isinstance(fake, torch.Tensor) and \
+                    not _symbolic(fake.shape[d]):
+                fixed.append(leaf.name)
+    return fixed
+
+
+def _symbolic(size: Any) -> bool:
+    return isinstance(size, torch.SymInt) and not size.node.expr.is_Integer
 
 
 def _double(t: torch.Tensor) -> torch.Tensor:

@@ -23,7 +23,9 @@ from cuvil.frontend.dims import DimTable
 from cuvil.frontend.export import Traced, UserInput, Weight
 from cuvil.frontend.report import ImportReport, Source, source_of
 from cuvil.ir.graph import Graph, _ident
+from cuvil.ir.outputs import OutputTree, needs_tree
 from cuvil.ir.types import Dim, DType, TensorType
+from cuvil.ops.misc import encode_arg
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,9 @@ class Importer:
                 raise CuvilError(f"output {i} of {self.traced.name} is not a tensor "
                                  f"({value!r}); Cuvil graphs return tensors")
             names.append(str(value))
+        if needs_tree(self.traced.out_spec):  # a ModelOutput, a namedtuple, ...: kept aside
+            self.graph.output_tree = OutputTree(self.traced.out_spec)
+            return tuple(names)
         return _plain(pytree.tree_unflatten(names, self.traced.out_spec))
 
     # -- what converters use ---------------------------------------------------------------
@@ -247,6 +252,9 @@ class Importer:
                 return f"${inputs.index(value)}"
             if isinstance(value, tuple | list):
                 return tuple(template(v) for v in value)
+            encoded = encode_arg(value)
+            if encoded is not None:
+                return encoded
             if value is None or isinstance(value, bool | int | float | str | sympy.Basic):
                 return value
             raise CuvilError(f"{node.target} at {self.source}: cannot pass a "

@@ -53,6 +53,7 @@ class Graph:
         self.defs: dict[str, Any] = {}  # composite ops (from `.cvr`) this graph uses
         self.report: Any = None
         self.import_report: Any = None  # what the frontend did (cuvil.frontend.ImportReport)
+        self.output_tree: Any = None  # the model's own output containers (ir.outputs)
         self._counter = 0
 
     # -- building ---------------------------------------------------------------------------
@@ -124,6 +125,13 @@ class Graph:
     def outputs(self) -> list[str]:
         return list(flatten(self.output_structure))
 
+    def rebuild_outputs(self, values: dict[str, Any]) -> Any:
+        """The outputs as the model returns them: in its own containers when the graph has
+        an `output_tree`, else in `output_structure`'s tuples, lists and dicts."""
+        if self.output_tree is not None:
+            return self.output_tree.rebuild([values[n] for n in self.outputs])
+        return unflatten(self.output_structure, values)
+
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes.values())
 
@@ -154,6 +162,7 @@ class Graph:
         g.constants = dict(self.constants)
         g.defs = dict(self.defs)
         g.import_report = self.import_report
+        g.output_tree = self.output_tree
         g._counter = self._counter
         return g
 

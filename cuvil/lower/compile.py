@@ -85,6 +85,7 @@ def prepare(graph: Graph):
     pruned = graph.prune()
     pruned.report = graph.report
     g, instances = inline_composites(pruned)
+    g.import_report, g.output_tree = graph.import_report, graph.output_tree
     return private_view_chains(normalize_layouts(g)), instances
 
 

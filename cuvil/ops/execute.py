@@ -12,7 +12,7 @@ import sympy
 import torch
 
 from cuvil.errors import CuvilError
-from cuvil.ir.graph import Graph, unflatten
+from cuvil.ir.graph import Graph
 from cuvil.ir.types import DType, TensorType, format_dim, is_static
 
 
@@ -106,4 +106,4 @@ def run(graph: Graph, *inputs: Any) -> Any:
     """Run `graph` on torch tensors or numpy arrays; returns the model's output structure."""
     with torch.no_grad():
         values = evaluate(graph, inputs)
-    return unflatten(graph.output_structure, values)
+    return graph.rebuild_outputs(values)

@@ -2,7 +2,9 @@
 
 A `torch_op` node runs an aten op the catalog lacks through torch. Rules cannot see into it;
 its output type is recorded at import (`out`), its call as `target` plus an argument
-template in which `"$i"` stands for tensor input i.
+template in which `"$i"` stands for tensor input i. Arguments that are torch objects
+(dtypes, layouts, memory formats, devices) travel as tagged strings (`encode_arg`), so the
+template has a text form and pickles; symbolic sizes are dims, resolved per call.
 """
 
 from __future__ import annotations
@@ -44,9 +46,39 @@ def resolve_target(target: str):
     return obj
 
 
+_TORCH_OBJECTS = (torch.dtype, torch.layout, torch.memory_format)
+
+
+def encode_arg(value: Any) -> Any:
+    """A torch object argument as a tagged string: `%torch.float32`, `%device:cpu`; a string
+    that could be read as a tag or a tensor input is escaped (`%str:...`). Else None."""
+    if isinstance(value, _TORCH_OBJECTS):
+        return "%" + str(value)
+    if isinstance(value, torch.device):
+        return f"%device:{value}"
+    if isinstance(value, str) and value[:1] in ("$", "%"):
+        return f"%str:{value}"
+    return None
+
+
+def decode_arg(text: str) -> Any:
+    """The argument a tagged string stands for (see `encode_arg`)."""
+    kind, _, rest = text[1:].partition(":")
+    if kind == "device":
+        return torch.device(rest)
+    if kind == "str":
+        return rest
+    obj = getattr(torch, text[1:].removeprefix("torch."), None)
+    if not isinstance(obj, _TORCH_OBJECTS):
+        raise CuvilError(f"torch_op: unknown argument {text!r}")
+    return obj
+
+
 def fill_template(template: Any, tensors: list[torch.Tensor]) -> Any:
     if isinstance(template, str) and template.startswith("$") and template[1:].isdigit():
         return tensors[int(template[1:])]
+    if isinstance(template, str) and template.startswith("%"):
+        return decode_arg(template)
     if isinstance(template, tuple):
         return tuple(fill_template(t, tensors) for t in template)
     return template

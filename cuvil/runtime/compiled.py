@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 from cuvil.errors import CuvilError
-from cuvil.ir.graph import Graph, unflatten
+from cuvil.ir.graph import Graph
 from cuvil.ir.types import DType, eval_dim
 from cuvil.lower.physical import layout_perm
 from cuvil.ops.execute import bind_symbols
@@ -121,8 +122,8 @@ class CompiledGraph:
         if self._single is not None:
             return tensors[self._single]
         by_value = dict(zip(self._output_values, tensors, strict=True))
-        return unflatten(self.graph.output_structure,
-                         {name: by_value[value] for name, value in self._results.items()})
+        return self.graph.rebuild_outputs(
+            {name: by_value[value] for name, value in self._results.items()})
 
     def _array(self, x: Any, i: int) -> np.ndarray:
         try:
@@ -138,6 +139,10 @@ class CompiledGraph:
         if isinstance(x, torch.Tensor):
             if x.device.type != "cpu":
                 raise CuvilError(f"input {name!r}: expected a CPU tensor, got one on {x.device}")
+            if x.requires_grad:
+                warnings.warn(f"input {name!r} requires grad, but a Cuvil compiled model does "
+                              "not track autograd: its outputs have no grad_fn (train with "
+                              "the torch model)", UserWarning, stacklevel=4)
             return x.detach().numpy()
         if isinstance(x, np.ndarray | np.generic):
             return np.asarray(x)
