@@ -217,6 +217,7 @@ def channel_bias(ix: Importer, bias: Value) -> Value:
 def batch_norm(ix: Importer, a: Args) -> Value | tuple:
     _need(not a.get("training") and a["running_mean"] is not None, "batch statistics")
     x = ix.tensor(a["input"])
+    _need(ix.type(x).rank >= 2, "batch_norm without a channel dim")
     channels = ix.type(x).shape[1]
     params = [ix.tensor(a["weight"]) if a["weight"] is not None else ix.filled(1.0, (channels,)),
               ix.tensor(a["bias"]) if a["bias"] is not None else ix.filled(0.0, (channels,)),
@@ -314,8 +315,11 @@ def unsqueeze(ix: Importer, a: Args) -> Value:
 
 
 def squeeze(ix: Importer, a: Args) -> Value:
+    """`squeeze()` drops every size-1 dim; `squeeze.dims` with no dims drops none."""
     dims = a.get("dim", ())
     dims = tuple(dims) if isinstance(dims, tuple) else (dims,)
+    if "dim" in a and not dims:
+        return ix.tensor(a["input"])
     return ix.add("squeeze", [ix.tensor(a["input"])], {"dim": dims})
 
 

@@ -64,14 +64,14 @@ class LowerContext:
                 array = np.array(node.attrs["value"], dtype=node.type.dtype.numpy)
             else:
                 array = self.graph.constants[node.attrs["ref"]].detach().numpy()
-                array = np.ascontiguousarray(array.transpose(layout_perm(node.type)))
+                array = contiguous(array.transpose(layout_perm(node.type)))
             self.arrays[value] = array
         return self.arrays[value]
 
     def prepare(self, key: str, array: np.ndarray) -> str:
         """Register a constant derived at compile time; returns its value name."""
         name = _ident(key)
-        array = np.ascontiguousarray(array)
+        array = contiguous(array)
         self.arrays[name] = array
         self.extra_types[name] = TensorType(array.shape, _dtype(array.dtype), "contiguous")
         return name
@@ -80,6 +80,11 @@ class LowerContext:
         name = _ident(key)
         self.scratch[name] = scratch
         return name
+
+
+def contiguous(array: np.ndarray) -> np.ndarray:
+    """`array` in C order, 0-d kept 0-d (`np.ascontiguousarray` makes it 1-d)."""
+    return np.ascontiguousarray(array).reshape(array.shape)
 
 
 def rule_locations(report) -> dict[str, str]:

@@ -104,7 +104,8 @@ def _squeeze_type(ts: list[TensorType], a) -> TensorType:
     if a["dim"] == ():
         dims = tuple(i for i, d in enumerate(x.shape) if d == 1)
     else:
-        dims = tuple(i for i in norm_dims(a["dim"], x.rank, "squeeze") if x.shape[i] == 1)
+        dims = tuple(i for i in norm_dims(a["dim"], x.rank, "squeeze")
+                     if x.rank and x.shape[i] == 1)  # a 0-d x: dim 0 / -1, nothing goes
     shape = tuple(d for i, d in enumerate(x.shape) if i not in dims)
     return TensorType(shape, x.dtype, "", x.device)
 

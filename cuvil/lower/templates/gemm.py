@@ -82,7 +82,8 @@ def _use_gemv(ctx, mm, y) -> bool:
 
 def _flat(mm, ctx, x, y):
     """x [..., M, K] @ y [K, N]: one product over all rows of x."""
-    lines = [f"kd = x0.shape[{x.rank - 1}]", "nd = x1.shape[1]", "mrows = x0.size // kd",
+    lines = [f"kd = x0.shape[{x.rank - 1}]", "nd = x1.shape[1]",
+             f"mrows = {_product('x0', x.rank - 1)}",
              "am = x0.reshape((mrows, kd))", "cm = out.reshape((mrows, nd))"]
     params, args = ["x0", "x1"], list(mm.inputs)
     if _use_gemv(ctx, mm, y):
@@ -102,7 +103,12 @@ def _batched(mm, x):
     """x [..., M, K] @ y [..., K, N] with equal batch dims: one product per batch entry."""
     r = x.rank
     lines = [f"kd = x0.shape[{r - 1}]", f"md = x0.shape[{r - 2}]", f"nd = x1.shape[{r - 1}]",
-             "nb = x0.size // (md * kd)", "a3 = x0.reshape((nb, md, kd))",
+             f"nb = {_product('x0', r - 2)}", "a3 = x0.reshape((nb, md, kd))",
              "b3 = x1.reshape((nb, kd, nd))", "c3 = out.reshape((nb, md, nd))",
              "gemm_batched(a3, b3, c3, threads)"]
     return ["x0", "x1", "threads"], [*mm.inputs, THREADS], lines
+
+
+def _product(array: str, n: int) -> str:
+    """The product of the first `n` dims of `array` (not `size // rest`: a dim may be 0)."""
+    return " * ".join(f"{array}.shape[{d}]" for d in range(n)) or "1"

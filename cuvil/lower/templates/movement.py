@@ -73,6 +73,8 @@ def move_view(node, ctx, src: str = "x0") -> str | None:
     perm_in, perm_out = layout_perm(t), layout_perm(node.type)
     a = node.attrs
     if node.op in ("permute", "transpose", "to_layout"):
+        if t.rank == 0:
+            return src  # torch transposes a 0-d value with dims 0 / -1: nothing moves
         if node.op == "to_layout":
             order = list(range(t.rank))
         elif node.op == "permute":

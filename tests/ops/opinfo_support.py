@@ -1,0 +1,252 @@
+"""PyTorch's OpInfo samples as Cuvil test cases: which ops, which samples, how each is run.
+
+Each OpInfo sample becomes a tiny module that calls the op with the sample's non-tensor
+arguments fixed and its tensors as inputs. A sample runs in one of two modes against torch
+eager: `reference` imports it with Cuvil's frontend and runs the reference executor,
+`compiled` runs `cuvil.compile`'s callable. Its outcome is one of
+
+- pass: the values match eager within the OpInfo's float32 tolerance;
+- skip: torch.export cannot export it, or Cuvil does not take its inputs (complex dtypes,
+  tensors off the CPU); counted separately, with the reason;
+- rejected: a clear one-line `CuvilError` naming what Cuvil does not do;
+- fail: a wrong value, or any other exception.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils import _pytree as pytree
+
+import cuvil
+from cuvil.errors import CuvilError
+from cuvil.ir.types import DType
+from cuvil.ops.execute import run as run_reference
+
+# The OpInfos whose aten ops the frontend maps into the catalog (every variant of each).
+OPINFO_NAMES = (
+    # elementwise arithmetic and comparisons
+    "add", "sub", "rsub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
+    "gt", "ge", "logical_and", "logical_or", "logical_not", "bitwise_and", "bitwise_or",
+    "bitwise_not",
+    # unary math and activations
+    "neg", "sqrt", "rsqrt", "exp", "log", "tanh", "erf", "sigmoid", "reciprocal", "abs",
+    "nn.functional.relu", "nn.functional.relu6", "nn.functional.silu", "nn.functional.gelu",
+    "nn.functional.hardtanh", "clamp", "clamp_min", "clamp_max", "where", "masked_fill",
+    # conversions
+    "clone", "contiguous", "to", "type_as",
+    # linear algebra
+    "matmul", "mm", "bmm", "addmm", "nn.functional.linear", "t", "transpose",
+    # neural-network ops
+    "nn.functional.conv2d", "nn.functional.batch_norm", "nn.functional.layer_norm",
+    "softmax", "log_softmax", "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
+    "nn.functional.adaptive_avg_pool2d", "nn.functional.embedding",
+    "nn.functional.scaled_dot_product_attention",
+    # reductions
+    "sum", "mean", "amax",
+    # shape ops
+    "reshape", "view", "unflatten", "expand", "expand_as", "view_as", "reshape_as",
+    "permute", "flatten", "unsqueeze", "squeeze", "cat", "split", "split_with_sizes",
+    "chunk", "narrow", "select",
+)
+MODES = ("reference", "compiled")
+# Samples per OpInfo: the sweep stays a few minutes on two cores (more: set the variable).
+MAX_SAMPLES = int(os.environ.get("CUVIL_OPINFO_SAMPLES", "8"))
+PASS, SKIP, REJECTED, FAIL = "pass", "skip", "rejected", "fail"
+TAKEN_DTYPES = {d.torch for d in DType}
+TENSOR = "<tensor input>"
+
+
+@functools.cache
+def opinfos() -> dict[str, object]:
+    """Test id (`name` or `name.variant`) -> OpInfo, for the names above."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    wanted = set(OPINFO_NAMES)
+    return {op.name + (f".{op.variant_test_name}" if op.variant_test_name else ""): op
+            for op in op_db if op.name in wanted}
+
+
+@dataclass
+class Outcome:
+    status: str
+    reason: str = ""
+
+
+@dataclass
+class Tally:
+    """Outcomes per mode, summed over the ops the session ran."""
+
+    counts: dict[str, Counter] = field(default_factory=lambda: {m: Counter() for m in MODES})
+    failures: dict[str, list[str]] = field(default_factory=lambda: {m: [] for m in MODES})
+
+    def add(self, mode: str, label: str, outcome: Outcome) -> None:
+        self.counts[mode][outcome.status] += 1
+        if outcome.status == FAIL:
+            self.failures[mode].append(f"{label}: {outcome.reason}")
+
+    def percent(self, mode: str) -> float:
+        c = self.counts[mode]
+        taken = c[PASS] + c[REJECTED] + c[FAIL]
+        return 100.0 * c[PASS] / taken if taken else 100.0
+
+    def lines(self) -> list[str]:
+        return [f"{mode}: {c[PASS]} pass, {c[SKIP]} skip, {c[REJECTED]} rejected, "
+                f"{c[FAIL]} fail ({self.percent(mode):.1f}% of the samples Cuvil takes pass)"
+                for mode, c in self.counts.items() if sum(c.values())]
+
+
+TALLY = Tally()
+
+
+@dataclass(frozen=True)
+class Held:
+    """A tensor argument the module holds as its buffer `w<index>` (a weight)."""
+
+    index: int
+
+
+class OpSample(torch.nn.Module):
+    """`op(input, *args, **kwargs)` of one sample: its tensors are the module's inputs, or
+    the first one is and the others are the module's weights (buffers)."""
+
+    def __init__(self, fn, spec, leaves: list, held: list[torch.Tensor]):
+        super().__init__()
+        self.fn, self.spec, self.leaves = fn, spec, leaves  # TENSOR: an input's slot
+        for k, tensor in enumerate(held):
+            self.register_buffer(f"w{k}", tensor)
+
+    def forward(self, *tensors):
+        given = iter(tensors)
+        flat = [next(given) if leaf is TENSOR else
+                getattr(self, f"w{leaf.index}") if isinstance(leaf, Held) else leaf
+                for leaf in self.leaves]
+        x, args, kwargs = pytree.tree_unflatten(flat, self.spec)
+        return self.fn(x, *args, **kwargs)
+
+
+@dataclass
+class Case:
+    label: str
+    module: OpSample
+    inputs: tuple[torch.Tensor, ...]
+    tolerance: dict
+
+
+def pick_dtype(op) -> torch.dtype:
+    supported = op.supported_dtypes("cpu")
+    return next((d for d in (torch.float32, torch.bool, torch.int64) if d in supported),
+                torch.float32)
+
+
+def tolerance(op, dtype: torch.dtype) -> dict:
+    """The loosest float32 tolerance the OpInfo's own tests allow; else assert_close's."""
+    from torch.testing._internal.common_device_type import toleranceOverride
+
+    found = []
+    for info in op.decorators:
+        for dec in getattr(info, "decorators", [info]):
+            if isinstance(dec, toleranceOverride) and dtype in dec.d:
+                found.append(dec.d[dtype])
+    if not found:
+        return {}
+    return {"atol": max(t.atol for t in found), "rtol": max(t.rtol for t in found)}
+
+
+def cases(test_id: str) -> list[Case]:
+    """The first `MAX_SAMPLES` samples of an OpInfo, seeded, as modules and inputs: each
+    with all its tensors as inputs, and (with two or more) with the others as weights."""
+    op = opinfos()[test_id]
+    dtype = pick_dtype(op)
+    torch.manual_seed(0)
+    # All of them: a generator left open is closed when collected, maybe inside an export.
+    samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))[:MAX_SAMPLES]
+    result = []
+    for i, sample in enumerate(samples):
+        flat, spec = pytree.tree_flatten((sample.input, tuple(sample.args), sample.kwargs))
+        tensors = [k for k, v in enumerate(flat) if isinstance(v, torch.Tensor)]
+        for weights in (False, True) if len(tensors) > 1 else (False,):
+            leaves, held = list(flat), []
+            for k in tensors:
+                leaves[k] = Held(len(held)) if weights and k != tensors[0] else TENSOR
+                held += [flat[k]] if leaves[k] != TENSOR else []
+            inputs = tuple(flat[k] for k in tensors if leaves[k] is TENSOR)
+            label = f"{test_id}[{i}{'w' if weights else ''}] {_describe(sample)}"
+            result.append(Case(label, OpSample(op.op, spec, leaves, held), inputs,
+                               tolerance(op, dtype)))
+    return result
+
+
+def _describe(sample) -> str:
+    def short(v):
+        if isinstance(v, torch.Tensor):
+            return f"{str(v.dtype).removeprefix('torch.')}{list(v.shape)}"
+        return repr(v)
+
+    parts = [short(v) for v in pytree.tree_leaves((sample.input, tuple(sample.args)))]
+    parts += [f"{k}={short(v)}" for k, v in sample.kwargs.items()]
+    return "(" + ", ".join(parts) + ")"
+
+
+def run_case(case: Case, mode: str) -> Outcome:
+    """Run one sample in `mode` and compare with eager."""
+    bad = [t for t in case.inputs if t.dtype not in TAKEN_DTYPES or t.device.type != "cpu"]
+    if bad:
+        return Outcome(SKIP, f"input {bad[0].dtype} on {bad[0].device} is not taken")
+    expected = eager(case, seed=0)
+    if compare(eager(case, seed=1), expected, case.tolerance).status != PASS:
+        return Outcome(SKIP, "random: eager differs from itself")
+    try:
+        graph, result = _run(case, mode)
+    except CuvilError as e:
+        text = str(e)
+        if text.startswith("torch.export failed"):
+            return Outcome(SKIP, text)
+        return Outcome(REJECTED if "\n" not in text else FAIL, text)
+    except Exception as e:  # anything but a CuvilError is a bug
+        return Outcome(FAIL, f"{type(e).__name__}: {e}".splitlines()[0])
+    outcome = compare(result, expected, case.tolerance)
+    random = random_ops(graph)
+    if outcome.status == FAIL and random:
+        return Outcome(SKIP, f"random op {random[0]}: torch's random stream is not reproduced")
+    return outcome
+
+
+def eager(case: Case, seed: int):
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        return case.module(*case.inputs)
+
+
+def _run(case: Case, mode: str):
+    """(the graph run, its outputs) in `mode`."""
+    if mode == "reference":
+        graph = cuvil.from_torch(case.module, case.inputs)
+        return graph, run_reference(graph, *case.inputs)
+    compiled = cuvil.compile(case.module, case.inputs)  # the default compile cache on
+    return compiled.graph, compiled(*case.inputs)
+
+
+def random_ops(graph) -> list[str]:
+    """The aten ops of `graph`'s `torch_op` nodes that draw random numbers."""
+    from cuvil.ops.misc import resolve_target
+
+    targets = [n.attrs["target"] for n in graph if n.op == "torch_op"]
+    return [t for t in targets
+            if torch.Tag.nondeterministic_seeded in getattr(resolve_target(t), "tags", ())]
+
+
+def compare(got, expected, tol: dict) -> Outcome:
+    want, got = pytree.tree_leaves(expected), pytree.tree_leaves(got)
+    if len(want) != len(got):
+        return Outcome(FAIL, f"{len(got)} outputs, eager has {len(want)}")
+    for g, w in zip(got, want, strict=True):
+        try:
+            torch.testing.assert_close(torch.as_tensor(g), w, equal_nan=True, **tol)
+        except AssertionError as e:
+            return Outcome(FAIL, " ".join(str(e).split("\n")[:4]))
+    return Outcome(PASS)
