@@ -345,6 +345,8 @@ def slice_(ix: Importer, a: Args) -> Value:
     start, end = a["start"] or 0, a["end"]
     if isinstance(end, int) and end >= 2**62:
         end = None
+    _need(not (isinstance(ix.type(x).shape[a["dim"]], int) and end is not None
+               and not isinstance(end, int)), "a symbolic end on a static dim")
     return ix.add("slice", [x], {"dim": a["dim"], "start": start, "end": end, "step": a["step"]})
 
 

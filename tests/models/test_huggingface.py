@@ -1,0 +1,119 @@
+"""HuggingFace `transformers` models built from small configs (random weights, no
+downloads) compile with a dynamic batch and sequence length, return the model's own output
+objects, and match torch eager within 1e-4 at sizes other than the example's."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+transformers = pytest.importorskip("transformers")
+
+import cuvil  # noqa: E402
+
+pytestmark = pytest.mark.slow  # each compile takes 15-30 s on two cores
+TOL = 1e-4
+
+
+def gpt2(use_cache: bool):
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=500,
+                                     use_cache=use_cache)
+    return transformers.GPT2LMHeadModel(config)
+
+
+def bert():
+    return transformers.BertModel(transformers.BertConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+        vocab_size=500, max_position_embeddings=64))
+
+
+def distilbert():
+    return transformers.DistilBertModel(transformers.DistilBertConfig(
+        dim=64, n_layers=2, n_heads=2, hidden_dim=128, vocab_size=500,
+        max_position_embeddings=64))
+
+
+def vit():
+    return transformers.ViTModel(transformers.ViTConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
+        image_size=32, patch_size=8))
+
+
+def tokens(batch: int, length: int) -> tuple[torch.Tensor]:
+    return (torch.randint(0, 500, (batch, length)),)
+
+
+def compiled(make):
+    torch.manual_seed(0)
+    model = make().eval()
+    example = tokens(2, 7)
+    return model, cuvil.compile(model, example, cache=False)
+
+
+def assert_matches(got, want, field: str):
+    assert type(got) is type(want)
+    torch.testing.assert_close(getattr(got, field), getattr(want, field), rtol=TOL, atol=TOL)
+
+
+@pytest.mark.parametrize("make", [bert, distilbert], ids=["bert", "distilbert"])
+def test_encoders_compile_with_dynamic_batch_and_length(make):
+    model, fast = compiled(make)
+    assert set(fast.graph.import_report.dynamic_dims) == {"batch", "seq"}
+    for batch, length in ((2, 7), (3, 11), (1, 4)):
+        args = tokens(batch, length)
+        with torch.no_grad():
+            want = model(*args)
+        assert_matches(fast(*args), want, "last_hidden_state")
+
+
+@pytest.fixture(scope="module")
+def gpt2_plain():
+    return compiled(lambda: gpt2(use_cache=False))
+
+
+def test_gpt2_lm_head_without_cache_returns_its_output_object(gpt2_plain):
+    model, fast = gpt2_plain
+    for batch, length in ((2, 7), (3, 12)):
+        args = tokens(batch, length)
+        with torch.no_grad():
+            want = model(*args)
+        got = fast(*args)
+        assert_matches(got, want, "logits")
+        assert got.logits.shape == (batch, length, 500)
+
+
+def test_gpt2_with_cache_returns_the_cache_too():
+    model, fast = compiled(lambda: gpt2(use_cache=True))
+    assert any("cache" in n for n in fast.graph.import_report.notes)
+    args = tokens(3, 5)
+    with torch.no_grad():
+        want = model(*args)
+    got = fast(*args)
+    assert_matches(got, want, "logits")
+    pairs = zip(got.past_key_values.layers, want.past_key_values.layers, strict=True)
+    for mine, theirs in pairs:
+        torch.testing.assert_close(mine.keys, theirs.keys, rtol=TOL, atol=TOL)
+        torch.testing.assert_close(mine.values, theirs.values, rtol=TOL, atol=TOL)
+
+
+def test_vit_compiles_with_a_dynamic_batch():
+    torch.manual_seed(0)
+    model = vit().eval()
+    fast = cuvil.compile(model, (torch.randn(2, 3, 32, 32),), cache=False)
+    for batch in (2, 5):
+        x = torch.randn(batch, 3, 32, 32)
+        with torch.no_grad():
+            want = model(x)
+        got = fast(x)
+        assert_matches(got, want, "last_hidden_state")
+        assert_matches(got, want, "pooler_output")
+
+
+def test_mask_code_that_stays_in_torch_is_named_in_the_report(gpt2_plain):
+    _, fast = gpt2_plain
+    report = str(fast.graph.import_report)
+    assert "symbolic dims: batch (input_ids dim 0), seq (input_ids dim 1)" in report
+    assert "aten.cumsum.default at" in report and "modeling_gpt2.py" in report
