@@ -111,12 +111,9 @@ class Function(torch.nn.Module):
 
     def __init__(self, fn):
         super().__init__()
-        self.fn = fn
+        self.forward = fn  # its signature names the inputs and keys a dynamic_shapes dict
         name = getattr(fn, "__name__", "")
         self.name = name if name.isidentifier() else "function"
-
-    def forward(self, *args, **kwargs):
-        return self.fn(*args, **kwargs)
 
 
 def _name(model: torch.nn.Module) -> str:
@@ -175,8 +172,11 @@ def _retry(model: torch.nn.Module, spec, error: Exception) -> tuple[Any, str] | 
     if "Suggested fixes" in text and spec is not None:
         from torch.export.dynamic_shapes import refine_dynamic_shapes_from_suggested_fixes
 
+        tail = text.split("Suggested fixes:", 1)[1].strip().split("\n\n")[0]
+        fixes = [line.strip() for line in tail.splitlines() if " = " in line]
         try:
-            refined = refine_dynamic_shapes_from_suggested_fixes(text, spec)
+            refined = refine_dynamic_shapes_from_suggested_fixes(
+                "Suggested fixes:\n" + "\n".join(fixes), spec)
         except Exception:  # a fix torch cannot apply to this spec
             return None
         return refined, "torch.export refined the dynamic_shapes spec with its suggested fixes"
