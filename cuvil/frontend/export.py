@@ -139,7 +139,7 @@ def export_module(model: torch.nn.Module, args: tuple, dynamic_shapes) -> Traced
 
 def _export_default(model: torch.nn.Module, args: tuple, spec) -> Traced:
     """The default policy's export; says which `seq` dims the model kept static."""
-    traced = _export(model, args, spec)
+    traced = _export(model, args, spec, refine=False)  # a failure: static, with a note
     seq = {at: "seq" for at, dims in _flat_specs(args, spec) if 1 in dims}
     traced.dim_names.update(seq)
     fixed = _static_dims(traced, seq)
@@ -148,11 +148,13 @@ def _export_default(model: torch.nn.Module, args: tuple, spec) -> Traced:
     return traced
 
 
-def _export(model: torch.nn.Module, args: tuple, spec, retry: bool = True) -> Traced:
+def _export(model: torch.nn.Module, args: tuple, spec, retry: bool = True,
+            refine: bool = True) -> Traced:
+    """Export; `retry` once after a fix (`refine`: with torch's suggested fixes)."""
     try:
         program = torch.export.export(model, args, dynamic_shapes=spec)
     except Exception as e:  # torch.export raises many error types; the first line says it
-        again = _retry(model, spec, e) if retry else None
+        again = _retry(model, spec, e, refine) if retry else None
         if again is not None:
             traced = _export(model, args, again[0], retry=False)
             traced.notes.append(again[1])
@@ -165,11 +167,12 @@ def _export(model: torch.nn.Module, args: tuple, spec, retry: bool = True) -> Tr
     return traced
 
 
-def _retry(model: torch.nn.Module, spec, error: Exception) -> tuple[Any, str] | None:
+def _retry(model: torch.nn.Module, spec, error: Exception,
+           refine: bool) -> tuple[Any, str] | None:
     """(spec, note) for a second export that may succeed: torch's suggested fixes applied to
     the spec, or transformers' cache classes registered as pytrees; else None."""
     text = str(error)
-    if "Suggested fixes" in text and spec is not None:
+    if refine and "Suggested fixes" in text and spec is not None:
         from torch.export.dynamic_shapes import refine_dynamic_shapes_from_suggested_fixes
 
         tail = text.split("Suggested fixes:", 1)[1].strip().split("\n\n")[0]
