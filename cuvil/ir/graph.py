@@ -216,7 +216,8 @@ class Graph:
             parts += [keys[i] for i in node.inputs]
             keys[node.name] = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
         out = _map(self.output_structure, lambda name: keys[name])
-        return hashlib.sha256(repr(out).encode()).hexdigest()[:16]
+        signature = [keys[name] for name in self.inputs]  # unused inputs are called with too
+        return hashlib.sha256(repr((out, signature)).encode()).hexdigest()[:16]
 
 
 def flatten(structure: Structure) -> Iterator[str]:

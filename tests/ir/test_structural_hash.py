@@ -55,6 +55,13 @@ def test_hash_depends_on_input_order():
     assert swapped.structural_hash() != graph.structural_hash()
 
 
+def test_hash_depends_on_inputs_no_output_uses():
+    graph = symbolic_graph()
+    extra = graph.copy()
+    extra.input("unused", TensorType((3,), "f32"))
+    assert extra.structural_hash() != graph.structural_hash()
+
+
 def test_hash_ignores_source_lines_and_origins():
     graph = symbolic_graph()
     node = next(n for n in graph if n.source)
