@@ -42,16 +42,19 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     and options; in any process) reuses the optimized graph and the compiled kernels.
     """
     from cuvil.lower import compile_graph
+    from cuvil.progress import compile_progress, display_name
 
     tracer = Tracer()
-    with tracer.stage("import"):
-        graph = as_graph(model, example_inputs, dynamic_shapes)
-    settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable), "auto",
-                        _hints(graph, example_inputs))
-    optimized = optimize_imported(graph, settings, tracer, cache)
-    with tracer.stage("lower"):
-        compiled = compile_graph(optimized, target=settings.targets[0], fallback=fallback,
-                                 threads=threads, fuse_elementwise=fuse_elementwise)
+    with compile_progress(tracer, display_name(model)):
+        with tracer.stage("import"):
+            graph = as_graph(model, example_inputs, dynamic_shapes)
+        settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable),
+                            "auto", _hints(graph, example_inputs))
+        optimized = optimize_imported(graph, settings, tracer, cache)
+        with tracer.stage("lower"):
+            compiled = compile_graph(optimized, target=settings.targets[0], fallback=fallback,
+                                     threads=threads, fuse_elementwise=fuse_elementwise)
+    compiled.compile_trace = tracer  # a runtime trace merges these pass timings
     _write_trace(tracer, trace)
     return compiled
 

@@ -25,6 +25,7 @@ class Tracer:
     totals: dict[str, float] = field(default_factory=dict)  # stage -> seconds
     origin: float = field(default_factory=time.perf_counter)
     steps: int = 0
+    listener: Any = None  # `listener(stage, finished)` at each stage's start and end
 
     def _event(self, name: str, start: float, seconds: float, **args: Any) -> None:
         self.events.append({"name": name, "ph": "X", "pid": os.getpid(), "tid": 0,
@@ -33,6 +34,8 @@ class Tracer:
 
     @contextmanager
     def stage(self, name: str, **args: Any):
+        if self.listener is not None:
+            self.listener(name, False)
         start = time.perf_counter()
         try:
             yield
@@ -40,6 +43,8 @@ class Tracer:
             seconds = time.perf_counter() - start
             self.totals[name] = self.totals.get(name, 0.0) + seconds
             self._event(name, start, seconds, **args)
+            if self.listener is not None:
+                self.listener(name, True)
 
     def step(self, result: Any) -> None:
         """Record one saturation iteration (a `StepResult`) as it finishes."""

@@ -59,6 +59,8 @@ class Program:
     fallbacks: list[Node]
     results: dict[str, str]  # graph output -> the value whose output array returns it
     aliases: dict[str, str]  # view value -> the value whose array it views
+    calls: list[str] = field(default_factory=list)  # the body of `entry`, one line per step
+    entry_args: list[str] = field(default_factory=list)  # the parameters of `entry`
 
     def code_of(self, value: str) -> str:
         return self.arrays[value].code
@@ -182,7 +184,7 @@ class ModuleBuilder:
                 if d != "threads":
                     self.symbols.update(_symbols(d))
         return Program(text, kernels, self.steps, self.arrays, values, sorted(self.symbols),
-                       self.fallbacks, self.results, aliases)
+                       self.fallbacks, self.results, aliases, self._calls, self._entry_args)
 
     def _kernel_text(self, kernel: Kernel) -> str:
         spec = kernel.spec
@@ -211,8 +213,18 @@ class ModuleBuilder:
                 if d != "threads":
                     self.symbols.update(_symbols(d))
         params += [f"n_{s}" for s in sorted(self.symbols)] + ["n_threads", "fallbacks"]
+        self._calls, self._entry_args = body, params
         return "\n".join([f"def entry({', '.join(params)}):"]
                          + ["    " + b for b in body or ["pass"]]) + "\n"
+
+
+def instrumented_entry(program: Program) -> str:
+    """`entry_profiled`: `entry` with `lap(i)` after step i (`lap(-1)` starts the clock),
+    generated only when profiling is asked for, so that `entry` itself stays untimed."""
+    lines = [f"def entry_profiled({', '.join([*program.entry_args, 'lap'])}):", "    lap(-1)"]
+    for i, call in enumerate(program.calls):
+        lines += [f"    {call}", f"    lap({i})"]
+    return "\n".join(lines) + "\n"
 
 
 def _param_order(a: Array):

@@ -26,6 +26,7 @@ from cuvil.lower.group import (
     private_view_chains,
 )
 from cuvil.lower.inline import inline_composites
+from cuvil.lower.steps import step_reports
 from cuvil.lower.target import get_target
 from cuvil.lower.templates.spec import THREADS, Unsupported
 from cuvil.runtime.blas import single_threaded_blas
@@ -59,6 +60,7 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
             for n in group.nodes:
                 forced[n] = "split" if len(group.nodes) > 1 else reason
     report = _report(tgt.name, program, ctx, groups, kernels, n_threads, lower_s, path)
+    report.steps, report.graph = step_reports(program, ctx, graph), graph
     plan = MemoryPlan(_buffers(program))
     env = {s: REFERENCE_SIZE for s in program.symbols}
     report.memory_slots, report.memory_env = plan.slots, env

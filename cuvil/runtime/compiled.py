@@ -13,6 +13,7 @@ several threads take turns (a lock): they share the planned buffers.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import warnings
@@ -98,6 +99,10 @@ class CompiledGraph:
         structure = graph.output_structure  # a bare output: return its tensor directly
         self._single = self._output_values.index(self._results[structure]) \
             if isinstance(structure, str) else None
+        if os.environ.get("CUVIL_TRACE"):  # time every call (the normal entry is untimed)
+            from cuvil.runtime.profile import trace_every_call
+
+            trace_every_call(self, os.environ["CUVIL_TRACE"])
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, *inputs: Any) -> Any:
@@ -174,6 +179,15 @@ class CompiledGraph:
         return plan
 
     # -- inspection --------------------------------------------------------------------------
+    def profile(self, inputs: Any, runs: int = 10, *, warmup: int = 1, trace=None):
+        """Call with `inputs` (a tuple, or one tensor) `warmup` times, then `runs` times with
+        every kernel, copy and fallback timed: a `cuvil.runtime.profile.Profile` (print it
+        for the summary table; `.outputs` are the last call's results). `trace` writes the
+        Chrome trace, with the compile's pass timings when `compile(trace=...)` was on."""
+        from cuvil.runtime.profile import profile
+
+        return profile(self, inputs, runs, warmup=warmup, trace=trace)
+
     def memory_bytes(self, **env: int) -> int:
         """Bytes of planned intermediates for the given sizes of the symbolic dims."""
         return self._plan.nbytes(env, self.threads)

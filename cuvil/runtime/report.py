@@ -19,6 +19,19 @@ class KernelReport:
 
 
 @dataclass
+class StepReport:
+    """One call in `entry`, in order: what a runtime trace times and names."""
+
+    kind: str  # "kernel", "fallback" or "copy"
+    name: str  # the kernel's name (`k0_gemm`), `fallback` or `copy`
+    template: str  # the kernel template, or the step's kind
+    op: str  # the op it computes: the composite op, or its output node's op
+    value: str  # the value it writes (in the lowered graph)
+    node: str  # the optimized graph's node its time counts for ("" if none)
+    nodes: tuple[str, ...] = ()  # every optimized graph node it computes
+
+
+@dataclass
 class FallbackReport:
     node: str
     op: str
@@ -48,6 +61,8 @@ class CompileReport:
     compile_s: float = 0.0  # the whole compile_graph call
     module_path: str = ""
     optimizer: Any = None  # the optimizer's report, when the pipeline has one
+    steps: list[StepReport] = field(default_factory=list)  # the calls of `entry`, in order
+    graph: Any = field(default=None, repr=False)  # the optimized graph that was lowered
 
     @property
     def cache_hit(self) -> bool:
