@@ -45,6 +45,7 @@ from cuvil.rules.verify.shapes import (
 SPECIAL_SCALARS = (0.0, 1.0, -1.0, 0.5, 2.0)
 MAX_NUMEL = 1 << 18  # elements of the largest leaf tensor
 DTYPES = tuple(str(d) for d in DType)
+OTHER_DTYPES = tuple(d for d in DType if d is not DType.f32)
 LAYOUTS_4D = (NCHW, NCHW, NCHW, NHWC, NHWC, "contiguous")
 _RANK_WEIGHTS = (1, 4, 4, 3, 3)  # ranks 0..4
 _RANK_KEEPING = (ELEMENTWISE, NORM, CONVERT)  # op kinds whose result has their inputs' rank
@@ -67,10 +68,12 @@ class Instance:
     targets: frozenset[str]
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
 
-    def size(self) -> tuple[int, int]:
-        """How big the instance is, for picking the smallest counterexample."""
+    def size(self) -> tuple[int, int, int]:
+        """How unusual and big the instance is, for picking the simplest counterexample:
+        fewest values not in f32 first, then fewest elements."""
         numels = [math.prod(t.shape) for t in self.types.values()]
-        return sum(numels), max(numels, default=0)
+        unusual = sum(t.dtype is not DType.f32 for t in self.types.values())
+        return unusual, sum(numels), max(numels, default=0)
 
 
 class Attrs:
@@ -175,7 +178,7 @@ class Builder:
             shape = (*shape[:i], shape[i] * 2, *shape[i + 1:])
         if math.prod(shape) > MAX_NUMEL:
             raise Invalid("a tensor too big to verify on")
-        dtype = want.dtype or DType.f32  # f32 values unless an op or the guard says else
+        dtype = want.dtype or self.free_dtype()
         layout = want.layout or (self.rng.choice(LAYOUTS_4D) if len(shape) == 4
                                  else default_layout(len(shape)))
         if layout in (NCHW, NHWC) and len(shape) != 4 or layout not in LAYOUTS:
@@ -190,6 +193,11 @@ class Builder:
                 value = hint.value if hint.value is not None else self.scalar()
                 self.scalars[name] = _representable(value, t.dtype)
         return t
+
+    def free_dtype(self) -> DType:
+        """A leaf's dtype when no op or guard fixes it: f32 mostly, any other dtype the
+        catalog knows in a third of draws (a rule sound for floats may not be for ints)."""
+        return DType.f32 if self.rng.random() < 2 / 3 else self.rng.choice(OTHER_DTYPES)
 
     # -- what generators use ------------------------------------------------------------------
     def dim(self, lo: int = 1) -> int:

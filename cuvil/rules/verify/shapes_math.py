@@ -265,7 +265,7 @@ def quantize(ctx, want, attrs, args):
     attrs.get("scale", lambda: ctx.rng.choice((0.05, 0.1, 0.25)))
     attrs.get("zero_point", lambda: ctx.rng.choice((0, 3, -2)))
     attrs.get("dtype", lambda: str(want.dtype) if want.dtype else ctx.rng.choice(("i8", "u8")))
-    yield want.with_(dtype=None)
+    yield want.with_(dtype=ctx.rng.choice((DType.f32, DType.f32, DType.f64, DType.f16)))
 
 
 @generator("dequantize")
