@@ -95,3 +95,15 @@ def test_integer_matmul_falls_back_to_torch(lower):
     assert [f.op for f in compiled.report.fallbacks] == ["matmul"]
     assert "i64" in compiled.report.fallbacks[0].reason
     assert_matches_reference(g, compiled, (torch.randint(-5, 5, (3, 4)),), fallbacks=1)
+
+
+@pytest.mark.parametrize("x_shape, y_shape", [((5, 0), (0, 4)), ((2, 3, 0), (0, 4)),
+                                              ((2, 3, 0), (2, 0, 4)), ((0, 3, 2), (0, 2, 4))])
+def test_empty_dims_give_empty_or_zero_products(lower, x_shape, y_shape):
+    """An inner dim of 0 sums nothing (zeros); an empty batch gives an empty result."""
+    g = Graph("empty")
+    x, y = g.input("x", t(*x_shape)), g.input("y", t(*y_shape))
+    g.set_outputs(g.add("relu", [g.add("matmul", [x, y])]))
+    compiled = lower(g)
+    assert templates(compiled)[0] == "gemm"
+    assert_matches_reference(g, compiled, (torch.randn(x_shape), torch.randn(y_shape)))

@@ -55,3 +55,14 @@ def test_moves_through_views_are_one_copy_each(lower):
     assert all(len(k.nodes) == 5 for k in compiled.report.kernels)
     for batch in (1, 3):
         assert_matches_reference(g, compiled, (torch.randn(batch, 5, 3, 8),))
+
+
+def test_zero_d_values_stay_zero_d(lower):
+    """A 0-d constant index picks one row (not a [1, n] block); a 0-d transpose moves
+    nothing."""
+    g = Graph("zero_d")
+    w, s = g.input("w", t(B, 5)), g.input("s", t())
+    idx = g.const(torch.tensor(3), "idx")
+    g.set_outputs({"row": g.add("embedding", [w, idx]),
+                   "same": g.add("transpose", [s], {"dim0": 0, "dim1": -1})})
+    assert_matches_reference(g, lower(g), (torch.randn(6, 5), torch.tensor(2.0)))

@@ -38,7 +38,7 @@ OPINFO_NAMES = (
     "nn.functional.relu", "nn.functional.relu6", "nn.functional.silu", "nn.functional.gelu",
     "nn.functional.hardtanh", "clamp", "clamp_min", "clamp_max", "where", "masked_fill",
     # conversions
-    "clone", "contiguous", "to", "type_as",
+    "clone", "contiguous", "to",
     # linear algebra
     "matmul", "mm", "bmm", "addmm", "nn.functional.linear", "t", "transpose",
     # neural-network ops
@@ -83,6 +83,7 @@ class Tally:
 
     counts: dict[str, Counter] = field(default_factory=lambda: {m: Counter() for m in MODES})
     failures: dict[str, list[str]] = field(default_factory=lambda: {m: [] for m in MODES})
+    seconds: Counter = field(default_factory=Counter)
 
     def add(self, mode: str, label: str, outcome: Outcome) -> None:
         self.counts[mode][outcome.status] += 1
@@ -96,7 +97,8 @@ class Tally:
 
     def lines(self) -> list[str]:
         return [f"{mode}: {c[PASS]} pass, {c[SKIP]} skip, {c[REJECTED]} rejected, "
-                f"{c[FAIL]} fail ({self.percent(mode):.1f}% of the samples Cuvil takes pass)"
+                f"{c[FAIL]} fail ({self.percent(mode):.1f}% of the samples Cuvil takes pass) "
+                f"in {self.seconds[mode]:.0f} s"
                 for mode, c in self.counts.items() if sum(c.values())]
 
 
@@ -194,21 +196,86 @@ def _describe(sample) -> str:
 
 def run_case(case: Case, mode: str) -> Outcome:
     """Run one sample in `mode` and compare with eager."""
-    bad = [t for t in case.inputs if t.dtype not in TAKEN_DTYPES or t.device.type != "cpu"]
-    if bad:
-        return Outcome(SKIP, f"input {bad[0].dtype} on {bad[0].device} is not taken")
-    expected = eager(case, seed=0)
-    if compare(eager(case, seed=1), expected, case.tolerance).status != PASS:
-        return Outcome(SKIP, "random: eager differs from itself")
+    skip, expected = prepare(case)
+    if skip is not None:
+        return skip
     try:
         graph, result = _run(case, mode)
-    except CuvilError as e:
-        text = str(e)
-        if text.startswith("torch.export failed"):
-            return Outcome(SKIP, text)
-        return Outcome(REJECTED if "\n" not in text else FAIL, text)
-    except Exception as e:  # anything but a CuvilError is a bug
+    except Exception as e:
+        return error_outcome(e)
+    return judge(result, expected, case, graph)
+
+
+def run_cases(cases: list[Case], mode: str) -> list[Outcome]:
+    """The outcomes of `cases`. Compiled, the samples are first compiled together as one
+    model (one export, optimizer run and kernel module: a third of the time); if that
+    raises, each is compiled alone to say which one did."""
+    if mode == "reference" or len(cases) < 2:
+        return [run_case(c, mode) for c in cases]
+    prepared = [prepare(c) for c in cases]
+    live = [k for k, (skip, _) in enumerate(prepared) if skip is None]
+    batch = Batch([cases[k].module for k in live])
+    inputs = tuple(t for k in live for t in cases[k].inputs)
+    try:
+        compiled = cuvil.compile(batch, inputs)  # the default compile cache on
+        results = compiled(*inputs)
+    except Exception:
+        return [run_case(c, mode) for c in cases]
+    outcomes = [skip for skip, _ in prepared]
+    for k, result in zip(live, results, strict=True):
+        outcomes[k] = compare(result, prepared[k][1], cases[k].tolerance)
+        if outcomes[k].status == FAIL:
+            outcomes[k] = _alone(cases[k], outcomes[k])
+    return outcomes
+
+
+def _alone(case: Case, in_batch: Outcome) -> Outcome:
+    """A sample wrong when compiled with others, compiled alone: a random op skips; wrong
+    values stay wrong, whichever way they show."""
+    alone = run_case(case, "compiled")
+    if alone.status == PASS:
+        return Outcome(FAIL, f"wrong only when compiled with other samples: {in_batch.reason}")
+    return alone
+
+
+class Batch(torch.nn.Module):
+    """Several samples as one model: their inputs in turn, a tuple of their results."""
+
+    def __init__(self, samples: list[OpSample]):
+        super().__init__()
+        self.samples = torch.nn.ModuleList(samples)
+        self.arity = [sum(leaf is TENSOR for leaf in m.leaves) for m in samples]
+
+    def forward(self, *tensors):
+        results, start = [], 0
+        for module, n in zip(self.samples, self.arity, strict=True):
+            results.append(module(*tensors[start:start + n]))
+            start += n
+        return tuple(results)
+
+
+def prepare(case: Case) -> tuple[Outcome | None, object]:
+    """(a skip outcome or None, eager's result) for one sample."""
+    bad = [t for t in case.inputs if t.dtype not in TAKEN_DTYPES or t.device.type != "cpu"]
+    if bad:
+        return Outcome(SKIP, f"input {bad[0].dtype} on {bad[0].device} is not taken"), None
+    expected = eager(case, seed=0)
+    if compare(eager(case, seed=1), expected, case.tolerance).status != PASS:
+        return Outcome(SKIP, "random: eager differs from itself"), None
+    return None, expected
+
+
+def error_outcome(e: Exception) -> Outcome:
+    """An export failure skips; a one-line CuvilError is a rejection; the rest fail."""
+    if not isinstance(e, CuvilError):
         return Outcome(FAIL, f"{type(e).__name__}: {e}".splitlines()[0])
+    text = str(e)
+    if text.startswith("torch.export failed"):
+        return Outcome(SKIP, text)
+    return Outcome(REJECTED if "\n" not in text else FAIL, text)
+
+
+def judge(result, expected, case: Case, graph) -> Outcome:
     outcome = compare(result, expected, case.tolerance)
     random = random_ops(graph)
     if outcome.status == FAIL and random:
