@@ -25,7 +25,7 @@ from cuvil.atomic import write_bytes, write_text
 from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph, Node
 
-BANDS = [(0.05, "#d4edda"), (0.5, "#fff3cd"), (float("inf"), "#f8d7da")]  # (below ms, fill)
+GREEN, YELLOW, RED = "#d4edda", "#fff3cd", "#f8d7da"  # < 0.05 ms, 0.05-0.5 ms, > 0.5 ms
 TEXT_FORMATS = {".dot", ".gv"}
 RENDERED_FORMATS = {".svg": "svg", ".png": "png"}
 HIDDEN_OPS = {"const", "scalar"}
@@ -134,7 +134,9 @@ def timings_of(prof) -> Timings:
 
 def band_colour(ms: float) -> str:
     """The fill of a node that takes `ms` milliseconds per call."""
-    return next(colour for below, colour in BANDS if ms < below)
+    if ms < 0.05:
+        return GREEN
+    return YELLOW if ms <= 0.5 else RED
 
 
 def latency_label(ms: float) -> str:
