@@ -15,8 +15,9 @@ the same program. Export is paid on every compile; a hit skips parsing, checking
 optimizer. A miss says which parts changed since the last graph of the same name.
 
 An entry `<cache>/graphs/<key>/` holds `graph.pickle` (the optimized graph without tensors),
-`constants/` (tensors the optimizer made; the imported ones come from the fresh import) and
-`key.json` (the key's parts and the pickle's SHA-256, checked on load), written atomically.
+`constants/` (the raw bytes of tensors the optimizer made; the imported ones come from the
+fresh import) and `key.json` (the key's parts, the SHA-256 of every file, checked on load),
+written atomically.
 """
 
 from __future__ import annotations
@@ -76,9 +77,11 @@ def load(key: Key, imported: Graph) -> Graph | None:
         graph = pickle.loads(data)
         for ref in graph.constants:  # placeholders: imported tensors by ref
             graph.constants[ref] = imported.constants[ref]
-        for path in sorted((entry / "constants").glob("*.pt")):
-            graph.constants[_ref_of(path.stem)] = torch.load(path, weights_only=True)
-    except (OSError, EOFError, KeyError, ValueError, pickle.UnpicklingError, RuntimeError):
+        for ref, (dtype, shape, sha) in meta["made"].items():
+            graph.constants[ref] = _read_tensor(entry / "constants" / _file_of(ref), dtype,
+                                                shape, sha)
+    except (OSError, EOFError, KeyError, ValueError, TypeError, AttributeError,
+            pickle.UnpicklingError, RuntimeError):
         return None
     for attr, value in vars(imported).items():
         if attr not in OPTIMIZED:
@@ -105,11 +108,11 @@ def store(key: Key, optimized: Graph, imported: Graph) -> None:
     tmp = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".{entry.name}."))
     try:
         (tmp / "constants").mkdir()
-        for ref, tensor in optimized.constants.items():
-            if ref not in shared:
-                torch.save(tensor.detach().clone(), tmp / "constants" / f"{_file_of(ref)}.pt")
+        made = {ref: _write_tensor(tmp / "constants" / _file_of(ref), tensor)
+                for ref, tensor in optimized.constants.items() if ref not in shared}
         (tmp / "graph.pickle").write_bytes(data)
-        meta = {"name": key.name, "parts": key.parts, "sha256": _digest(data, 64)}
+        meta = {"name": key.name, "parts": key.parts, "sha256": _digest(data, 64),
+                "made": made}
         (tmp / "key.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
         os.replace(tmp, entry)
     except OSError:
@@ -177,6 +180,21 @@ def _tensor_bytes(tensor: torch.Tensor) -> memoryview:
     return memoryview(flat.view(torch.uint8).numpy())
 
 
+def _write_tensor(path: Path, tensor: torch.Tensor) -> tuple[str, list[int], str]:
+    """A tensor as its raw bytes (torch.load would import torch.distributed: ~2 s)."""
+    data = bytes(_tensor_bytes(tensor))
+    path.write_bytes(data)
+    return str(tensor.dtype).removeprefix("torch."), list(tensor.shape), _digest(data, 64)
+
+
+def _read_tensor(path: Path, dtype: str, shape: list[int], sha: str) -> torch.Tensor:
+    data = bytearray(path.read_bytes())
+    if _digest(bytes(data), 64) != sha:
+        raise ValueError(f"{path}: damaged")
+    flat = torch.frombuffer(data, dtype=torch.uint8) if data else torch.empty(0, dtype=torch.uint8)
+    return flat.view(getattr(torch, dtype)).reshape(shape)
+
+
 def _digest(data: str | bytes, size: int = 32) -> str:
     raw = data.encode() if isinstance(data, str) else data
     return hashlib.sha256(raw).hexdigest()[:size]
@@ -194,5 +212,3 @@ def _file_of(ref: str) -> str:
     return ref.encode().hex()
 
 
-def _ref_of(stem: str) -> str:
-    return bytes.fromhex(stem).decode()

@@ -78,8 +78,6 @@ class Settings:
 def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: bool) -> Graph:
     """Stages parse, check, encode, saturate, extract, decode; or one cache lookup."""
     from cuvil import cache as compile_cache
-    from cuvil.egraph.optimizer import Options, optimize_graph
-    from cuvil.rules import load
 
     key = None
     if cache:
@@ -88,6 +86,8 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
             hit = compile_cache.load(key, graph)
         if hit is not None:
             return hit
+    from cuvil.egraph.optimizer import Options, optimize_graph  # egglog, scipy: on a miss
+    from cuvil.rules import load
     library = load(settings.rules, tracer).without(settings.disable)
     options = Options(targets=settings.targets, limits=settings.limits,
                       extract=settings.extract, hints=settings.hints)
@@ -114,7 +114,7 @@ def as_graph(model: Any, example_inputs: Sequence[Any] | None, dynamic_shapes: A
 
 
 def as_limits(limits: Any):
-    from cuvil.egraph.session import Limits
+    from cuvil.egraph.limits import Limits
 
     if limits is None:
         return Limits()

@@ -153,3 +153,20 @@ def test_two_processes_share_entries_only_for_the_same_program(fresh_cache, tmp_
                              capture_output=True, text=True).stdout.split()
         seen.append((float(out[0]), out[1]))
     assert seen == [(2.0, "miss:"), (3.0, "miss:"), (2.0, "hit")]
+
+
+class TwoScales(torch.nn.Module):
+    def forward(self, x):
+        return x * 2.0 * 3.0  # the optimizer folds 2 * 3 into a constant of its own
+
+
+def test_a_damaged_constant_made_by_the_optimizer_is_rebuilt(fresh_cache):
+    x = torch.randn(2, 8)
+    y, _ = compiled_state(TwoScales(), x)
+    made = list(fresh_cache.glob("graphs/*/constants/*"))
+    assert made, "the optimizer made no constant: the test needs one"
+    for path in made:
+        path.write_bytes(b"\x00" * len(path.read_bytes()))  # same size, other bytes
+    again, status = compiled_state(TwoScales(), x)
+    torch.testing.assert_close(again, 6.0 * x)
+    assert status == "miss: the entry for 'TwoScales' is missing or damaged"

@@ -11,7 +11,7 @@ Names load on first use: unpickling a cached report must not import egglog and s
 import importlib
 
 _LAZY = {"Options": "optimizer", "optimize_graph": "optimizer", "OptimizeReport": "report",
-         "Limits": "session"}
+         "Limits": "limits"}
 
 __all__ = sorted(_LAZY)
 

@@ -18,6 +18,7 @@ from cuvil.dsl import ast
 from cuvil.egraph import snapshot as snapshots
 from cuvil.egraph.encode import Encoding, constructors, encode_graph
 from cuvil.egraph.fold import Folder
+from cuvil.egraph.limits import Limits
 from cuvil.egraph.rules import EggRule, compile_rule, label_of, unfold_rule
 from cuvil.egraph.snapshot import Snapshot
 from cuvil.egraph.typing import Typer, TypeTable
@@ -27,26 +28,6 @@ from cuvil.ops import registry
 from cuvil.rules.library import RuleLibrary
 
 UNFOLD = "cuvil:unfold"
-
-
-@dataclass
-class Limits:
-    """Bounds that always hold. `time` bounds the whole optimization, in wall-clock seconds
-    (a worker process is killed past it, keeping the best graph found so far)."""
-
-    iterations: int = 64
-    nodes: int = 50_000
-    match_limit: int = 1_000
-    ban_length: int = 2
-    time: float = 10.0
-    exact_nodes: int = 600  # extract exactly (ILP) up to this many e-nodes
-    dag_nodes: int = 20_000  # DAG-aware greedy extraction up to this many, then tree costs
-
-    def __post_init__(self):
-        for name, value in vars(self).items():
-            if not isinstance(value, int | float) or value <= 0:
-                raise CuvilError(f"limit {name} must be a positive number, not {value!r}")
-    exact_time: float = 2.0
 
 
 @dataclass
