@@ -8,9 +8,9 @@ The normal call path pays nothing: profiling generates a second function,
 `entry_profiled` (`cuvil.lower.codegen.instrumented_entry`), which calls the same
 compiled kernels with a `lap(i)` after step i, and runs it on a shallow copy of the
 compiled graph (same plans, buffers and lock). With `CUVIL_TRACE=trace.json` in the
-environment every compiled graph of the process runs that function, and the trace of all
-their calls (with each compile's pass timings, on one clock) is written at exit, with one
-summary table per graph on stderr.
+environment every compiled graph of the process runs that function (for its first
+`MAX_TRACED_CALLS` calls), and the trace of all their calls (with each compile's pass
+timings, on one clock) is written at exit, with one summary table per graph on stderr.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ class Call:
 class TimedEntry:
     """A drop-in for `entry` that records each step's time in `calls`."""
 
-    def __init__(self, compiled):
+    def __init__(self, compiled, max_calls: int | None = None):
+        self.max_calls = max_calls  # later calls run the untimed entry
         self.original = getattr(compiled._entry, "original", compiled._entry)  # `entry`
         namespace = dict(self.original.__globals__)  # the module's kernels and imports
         exec(instrumented_entry(compiled._program), namespace)
@@ -58,6 +59,9 @@ class TimedEntry:
         self._last = time.perf_counter_ns()
 
     def __call__(self, *args: Any) -> None:
+        if self.max_calls is not None and len(self.calls) >= self.max_calls:
+            self.original(*args)
+            return
         self._spans = []
         start = time.perf_counter_ns()
         self._profiled(*args, self.lap)
@@ -218,6 +222,7 @@ def _origin_ns(prof: Profile) -> int:
 
 
 # -- CUVIL_TRACE: every call of every compiled graph, written at exit ------------------------
+MAX_TRACED_CALLS = 10_000  # per compiled graph: a long-running process's trace stays bounded
 _traced: list[tuple[Any, TimedEntry]] = []
 
 
@@ -225,7 +230,7 @@ def trace_every_call(compiled, path: str) -> None:
     """Make `compiled` time all its calls; the process writes them to `path` at exit."""
     if not _traced:
         atexit.register(write_session_trace, path)
-    timed = TimedEntry(compiled)
+    timed = TimedEntry(compiled, MAX_TRACED_CALLS)
     compiled._entry = timed
     _traced.append((compiled, timed))
 
