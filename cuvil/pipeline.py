@@ -94,9 +94,8 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
     result = optimize_graph(graph, library, options, tracer)
     if key is not None and result.report is not None:
         result.report.cache = f"miss: {compile_cache.why_missed(key)}"
-        if not result.report.stop_reason.startswith("time limit"):
-            with tracer.stage("cache store"):
-                compile_cache.store(key, result, graph)
+        with tracer.stage("cache store"):
+            compile_cache.store(key, result, graph)
     return result
 
 

@@ -1,10 +1,14 @@
 """HuggingFace `transformers` models built from small configs (random weights, no
 downloads) compile with a dynamic batch and sequence length, return the model's own output
-objects, and match torch eager within 1e-4 at sizes other than the example's."""
+objects, and match torch eager within 1e-4 at sizes other than the example's; with the
+compile cache on (as users run), in one process and across two."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -50,7 +54,7 @@ def compiled(make):
     torch.manual_seed(0)
     model = make().eval()
     example = tokens(2, 7)
-    return model, cuvil.compile(model, example, cache=False)
+    return model, cuvil.compile(model, example)
 
 
 def assert_matches(got, want, field: str):
@@ -102,7 +106,7 @@ def test_gpt2_with_cache_returns_the_cache_too():
 def test_vit_compiles_with_a_dynamic_batch():
     torch.manual_seed(0)
     model = vit().eval()
-    fast = cuvil.compile(model, (torch.randn(2, 3, 32, 32),), cache=False)
+    fast = cuvil.compile(model, (torch.randn(2, 3, 32, 32),))
     for batch in (2, 5):
         x = torch.randn(batch, 3, 32, 32)
         with torch.no_grad():
@@ -117,3 +121,49 @@ def test_mask_code_that_stays_in_torch_is_named_in_the_report(gpt2_plain):
     report = str(fast.graph.import_report)
     assert "symbolic dims: batch (input_ids dim 0), seq (input_ids dim 1)" in report
     assert "aten.cumsum.default at" in report and "modeling_gpt2.py" in report
+
+
+def test_a_config_value_is_part_of_the_cached_program():
+    """Same class, same weights, another activation: never the same cache entry."""
+    outputs = []
+    for act in ("gelu", "relu"):
+        model, fast = compiled(lambda act=act: transformers.DistilBertModel(
+            transformers.DistilBertConfig(dim=64, n_layers=1, n_heads=2, hidden_dim=128,
+                                          vocab_size=500, activation=act)))
+        args = tokens(2, 6)
+        with torch.no_grad():
+            want = model(*args)
+        got = fast(*args)
+        assert_matches(got, want, "last_hidden_state")
+        outputs.append((got.last_hidden_state, fast.report.optimizer.cache))
+    assert not torch.allclose(outputs[0][0], outputs[1][0])
+    assert outputs[1][1] == "miss: program changed since the last compile of 'DistilBertModel'"
+
+
+SCRIPT = textwrap.dedent("""
+    import sys, torch, transformers, cuvil
+    torch.manual_seed(0)
+    model = transformers.BertModel(transformers.BertConfig(
+        hidden_size=64, num_hidden_layers=1, num_attention_heads=2, intermediate_size=128,
+        vocab_size=500, max_position_embeddings=64, hidden_dropout_prob=float(sys.argv[1])))
+    model.eval()
+    fast = cuvil.compile(model, (torch.randint(0, 500, (2, 7)),))
+    x = torch.randint(0, 500, (3, 9))
+    with torch.no_grad():
+        err = (fast(x).last_hidden_state - model(x).last_hidden_state).abs().max().item()
+    print(err, fast.report.optimizer.cache.split()[0])
+""")
+
+
+def test_two_processes_share_the_cache_and_stay_correct(tmp_path):
+    script = tmp_path / "bert.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "CUVIL_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    seen = []
+    for dropout in ("0.1", "0.1"):
+        run = subprocess.run([sys.executable, str(script), dropout], env=env, check=True,
+                             capture_output=True, text=True)
+        out = run.stdout.split()
+        assert len(out) == 2, run.stdout + run.stderr
+        seen.append((float(out[0]) <= TOL, out[1]))
+    assert seen == [(True, "miss:"), (True, "hit")]

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas c4c82a748259
+from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas 0896cfb5e3b9
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
@@ -13,7 +13,7 @@ FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 def k0_gemm(x0, x1, x2, threads, x4, out):
     kd = x0.shape[1]
     nd = x1.shape[1]
-    mrows = x0.size // kd
+    mrows = x0.shape[0]
     am = x0.reshape((mrows, kd))
     cm = out.reshape((mrows, nd))
     if mrows <= 8:
