@@ -1,14 +1,19 @@
 """PyTorch's OpInfo samples as Cuvil test cases: which ops, which samples, how each is run.
 
-Each OpInfo sample becomes a tiny module that calls the op with the sample's non-tensor
-arguments fixed and its tensors as inputs. A sample runs in one of two modes against torch
-eager: `reference` imports it with Cuvil's frontend and runs the reference executor,
-`compiled` runs `cuvil.compile`'s callable. Its outcome is one of
+The first `MAX_SAMPLES` float32 samples (bool or int64 for ops without float) of each
+OpInfo become tiny modules calling the op with the sample's non-tensor arguments fixed: one
+with every tensor an input, and, with two or more tensors, one with the first an input and
+the others weights (buffers, as a model holds them). Each runs in two modes against torch
+eager: `reference` imports it with Cuvil's frontend and runs the reference executor;
+`compiled` runs `cuvil.compile` (default options, compile cache on), all samples of one
+OpInfo compiled as one model and, if that raises or a value is wrong, each alone. An
+outcome is one of
 
-- pass: the values match eager within the OpInfo's float32 tolerance;
-- skip: torch.export cannot export it, or Cuvil does not take its inputs (complex dtypes,
-  tensors off the CPU); counted separately, with the reason;
-- rejected: a clear one-line `CuvilError` naming what Cuvil does not do;
+- pass: the values match eager within the loosest float32 tolerance the OpInfo's own
+  tests allow (else `assert_close`'s default);
+- skip: torch.export cannot export it, Cuvil does not take its inputs (complex dtypes,
+  tensors off the CPU), or it draws random numbers; counted separately, with the reason;
+- rejected: a one-line `CuvilError` saying what Cuvil does not do;
 - fail: a wrong value, or any other exception.
 """
 
@@ -96,10 +101,14 @@ class Tally:
         return 100.0 * c[PASS] / taken if taken else 100.0
 
     def lines(self) -> list[str]:
-        return [f"{mode}: {c[PASS]} pass, {c[SKIP]} skip, {c[REJECTED]} rejected, "
-                f"{c[FAIL]} fail ({self.percent(mode):.1f}% of the samples Cuvil takes pass) "
-                f"in {self.seconds[mode]:.0f} s"
-                for mode, c in self.counts.items() if sum(c.values())]
+        """Per mode: the counts, the pass rate, the time; then the first failures."""
+        lines = [f"{mode}: {c[PASS]} pass, {c[SKIP]} skip, {c[REJECTED]} rejected, "
+                 f"{c[FAIL]} fail ({self.percent(mode):.1f}% of the samples Cuvil takes "
+                 f"pass) in {self.seconds[mode]:.0f} s"
+                 for mode, c in self.counts.items() if sum(c.values())]
+        for mode, failures in self.failures.items():
+            lines += [f"  {mode} FAIL {f}"[:240] for f in failures[:10]]
+        return lines
 
 
 TALLY = Tally()
@@ -172,13 +181,12 @@ def cases(test_id: str) -> list[Case]:
         flat, spec = pytree.tree_flatten((sample.input, tuple(sample.args), sample.kwargs))
         tensors = [k for k, v in enumerate(flat) if isinstance(v, torch.Tensor)]
         for weights in (False, True) if len(tensors) > 1 else (False,):
-            leaves, held = list(flat), []
-            for k in tensors:
+            leaves, held, inputs = list(flat), [], []
+            for k in tensors:  # copies: no tensor is in two cases (a batch would share it)
                 leaves[k] = Held(len(held)) if weights and k != tensors[0] else TENSOR
-                held += [flat[k]] if leaves[k] != TENSOR else []
-            inputs = tuple(flat[k] for k in tensors if leaves[k] is TENSOR)
+                (inputs if leaves[k] is TENSOR else held).append(flat[k].clone())
             label = f"{test_id}[{i}{'w' if weights else ''}] {_describe(sample)}"
-            result.append(Case(label, OpSample(op.op, spec, leaves, held), inputs,
+            result.append(Case(label, OpSample(op.op, spec, leaves, held), tuple(inputs),
                                tolerance(op, dtype)))
     return result
 
