@@ -71,8 +71,15 @@ class Settings:
     hints: dict[str, int]
 
     def key_options(self) -> dict[str, Any]:
-        return {"targets": self.targets, "limits": repr(self.limits), "extract": self.extract,
-                "disable": self.disable, "hints": sorted(self.hints.items())}
+        return {"targets": _target_params(self.targets), "limits": repr(self.limits),
+                "extract": self.extract, "disable": self.disable,
+                "hints": sorted(self.hints.items())}
+
+    def defs(self) -> dict[str, Any]:
+        """The composite ops of the rules, by name (a cached graph names those it uses)."""
+        from cuvil.rules import load
+
+        return dict(load(self.rules).ops)
 
 
 def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: bool) -> Graph:
@@ -83,7 +90,7 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
     if cache:
         with tracer.stage("cache lookup"):
             key = compile_cache.key_of(graph, settings.rules, settings.key_options())
-            hit = compile_cache.load(key, graph)
+            hit = compile_cache.load(key, graph, settings.defs)
         if hit is not None:
             return hit
     from cuvil.egraph.optimizer import Options, optimize_graph  # egglog, scipy: on a miss
@@ -97,6 +104,19 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
         with tracer.stage("cache store"):
             compile_cache.store(key, result, graph)
     return result
+
+
+def _target_params(names: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """Each target with the cost parameters it registered (they steer extraction)."""
+    from cuvil.lower.target import get_target
+
+    out = []
+    for name in names:
+        try:
+            out.append((name, sorted(get_target(name).cost_params.items())))
+        except CuvilError:
+            out.append((name, None))
+    return out
 
 
 def _write_trace(tracer: Tracer, path: str | Path | None) -> None:

@@ -47,6 +47,8 @@ def load_module(text: str, directory: str | os.PathLike | None = None) -> tuple[
     try:
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             write_text(path, text)
+        else:
+            os.utime(path)  # used now: the cache's size limit evicts the least recent
     except OSError as e:
         raise CuvilError(f"cannot write the kernel cache at {path.parent}: {e.strerror} "
                          "(set CUVIL_CACHE_DIR to a writable directory)") from None

@@ -1,0 +1,100 @@
+"""One cache entry as bytes: the optimized graph's text, its report as JSON and the raw bytes
+of the constants the optimizer made. No pickles: an entry from a shared cache is data.
+
+    CUVIL-GRAPH 3 <sha256 of everything after this line>
+    {"parts": ..., "graph": "graph mlp(...) {...}", "defs": [...], "report": {...},
+     "shared": [...], "made": {ref: [dtype, shape, offset, length]}}
+    <the made constants' bytes, one after another>
+
+Imported constants are not stored (`shared`): they come, by reference, from the fresh
+import, whose bytes the key proved equal. Composite ops come back by name from the rules.
+`decode` checks the checksum and the key before anything is used.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, fields
+from typing import Any
+
+import torch
+
+from cuvil.cache.key import Key, digest, tensor_bytes
+from cuvil.errors import CuvilError
+from cuvil.ir.graph import Graph
+
+MAGIC = b"CUVIL-GRAPH"
+VERSION = b"3"
+
+
+class Damaged(CuvilError):
+    """An entry that fails its checksum, its key or its own structure."""
+
+
+def encode(key: Key, optimized: Graph, imported: Graph) -> bytes:
+    shared = sorted(ref for ref, t in optimized.constants.items()
+                    if imported.constants.get(ref) is t)
+    made, blobs, offset = {}, [], 0
+    for ref, tensor in sorted(optimized.constants.items()):
+        if ref not in shared:
+            data = bytes(tensor_bytes(tensor))
+            made[ref] = [str(tensor.dtype).removeprefix("torch."), list(tensor.shape),
+                         offset, len(data)]
+            blobs.append(data)
+            offset += len(data)
+    header = {"parts": key.parts, "name": key.name, "graph": optimized.to_text(),
+              "defs": sorted(optimized.defs), "shared": shared, "made": made,
+              "report": report_json(optimized.report)}
+    body = json.dumps(header, sort_keys=True).encode() + b"\n" + b"".join(blobs)
+    return MAGIC + b" " + VERSION + b" " + digest(body).encode() + b"\n" + body
+
+
+def decode(data: bytes, key: Key, imported: Graph,
+           defs: Callable[[], dict[str, Any]]) -> Graph:
+    """The graph in `data`, its constants from `imported` and the entry; its composite ops
+    by name from `defs()` (called only when the graph uses some)."""
+    head, _, body = data.partition(b"\n")
+    if head.split(b" ") != [MAGIC, VERSION, digest(body).encode()]:
+        raise Damaged("checksum or format")
+    text, _, blob = body.partition(b"\n")
+    header = json.loads(text)
+    if header["parts"] != key.parts:
+        raise Damaged("another key")
+    constants = {ref: imported.constants[ref] for ref in header["shared"]}
+    for ref, (dtype, shape, offset, length) in header["made"].items():
+        raw = bytearray(blob[offset:offset + length])
+        constants[ref] = _tensor(raw, getattr(torch, dtype), shape)
+    graph = Graph.from_text(header["graph"], constants)
+    known = defs() if header["defs"] else {}
+    graph.defs = {name: known[name] for name in header["defs"]}
+    graph.report = report_of(header["report"])
+    return graph
+
+
+def _tensor(raw: bytearray, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
+    if not raw:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
+
+
+def report_json(report: Any) -> dict | None:
+    if report is None:
+        return None
+    data = {f.name: getattr(report, f.name) for f in fields(report) if f.name != "graph"}
+    data["rules"] = {label: asdict(stat) for label, stat in report.rules.items()}
+    data["iterations"] = [asdict(it) for it in report.iterations]
+    return data
+
+
+def report_of(data: dict | None):
+    if data is None:
+        return None
+    from cuvil.egraph.report import Iteration, OptimizeReport, RuleStat
+
+    data = dict(data)
+    data["rules"] = {label: RuleStat(**stat) for label, stat in data["rules"].items()}
+    data["iterations"] = [Iteration(**{**it, "rulesets": tuple(it["rulesets"])})
+                          for it in data["iterations"]]
+    data["rejected"] = [tuple(r) for r in data["rejected"]]
+    return OptimizeReport(**data)

@@ -1,0 +1,99 @@
+"""The compile cache's key: what the program is, in five parts a miss can name.
+
+    program    the graph's structural hash: ops, attributes (scalars included), types with
+               their symbolic dims, every input and the output structure
+    constants  the dtype, shape and bytes of every constant the graph holds
+    rules      the text of every rule file
+    options    targets and their cost parameters, limits, extraction mode, disabled rules,
+               the dim sizes costs assume
+    versions   Cuvil's source and stock rules, torch, egglog
+
+The key is computed from the imported graph, after export, never from the model object:
+whatever export reads (a Python attribute, the training flag, a branch on either) is in
+the graph or its constants.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import cuvil
+from cuvil.ir.graph import Graph
+
+FORMAT = 3
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str  # the graph's name, to compare a miss with the last compile of that name
+    parts: dict[str, str]
+
+    @property
+    def digest(self) -> str:
+        return digest(json.dumps(self.parts, sort_keys=True), 40)
+
+
+def key_of(graph: Graph, rules: Any, options: dict[str, Any]) -> Key:
+    """The key of optimizing the imported `graph` with `rules` and `options`."""
+    parts = {"format": str(FORMAT), "versions": versions(),
+             "program": graph.structural_hash(), "constants": constants_hash(graph),
+             "rules": rules_hash(rules), "options": digest(repr(sorted(options.items())))}
+    return Key(graph.name, parts)
+
+
+def constants_hash(graph: Graph) -> str:
+    """SHA-256 over the dtype, shape and bytes of each constant node, in graph order."""
+    h = hashlib.sha256()
+    for node in graph:
+        if node.op == "const":
+            tensor = graph.constants[node.attrs["ref"]]
+            h.update(f"{node.attrs['ref']}:{tuple(tensor.shape)}:{tensor.dtype}\x00".encode())
+            h.update(tensor_bytes(tensor))
+    return h.hexdigest()
+
+
+def rules_hash(rules: Any) -> str:
+    """A hash of the rule sources' paths and text, without parsing them."""
+    from cuvil.dsl.diagnostics import Reporter
+    from cuvil.rules.loader import read_sources
+
+    h = hashlib.sha256()
+    for path, text in read_sources(rules, Reporter()):
+        h.update(f"{path}\x00{text}\x00".encode())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def versions() -> str:
+    """Cuvil's source, and the versions of the libraries an optimized graph depends on."""
+    return digest(f"{cuvil_source_hash()} torch {torch.__version__} "
+                  f"egglog {metadata.version('egglog')}")
+
+
+@lru_cache(maxsize=1)
+def cuvil_source_hash() -> str:
+    root = Path(cuvil.__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.read_bytes())
+    for path in sorted((root / "stock_rules").rglob("*.cvr")):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def tensor_bytes(tensor: torch.Tensor) -> memoryview:
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    return memoryview(flat.view(torch.uint8).numpy())
+
+
+def digest(data: str | bytes, size: int = 64) -> str:
+    raw = data.encode() if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()[:size]

@@ -1,0 +1,108 @@
+"""Where compile-cache entries live: one file each under `<cache>/graphs/`, and, with
+`CUVIL_CACHE_REDIS=redis://...`, a Redis server shared by many machines.
+
+A lookup reads the local file, else the remote entry (and keeps a local copy). Every entry
+is checked (checksum and key) before use; a damaged one is a miss and is rewritten. Files
+are written atomically, so any number of processes may store and read at once; a hit
+touches its file, and after each store the least recently used entries (graphs and kernel
+modules) are removed while the cache is over `CUVIL_CACHE_MAX_MB` (default 2048).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cuvil.atomic import write_bytes, write_text
+from cuvil.cache import remote
+from cuvil.cache.entry import Damaged, decode, encode
+from cuvil.cache.key import Key, digest
+from cuvil.ir.graph import Graph
+from cuvil.runtime.module_cache import cache_dir
+
+SUFFIX = ".cvg"
+# What the cache supplies; every other attribute of a graph comes from the fresh import.
+OPTIMIZED = frozenset({"name", "nodes", "inputs", "output_structure", "constants", "defs",
+                       "report", "_counter"})
+
+
+def load(key: Key, imported: Graph, defs: Callable[[], dict[str, Any]]) -> Graph | None:
+    """The optimized graph stored under `key`, completed from `imported`; else None."""
+    path = entry_path(key)
+    data, where = _read(path), "local"
+    if data is None:
+        data, where = remote.get(key.digest), "shared"
+    if data is None:
+        return None
+    try:
+        graph = decode(data, key, imported, defs)
+    except (Damaged, ValueError, KeyError, TypeError, RuntimeError):
+        return None
+    if where == "shared":
+        _write(path, data)
+    else:
+        _touch(path)
+    for attr, value in vars(imported).items():
+        if attr not in OPTIMIZED:
+            setattr(graph, attr, value)
+    if graph.report is not None:
+        graph.report.graph = graph
+        graph.report.cache = f"hit ({where}, key {key.digest[:12]}): optimization skipped"
+    return graph
+
+
+def store(key: Key, optimized: Graph, imported: Graph) -> None:
+    """Write the entry for `key` here and to the shared cache; then keep the size limit."""
+    from cuvil.cache import evict
+
+    data = encode(key, optimized, imported)
+    _write(entry_path(key), data)
+    remote.put(key.digest, data)
+    with contextlib.suppress(OSError):
+        write_text(_last_of(key.name), json.dumps(key.parts, sort_keys=True))
+    evict.keep_size()
+
+
+def why_missed(key: Key) -> str:
+    """Which parts of the key differ from the last compile of a graph with the same name."""
+    try:
+        last = json.loads(_last_of(key.name).read_text())
+    except (OSError, ValueError):
+        return f"no earlier compile of {key.name!r} in this cache"
+    changed = [part for part, value in key.parts.items() if last.get(part) != value]
+    if not changed:
+        return f"the entry for {key.name!r} is missing or damaged"
+    return f"{', '.join(changed)} changed since the last compile of {key.name!r}"
+
+
+def entry_path(key: Key) -> Path:
+    return graphs_dir() / f"{key.digest}{SUFFIX}"
+
+
+def graphs_dir() -> Path:
+    return cache_dir() / "graphs"
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _write(path: Path, data: bytes) -> None:
+    with contextlib.suppress(OSError):  # a read-only cache costs the next compile a search
+        write_bytes(path, data)
+
+
+def _touch(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def _last_of(name: str) -> Path:
+    return graphs_dir() / "last" / f"{digest(name, 24)}.json"

@@ -1,0 +1,78 @@
+"""The shared tier on a real Redis server: a second machine (another cache directory) gets
+a hit and keeps a local copy; entries are checksummed data, never pickles; a damaged
+entry is a miss; a server that is down costs one warning, never a wrong or failed compile."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import redis
+import torch
+
+import cuvil
+from cuvil.cache import remote
+
+
+class Affine(torch.nn.Module):
+    def __init__(self, k: float):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 4)
+        self.k = k
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * self.k
+
+
+@pytest.fixture
+def shared(redis_url, monkeypatch):
+    monkeypatch.setenv("CUVIL_CACHE_REDIS", redis_url)
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    remote._down.clear()
+    return client
+
+
+def compile_in(cache_dir, monkeypatch, model, x):
+    monkeypatch.setenv("CUVIL_CACHE_DIR", str(cache_dir))
+    fast = cuvil.compile(model, (x,))
+    torch.testing.assert_close(fast(x), model(x))
+    return fast.report.optimizer.cache
+
+
+def test_a_second_machine_hits_the_shared_entry(shared, tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    model, x = Affine(2.0), torch.randn(3, 8)
+    assert compile_in(tmp_path / "a", monkeypatch, model, x).startswith("miss")
+    (name,) = shared.keys("cuvil:graph:*")
+    assert shared.get(name).startswith(b"CUVIL-GRAPH ")  # data, not a pickle
+    assert compile_in(tmp_path / "b", monkeypatch, model, x).startswith("hit (shared")
+    assert list((tmp_path / "b" / "graphs").glob("*.cvg"))  # kept locally too
+    assert compile_in(tmp_path / "b", monkeypatch, model, x).startswith("hit (local")
+    assert compile_in(tmp_path / "c", monkeypatch, Affine(3.0), x).startswith("miss")
+
+
+def test_a_damaged_shared_entry_is_a_miss(shared, tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    model, x = Affine(2.0), torch.randn(3, 8)
+    compile_in(tmp_path / "a", monkeypatch, model, x)
+    (name,) = shared.keys("cuvil:graph:*")
+    data = shared.get(name)
+    shared.set(name, data.replace(b'"relu', b'"tanh', 1))
+    assert compile_in(tmp_path / "b", monkeypatch, model, x).startswith("miss")
+
+
+def test_a_server_that_is_down_costs_one_warning(tmp_path, monkeypatch):
+    from conftest import free_port
+
+    monkeypatch.setenv("CUVIL_CACHE_REDIS", f"redis://127.0.0.1:{free_port()}/0")
+    remote._down.clear()
+    torch.manual_seed(0)
+    model, x = Affine(2.0), torch.randn(3, 8)
+    with pytest.warns(RuntimeWarning, match="unavailable") as caught:
+        assert compile_in(tmp_path / "a", monkeypatch, model, x).startswith("miss")
+    assert len(caught) == 1
+    with warnings.catch_warnings(record=True) as again:
+        warnings.simplefilter("always")
+        assert compile_in(tmp_path / "a", monkeypatch, model, x).startswith("hit (local")
+    assert not [w for w in again if "unavailable" in str(w.message)]
