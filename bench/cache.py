@@ -1,0 +1,96 @@
+"""The compile cache on a stream of model versions, as a deployment engineer sees it.
+
+    .venv/bin/python bench/cache.py [--versions 20] [--model transformer]
+
+One process, one fresh cache directory. For each of N versions of a zoo model it times
+`cuvil.compile` (export, cache lookup, optimization on a miss, lowering with the kernels
+cached), with the versions made three ways:
+
+    same     the same model again                      (expected: hits)
+    weights  one weight changed per version            (the key's `constants` part changes)
+    layer    one layer's output scaled anew        (the key's `program` part changes)
+
+and, for reference, the same compile with `cache=False`. It prints per stream the median
+time per version, the hit rate, the median time of each pipeline stage and the cache
+directory's size, and checks every compiled version against eager (max abs error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import cuvil  # noqa: E402
+from cuvil import zoo  # noqa: E402
+from cuvil.cache import evict  # noqa: E402
+
+
+def versions(kind: str, model: torch.nn.Module, n: int):
+    """`n` versions of `model`: the same, one weight nudged, or one layer's output scaled
+    by a new factor (a new program: the factor is a constant of the graph)."""
+    params = [p for p in model.parameters() if p.dim() >= 1]
+    layers = [m for m in model.modules()
+              if not list(m.children()) and list(m.parameters(recurse=False))]
+    for i in range(n):
+        if kind == "weights":
+            with torch.no_grad():
+                params[i % len(params)].view(-1)[0] += 1e-3
+        elif kind == "layer":
+            layer = layers[i % len(layers)]
+            plain = type(layer).forward.__get__(layer)
+            layer.forward = lambda *a, f=plain, k=i: f(*a) * (1.0 + k)
+        yield model
+
+
+def run_stream(kind: str, name: str, n: int, cache: bool) -> dict:
+    model, inputs = zoo.get(name)
+    times, hits, errors, stages = [], 0, [], {}
+    for version in versions(kind, model, n):
+        tracer_path = Path(tempfile.mkstemp(suffix=".json")[1])
+        start = time.perf_counter()
+        fast = cuvil.compile(version, inputs, cache=cache, trace=tracer_path)
+        times.append(time.perf_counter() - start)
+        hits += fast.report.optimizer.cache.startswith("hit")
+        with torch.no_grad():
+            errors.append((fast(*inputs) - version(*inputs)).abs().max().item())
+        for event in json.loads(tracer_path.read_text())["traceEvents"]:
+            stages.setdefault(event["name"], []).append(event["dur"] / 1e6)
+        tracer_path.unlink()
+    return {"median_s": statistics.median(times), "hit_rate": hits / n,
+            "max_err": max(errors), "stages": {k: statistics.median(v)
+                                               for k, v in stages.items()
+                                               if not k.startswith("iteration")}}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--versions", type=int, default=20)
+    parser.add_argument("--model", default="transformer", choices=sorted(zoo.MODELS))
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as directory:
+        os.environ["CUVIL_CACHE_DIR"] = directory
+        rows = [(kind, run_stream(kind, args.model, args.versions, cache=True))
+                for kind in ("same", "weights", "layer")]
+        rows.append(("cache off", run_stream("weights", args.model, args.versions, False)))
+        size = sum(b for _, b in evict.usage(Path(directory)).values())
+    print(f"zoo:{args.model}, {args.versions} versions per stream; cache {size / 1e6:.1f} MB")
+    print(f"{'stream':<10} {'median s':>9} {'hit rate':>9} {'max err':>9}  stages (median s)")
+    for kind, r in rows:
+        stages = ", ".join(f"{k} {v:.3f}" for k, v in r["stages"].items())
+        print(f"{kind:<10} {r['median_s']:>9.3f} {r['hit_rate']:>9.0%} {r['max_err']:>9.1e}  "
+              f"{stages}")
+
+
+if __name__ == "__main__":
+    main()
