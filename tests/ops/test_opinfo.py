@@ -5,7 +5,7 @@ compiled by `cuvil.compile` (default options, compile cache on).
 One test per OpInfo name and mode (all its variants). A sample torch.export cannot export
 or whose inputs Cuvil does not take is skipped with its reason; a wrong value or any error
 but a one-line `CuvilError` fails the test. The pass/skip/rejected/fail counts per mode are
-printed at the end of the run (`tests/ops/conftest.py`).
+printed after the module's tests.
 """
 
 from __future__ import annotations
@@ -29,6 +29,18 @@ from opinfo_support import (
     run_cases,
 )
 from torch.utils import _pytree as pytree
+
+
+@pytest.fixture(scope="module", autouse=True)
+def summary(request):
+    """After the module: the counts per mode, printed past pytest's capture (as the stock
+    rules' coverage report is), so that `pytest -q` and CI logs show them."""
+    yield
+    lines = TALLY.lines()
+    if lines:
+        capture = request.config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled():
+            print("\nOpInfo samples (tests/ops/test_opinfo.py):\n" + "\n".join(lines), flush=True)
 
 
 @pytest.mark.parametrize("mode", MODES)
