@@ -18,7 +18,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from cuvil.errors import CuvilError
-from cuvil.runtime.module_cache import cache_dir
+from cuvil.paths import cache_dir
 
 DEFAULT_MAX_MB = 2048
 KINDS = ("graphs", "kernels", "rules", "numba")

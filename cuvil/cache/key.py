@@ -20,13 +20,12 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import torch
 
-import cuvil
 from cuvil.ir.graph import Graph
+from cuvil.paths import source_hash as cuvil_source_hash
 
 FORMAT = 3
 
@@ -47,6 +46,19 @@ def key_of(graph: Graph, rules: Any, options: dict[str, Any]) -> Key:
              "program": graph.structural_hash(), "constants": constants_hash(graph),
              "rules": rules_hash(rules), "options": digest(repr(sorted(options.items())))}
     return Key(graph.name, parts)
+
+
+def any_values(key: Key, graph: Graph) -> Key:
+    """`key` with the constants' values left out (their refs, dtypes and shapes kept). The
+    optimizer reads no tensor's values (guards see scalars, which are attributes, and
+    constness); only folding does. So an optimized graph that made no constant of its own
+    serves every version of the model that differs in weights alone."""
+    h = hashlib.sha256()
+    for node in graph:
+        if node.op == "const":
+            tensor = graph.constants[node.attrs["ref"]]
+            h.update(f"{node.attrs['ref']}:{tuple(tensor.shape)}:{tensor.dtype}\x00".encode())
+    return Key(key.name, {**key.parts, "constants": "any values " + h.hexdigest()})
 
 
 def constants_hash(graph: Graph) -> str:
@@ -79,16 +91,6 @@ def versions() -> str:
 
 
 @lru_cache(maxsize=1)
-def cuvil_source_hash() -> str:
-    root = Path(cuvil.__file__).parent
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        h.update(path.read_bytes())
-    for path in sorted((root / "stock_rules").rglob("*.cvr")):
-        h.update(path.read_bytes())
-    return h.hexdigest()[:32]
-
-
 def tensor_bytes(tensor: torch.Tensor) -> memoryview:
     flat = tensor.detach().cpu().contiguous().reshape(-1)
     return memoryview(flat.view(torch.uint8).numpy())

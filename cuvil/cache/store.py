@@ -1,7 +1,9 @@
 """Where compile-cache entries live: one file each under `<cache>/graphs/`, and, with
 `CUVIL_CACHE_REDIS=redis://...`, a Redis server shared by many machines.
 
-A lookup reads the local file, else the remote entry (and keeps a local copy). Every entry
+A lookup reads the local file, else the remote entry (and keeps a local copy); if neither
+holds the key, the same for the key with any values of the constants (`key.any_values`:
+a graph the optimizer made no constant for serves every weights-only update). Every entry
 is checked (checksum and key) before use; a damaged one is a miss and is rewritten. Files
 are written atomically, so any number of processes may store and read at once; a hit
 touches its file, and after each store the least recently used entries (graphs and kernel
@@ -20,9 +22,9 @@ from typing import Any
 from cuvil.atomic import write_bytes, write_text
 from cuvil.cache import remote
 from cuvil.cache.entry import Damaged, decode, encode
-from cuvil.cache.key import Key, digest
+from cuvil.cache.key import Key, any_values, digest
 from cuvil.ir.graph import Graph
-from cuvil.runtime.module_cache import cache_dir
+from cuvil.paths import cache_dir
 
 SUFFIX = ".cvg"
 # What the cache supplies; every other attribute of a graph comes from the fresh import.
@@ -31,7 +33,39 @@ OPTIMIZED = frozenset({"name", "nodes", "inputs", "output_structure", "constants
 
 
 def load(key: Key, imported: Graph, defs: Callable[[], dict[str, Any]]) -> Graph | None:
-    """The optimized graph stored under `key`, completed from `imported`; else None."""
+    """The optimized graph stored under `key`, else the one stored for any values of the
+    constants (a weights-only change), completed from `imported`; else None."""
+    found = _load(key, imported, defs)
+    if found is None:
+        found = _load(any_values(key, imported), imported, defs)
+        if found is not None:
+            graph, where = found
+            return _finish(graph, imported, f"hit ({where}, the same program with other "
+                                            "weights): optimization skipped")
+        return None
+    graph, where = found
+    return _finish(graph, imported, f"hit ({where}, key {key.digest[:12]}): "
+                                    "optimization skipped")
+
+
+def store(key: Key, optimized: Graph, imported: Graph) -> None:
+    """Write the entry for `key` here and to the shared cache (also for any values of the
+    constants when the optimizer made none of its own); then keep the size limit."""
+    from cuvil.cache import evict
+
+    keys = [key]
+    if all(imported.constants.get(ref) is t for ref, t in optimized.constants.items()):
+        keys.append(any_values(key, imported))
+    for k in keys:
+        data = encode(k, optimized, imported)
+        _write(entry_path(k), data)
+        remote.put(k.digest, data)
+    with contextlib.suppress(OSError):
+        write_text(_last_of(key.name), json.dumps(key.parts, sort_keys=True))
+    evict.keep_size()
+
+
+def _load(key: Key, imported: Graph, defs) -> tuple[Graph, str] | None:
     path = entry_path(key)
     data, where = _read(path), "local"
     if data is None:
@@ -46,25 +80,17 @@ def load(key: Key, imported: Graph, defs: Callable[[], dict[str, Any]]) -> Graph
         _write(path, data)
     else:
         _touch(path)
+    return graph, where
+
+
+def _finish(graph: Graph, imported: Graph, status: str) -> Graph:
     for attr, value in vars(imported).items():
         if attr not in OPTIMIZED:
             setattr(graph, attr, value)
     if graph.report is not None:
         graph.report.graph = graph
-        graph.report.cache = f"hit ({where}, key {key.digest[:12]}): optimization skipped"
+        graph.report.cache = status
     return graph
-
-
-def store(key: Key, optimized: Graph, imported: Graph) -> None:
-    """Write the entry for `key` here and to the shared cache; then keep the size limit."""
-    from cuvil.cache import evict
-
-    data = encode(key, optimized, imported)
-    _write(entry_path(key), data)
-    remote.put(key.digest, data)
-    with contextlib.suppress(OSError):
-        write_text(_last_of(key.name), json.dumps(key.parts, sort_keys=True))
-    evict.keep_size()
 
 
 def why_missed(key: Key) -> str:

@@ -32,7 +32,7 @@ def add_parser(subparsers) -> None:
 def run_info(args: argparse.Namespace) -> int:
     from cuvil.cache import remote
     from cuvil.cache.evict import max_bytes, usage
-    from cuvil.runtime.module_cache import cache_dir
+    from cuvil.paths import cache_dir
 
     print(f"cache: {cache_dir()} (limit {max_bytes() / 1e6:.0f} MB, CUVIL_CACHE_MAX_MB)")
     total = 0

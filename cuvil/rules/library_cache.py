@@ -13,24 +13,21 @@ import hashlib
 import pickle
 
 from cuvil.atomic import write_bytes
+from cuvil.paths import cache_dir, source_hash
 from cuvil.rules.library import RuleLibrary
 
 _IN_PROCESS: dict[str, RuleLibrary] = {}
 
 
 def key(texts: list[tuple[str, str]]) -> str:
-    from cuvil.cache import cuvil_source_hash
-
     h = hashlib.blake2b(digest_size=20)
-    h.update(cuvil_source_hash().encode())
+    h.update(source_hash().encode())
     for path, text in texts:
         h.update(f"\x00{path}\x00{text}".encode())
     return h.hexdigest()
 
 
 def _file(k: str):
-    from cuvil.runtime.module_cache import cache_dir
-
     return cache_dir() / "rules" / f"{k}.pickle"
 
 

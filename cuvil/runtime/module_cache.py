@@ -6,8 +6,8 @@ text, written atomically, never rewritten) and imported from there. Numba then k
 compiled kernels in `<cache>/kernels/__pycache__`, and a second process that generates the
 same text loads them instead of compiling.
 
-The cache directory is `$CUVIL_CACHE_DIR`, else `$XDG_CACHE_HOME/cuvil`, else
-`~/.cache/cuvil`.
+The cache directory is `cuvil.paths.cache_dir()`: `$CUVIL_CACHE_DIR`, else
+`$XDG_CACHE_HOME/cuvil`, else `~/.cache/cuvil`.
 """
 
 from __future__ import annotations
@@ -21,15 +21,7 @@ from types import ModuleType
 
 from cuvil.atomic import write_text
 from cuvil.errors import CuvilError
-
-
-def cache_dir(override: str | os.PathLike | None = None) -> Path:
-    if override is not None:
-        return Path(override)
-    if os.environ.get("CUVIL_CACHE_DIR"):
-        return Path(os.environ["CUVIL_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "cuvil"
+from cuvil.paths import cache_dir
 
 
 def module_key(text: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numba
 from numba.core.caching import CacheImpl, UserProvidedCacheLocator
 
-from cuvil.runtime.module_cache import cache_dir
+from cuvil.paths import cache_dir
 
 PACKAGE = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cuvil.runtime.module_cache import cache_dir, load_module, module_key
+from cuvil.paths import cache_dir
+from cuvil.runtime.module_cache import load_module, module_key
 
 SCRIPT = """
 import json, sys, torch

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit as plain_njit
 
+from cuvil.paths import cache_dir
 from cuvil.runtime import blas, conv, vmath
-from cuvil.runtime.module_cache import cache_dir
 
 
 def test_driver_caches_are_under_the_cache_directory():
