@@ -11,8 +11,8 @@ import torch
 
 import cuvil
 from cuvil.cli import main
+from cuvil.coverage import coverage, default_models, load_spec
 from cuvil.rules import probes
-from cuvil.rules.coverage import coverage, default_models, load_spec
 
 RULES = str(Path(__file__).parent / "data" / "coverage.cvr")
 MODELS = ["zoo:mlp", "zoo:cnn"]
