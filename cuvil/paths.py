@@ -14,7 +14,7 @@ from pathlib import Path
 
 import platformdirs
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).parent
 
 
 def cache_dir(override: str | os.PathLike | None = None) -> Path:

@@ -1,4 +1,4 @@
-"""The `.cvr` rule language: grammar (`cvr.lark`), parser, diagnostics and checker.
+"""The `.cvr` rule language: grammar (`cvr.lark`), parser, diagnostics, term and guard typing.
 
     module = cuvil.dsl.parse(text, path="my.cvr")     # syntax only: an `ast.Module`
     library = cuvil.rules.load("rules/")               # parsed and checked

@@ -13,12 +13,12 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-import cuvil
 from cuvil.dsl.ast import Pos
-from cuvil.dsl.checker import check_modules
 from cuvil.dsl.diagnostics import CvrError, Reporter
 from cuvil.dsl.parser import parse_module
+from cuvil.paths import PACKAGE
 from cuvil.rules import library_cache
+from cuvil.rules.checker import check_modules
 from cuvil.rules.library import RuleLibrary
 
 Source = str | Path | None | list | tuple
@@ -27,7 +27,7 @@ STRING_PATH = "<string>"
 
 
 def stock_rules_dir() -> Path:
-    return Path(cuvil.__file__).parent / "stock_rules"
+    return PACKAGE / "stock_rules"
 
 
 def load(source: Source = None, tracer=None) -> RuleLibrary:
