@@ -10,6 +10,8 @@ import pytest
 import torch
 from hypothesis import settings
 
+import cuvil.ops  # noqa: F401  (the op catalog types the graphs tests build)
+
 # Deterministic examples (CI runs the same cases every time); no deadline on shared CPUs.
 settings.register_profile("cuvil", deadline=None, derandomize=True, max_examples=25)
 settings.load_profile("cuvil")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -19,6 +19,30 @@ from cuvil.errors import IRError
 from cuvil.ir.types import DType, TensorType
 
 Structure = Any  # a value name, or a tuple / list / dict of structures
+
+
+class Catalog(Protocol):
+    """What the IR needs of the op catalog (`cuvil.ops.registry`, which installs itself)."""
+
+    def exists(self, op: str, defs: Any = None) -> bool: ...
+    def get(self, op: str, defs: Any = None) -> Any: ...
+    def infer(self, op: str, types: list[TensorType], attrs: dict[str, Any], source: str = "",
+              defs: Any = None) -> TensorType: ...
+
+
+_catalog: Catalog | None = None
+
+
+def use_catalog(catalog: Catalog) -> None:
+    """Install the op catalog that types nodes (the IR sits below the catalog, so it is given)."""
+    global _catalog
+    _catalog = catalog
+
+
+def catalog() -> Catalog:
+    if _catalog is None:
+        raise IRError("no op catalog is loaded: import cuvil.ops before building graphs")
+    return _catalog
 
 
 @dataclass(frozen=True)
@@ -96,8 +120,7 @@ class Graph:
             type: TensorType | None = None, name: str | None = None, source: str = "",
             origin: tuple[str, ...] = ()) -> str:
         """Append `op(inputs, **attrs)`; its type is inferred by the op catalog if not given."""
-        from cuvil.ops import registry
-
+        registry = catalog()
         inputs = tuple(inputs)
         for i in inputs:
             if i not in self.nodes:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from cuvil.errors import CuvilError, IRError
-from cuvil.ir.graph import Graph, Node
+from cuvil.ir.graph import Graph, Node, catalog
 from cuvil.ir.types import DEVICES, DType
 
 
 def verify(graph: Graph) -> None:
     """Raise `IRError` naming the first malformed node; return quietly otherwise."""
-    from cuvil.ops import registry
-
+    registry = catalog()
     seen: set[str] = set()
     for node in graph:
         _check_node(graph, node, seen, registry)

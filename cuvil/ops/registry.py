@@ -8,6 +8,7 @@ torch, and its work estimate for the cost model. Composite ops defined in `.cvr`
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ import sympy
 import torch
 
 from cuvil.errors import CuvilError, ShapeError
+from cuvil.ir.graph import use_catalog
 from cuvil.ir.types import DType, TensorType, numel
 
 
@@ -191,3 +193,6 @@ def _load() -> None:
             reduce,
             shape,
         )
+
+
+use_catalog(sys.modules[__name__])  # Graph.add and the verifier type nodes with this catalog
