@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -93,11 +94,13 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
             hit = compile_cache.load(key, graph, settings.defs)
         if hit is not None:
             return hit
+    from cuvil.egraph.cost import DEVICE_TARGET
     from cuvil.egraph.optimizer import Options, optimize_graph  # egglog, scipy: on a miss
     from cuvil.rules import load
     library = load(settings.rules, tracer).without(settings.disable)
     options = Options(targets=settings.targets, limits=settings.limits,
-                      extract=settings.extract, hints=settings.hints)
+                      extract=settings.extract, hints=settings.hints,
+                      device_params=device_params((*DEVICE_TARGET.values(), *settings.targets)))
     result = optimize_graph(graph, library, options, tracer)
     if key is not None and result.report is not None:
         result.report.cache = f"miss: {compile_cache.why_missed(key)}"
@@ -108,14 +111,20 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
 
 def _target_params(names: tuple[str, ...]) -> list[tuple[str, Any]]:
     """Each target with the cost parameters it registered (they steer extraction)."""
+    params = device_params(names)
+    return [(name, sorted(params[name].items()) if name in params else None)
+            for name in names]
+
+
+def device_params(names: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """The cost parameters of each of the `names` that is a registered compile target: the
+    optimizer's cost model receives targets as data."""
     from cuvil.lower.target import get_target
 
-    out = []
+    out = {}
     for name in names:
-        try:
-            out.append((name, sorted(get_target(name).cost_params.items())))
-        except CuvilError:
-            out.append((name, None))
+        with contextlib.suppress(CuvilError):
+            out[name] = dict(get_target(name).cost_params)
     return out
 
 

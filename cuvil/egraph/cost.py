@@ -22,10 +22,12 @@ from cuvil.errors import CuvilError
 from cuvil.ir.types import Dim, TensorType, is_static
 from cuvil.ops import registry
 
-# Cost parameters of a device come from the compile target registered for it
-# (`cuvil.lower.target`: what lowering knows of the machine); these stand in for devices
-# no target is registered for yet. `target NAME(...)` in `.cvr` overrides either.
-FALLBACK_TARGETS = {
+# Cost parameters per target name. The CPU figures are the CPU target's own
+# (`cuvil.lower.target.CpuTarget` reads them here); the pipeline passes the parameters of
+# every registered target in as data (`CostModel.device_params`), and `target NAME(...)`
+# in `.cvr` overrides either. A device no target describes costs like the CPU.
+DEFAULT_PARAMS = {
+    "cpu": {"gflops": 150.0, "gbps": 20.0, "launch_us": 2.0},
     "cuda": {"gflops": 50000.0, "gbps": 3000.0, "launch_us": 5.0, "link_gbps": 25.0},
 }
 DEVICE_TARGET = {"cpu": "cpu", "cuda": "cuda"}
@@ -44,11 +46,14 @@ class CostModel:
     costs: dict = field(default_factory=dict)  # op -> ast.CostDecl
     targets: dict = field(default_factory=dict)  # name -> params (from .cvr targets)
     hints: dict[str, int] = field(default_factory=dict)  # symbol -> size assumed
+    device_params: dict = field(default_factory=dict)  # target name -> registered params
     _memo: dict = field(default_factory=dict)
 
     def params(self, device: str) -> dict[str, float]:
         name = DEVICE_TARGET.get(device, device)
-        return {**_target_params(name), **self.targets.get(name, {})}
+        base = (self.device_params.get(name) or DEFAULT_PARAMS.get(name)
+                or self.device_params.get("cpu") or DEFAULT_PARAMS["cpu"])
+        return {**base, **self.targets.get(name, {})}
 
     def size(self, d: Dim) -> float:
         if is_static(d):
@@ -138,15 +143,6 @@ class CostModel:
         if name not in table:
             raise CuvilError(f"{e.pos}: error: '{name}' cannot be used in a cost")
         return table[name]()
-
-
-def _target_params(name: str) -> dict[str, float]:
-    from cuvil.lower.target import get_target
-
-    try:
-        return dict(get_target(name).cost_params)
-    except CuvilError:
-        return dict(FALLBACK_TARGETS.get(name) or get_target("cpu").cost_params)
 
 
 def _binop(op: str, a: Any, b: Any) -> Any:

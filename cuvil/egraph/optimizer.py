@@ -40,12 +40,13 @@ class Options:
     fold: bool = True
     hints: dict | None = None  # symbol -> size the cost model assumes
     isolate: bool = True  # saturate in a forked worker that the deadline can kill
+    device_params: dict | None = None  # target name -> cost parameters (registered targets)
 
 
 def cost_model(graph: Graph, library: RuleLibrary, options: Options) -> CostModel:
     targets = {name: dict(t.params) for name, t in library.targets.items()}
     return CostModel({**graph.defs, **library.ops}, dict(library.costs), targets,
-                     dict(options.hints or {}))
+                     dict(options.hints or {}), dict(options.device_params or {}))
 
 
 def graph_cost(graph: Graph, costs: CostModel) -> float:

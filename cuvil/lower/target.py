@@ -15,6 +15,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cuvil.egraph.cost import DEFAULT_PARAMS
 from cuvil.errors import CuvilError
 
 Generator = Callable  # (group, LowerContext) -> KernelSpec
@@ -93,9 +94,9 @@ class CpuTarget(Target):
     150-167 GFLOP/s through `np.dot` in Numba, DRAM copy 20-24 GB/s, ~1-2 us per call)."""
 
     name: str = "cpu"
-    gflops: float = 150.0
-    gbps: float = 20.0
-    launch_us: float = 2.0
+    gflops: float = DEFAULT_PARAMS["cpu"]["gflops"]
+    gbps: float = DEFAULT_PARAMS["cpu"]["gbps"]
+    launch_us: float = DEFAULT_PARAMS["cpu"]["launch_us"]
 
     def __post_init__(self):
         if not self.generators:
