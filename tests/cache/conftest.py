@@ -23,6 +23,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture
+def dead_redis_url():
+    """The address of a Redis server that is not there."""
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory):
     if shutil.which("redis-server") is None:

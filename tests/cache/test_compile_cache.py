@@ -72,17 +72,39 @@ def test_op_chosen_at_run_time_is_part_of_the_program(fresh_cache):
     assert status == "miss: program changed since the last compile of 'Act'"
 
 
-def test_weights_are_part_of_the_key_and_a_miss_says_so(fresh_cache):
+def test_new_weights_reuse_the_optimization_and_compute_with_the_new_weights(fresh_cache):
     torch.manual_seed(0)
     x = torch.randn(4, 8)
     model = Act(torch.relu)
     compiled_state(model, x)
     with torch.no_grad():
-        model.lin.weight[0, 0] += 1.0
+        model.lin.weight.mul_(-3.0)
     y, status = compiled_state(model, x)
     torch.testing.assert_close(y, model(x))
-    assert status == "miss: constants changed since the last compile of 'Act'"
-    assert compiled_state(model, x)[1].startswith("hit")
+    assert status == "hit (local, the same program with other weights): optimization skipped"
+    assert compiled_state(model, x)[1].startswith("hit (local")
+
+
+class ConvBn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.bn = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+def test_weights_folded_by_the_optimizer_are_never_reused_for_new_weights(fresh_cache):
+    torch.manual_seed(0)
+    model, x = ConvBn().eval(), torch.randn(2, 3, 8, 8)
+    compiled_state(model, x)
+    assert not list(fresh_cache.glob("graphs/*.cvg"))[1:], "expected no any-values entry"
+    with torch.no_grad():
+        model.bn.weight.mul_(2.0)
+    y, status = compiled_state(model, x)
+    torch.testing.assert_close(y, model(x))
+    assert status == "miss: constants changed since the last compile of 'ConvBn'"
 
 
 def test_key_depends_on_rules_options_and_input_shapes(zoo_graph):
