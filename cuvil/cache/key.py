@@ -6,7 +6,7 @@
     rules      the text of every rule file
     options    targets and their cost parameters, limits, extraction mode, disabled rules,
                the dim sizes costs assume
-    versions   Cuvil's source and stock rules, torch, egglog
+    versions   Cuvil's source and stock rules, torch, egglog, numba
 
 The key is computed from the imported graph, after export, never from the model object:
 whatever export reads (a Python attribute, the training flag, a branch on either) is in
@@ -87,7 +87,7 @@ def rules_hash(rules: Any) -> str:
 def versions() -> str:
     """Cuvil's source, and the versions of the libraries an optimized graph depends on."""
     return digest(f"{cuvil_source_hash()} torch {torch.__version__} "
-                  f"egglog {metadata.version('egglog')}")
+                  f"egglog {metadata.version('egglog')} numba {metadata.version('numba')}")
 
 
 @lru_cache(maxsize=1)
