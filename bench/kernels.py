@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import block_times  # noqa: E402
 
 from cuvil.ir import Graph, TensorType, sym  # noqa: E402
-from cuvil.lower import compile_graph  # noqa: E402
+from cuvil.runtime import compile_graph  # noqa: E402
 
 B = sym("batch")
 CACHE = tempfile.mkdtemp(prefix="cuvil-bench-")

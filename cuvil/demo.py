@@ -61,7 +61,7 @@ def step_optimize(graph: Graph) -> Graph:
 
 
 def step_compile(graph: Graph):
-    from cuvil.lower import compile_graph
+    from cuvil.runtime import compile_graph
 
     start = time.perf_counter()
     compiled = compile_graph(graph)

@@ -83,14 +83,14 @@ def _resolve(model: Any, example_inputs: Any, compile_it: bool, options: dict[st
     if isinstance(model, Graph) and model.report is not None:  # already optimized
         if not compile_it:
             return model, None
-        from cuvil.lower import compile_graph
+        from cuvil.runtime import compile_graph
 
         return model, compile_graph(model, **options)
-    import cuvil
+    from cuvil import pipeline
 
     if not compile_it:
-        return cuvil.optimize(model, inputs, **options), None
-    compiled = cuvil.compile(model, inputs, **options)
+        return pipeline.optimize(model, inputs, **options), None
+    compiled = pipeline.compile(model, inputs, **options)
     return (compiled.report.graph or compiled.graph), compiled
 
 

@@ -42,8 +42,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     With `cache`, compiling the same program again (same traced graph and constants, rules
     and options; in any process) reuses the optimized graph and the compiled kernels.
     """
-    from cuvil.lower import compile_graph
     from cuvil.progress import compile_progress, display_name
+    from cuvil.runtime import compile_graph
 
     tracer = Tracer()
     with compile_progress(tracer, display_name(model)):

@@ -49,7 +49,7 @@ def kernel_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def lower(kernel_cache):
     """`lower(graph, **options)`: `compile_graph` with the session's cache directory."""
-    from cuvil.lower import compile_graph
+    from cuvil.runtime import compile_graph
 
     def run(graph, **options):
         options.setdefault("cache_dir", kernel_cache)

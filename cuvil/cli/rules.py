@@ -96,7 +96,7 @@ def _split_models(args: argparse.Namespace) -> None:
 
 
 def run_coverage(args: argparse.Namespace) -> int:
-    from cuvil.coverage import coverage
+    from cuvil.cli.coverage import coverage
 
     _split_models(args)
     try:

@@ -70,6 +70,9 @@ Dim = int | sympy.Expr
 CONTIGUOUS, NCHW, NHWC = "contiguous", "NCHW", "NHWC"
 LAYOUTS = {CONTIGUOUS, NCHW, NHWC}
 DEVICES = {"cpu", "cuda"}
+# The size a symbolic dim is assumed to have wherever one number must stand for it: the
+# memory plan's figures and whether a kernel is worth a parallel loop.
+SYMBOLIC_DIM_SIZE = 64
 
 
 def default_layout(rank: int) -> str:
@@ -92,10 +95,6 @@ def is_static(d: Dim) -> bool:
 
 def numel(shape: tuple[Dim, ...]) -> Dim:
     return dim(math.prod(shape, start=sympy.Integer(1))) if shape else 1
-
-
-def symbols_of(shape: tuple[Dim, ...]) -> set[str]:
-    return {str(s) for d in shape if not is_static(d) for s in d.free_symbols}
 
 
 def format_dim(d: Dim) -> str:

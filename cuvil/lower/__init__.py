@@ -1,18 +1,15 @@
-"""Lowering: optimized Cuvil graphs -> generated Numba kernels -> a `CompiledGraph`.
+"""Lowering: optimized Cuvil graphs -> the text of a generated Numba kernel module.
 
-    compiled = compile_graph(graph, target="cpu", fallback=True, threads=None)
-    y = compiled(x)            # torch tensors or numpy arrays in, torch tensors out
-    print(compiled.source)     # the generated kernels
-    print(compiled.report)     # kernels, compile times, fallbacks, memory plan
+    source = lower_to_source(graph, target="cpu")    # what compile_graph would import
 
-Names load lazily, so that `cuvil.runtime` may use the lowering helpers it shares.
+Compiling that module into a callable is `cuvil.runtime.compile_graph`. Names load lazily.
 """
 
 from __future__ import annotations
 
 import importlib
 
-_LAZY = {"compile_graph": "cuvil.lower.compile", "lower_to_source": "cuvil.lower.compile",
+_LAZY = {"lower_to_source": "cuvil.lower.compile",
          "Target": "cuvil.lower.target", "CpuTarget": "cuvil.lower.target",
          "get_target": "cuvil.lower.target", "register_target": "cuvil.lower.target"}
 

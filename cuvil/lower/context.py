@@ -13,13 +13,13 @@ import numpy as np
 
 from cuvil.ir.graph import Graph
 from cuvil.ir.types import DType, TensorType
-from cuvil.lower.physical import layout_perm
+from cuvil.lower.physical import layout_perm, reference_numel
 from cuvil.lower.templates.spec import Scratch
 
 # At run time, outputs smaller than this run serially: waking the thread pool costs ~5 us.
 PAR_MIN = 1 << 15
 # At compile time, a kernel gets a parallel loop only if its work, with every symbolic dim at
-# REFERENCE_SIZE, reaches this: a parallel kernel compiles in ~1 s, a serial one in ~0.3 s.
+# SYMBOLIC_DIM_SIZE, reaches this: a parallel kernel compiles in ~1 s, a serial one in ~0.3 s.
 PAR_STATIC_MIN = 1 << 17
 
 
@@ -38,8 +38,6 @@ class LowerContext:
 
     def worth_parallel(self, shape: tuple, work_per_element: float = 1.0) -> bool:
         """Whether a kernel over `shape` should be compiled with a parallel loop."""
-        from cuvil.runtime.plan import reference_numel
-
         return self.threads > 1 and \
             reference_numel(shape) * work_per_element >= PAR_STATIC_MIN
 

@@ -6,9 +6,11 @@ dims are the logical dims permuted by its layout (`NHWC`: logical dims 0, 2, 3, 
 
 from __future__ import annotations
 
+import math
+
 import sympy
 
-from cuvil.ir.types import NHWC, Dim, DType, TensorType, is_static
+from cuvil.ir.types import NHWC, SYMBOLIC_DIM_SIZE, Dim, DType, TensorType, is_static
 
 _NP = {DType.f32: "np.float32", DType.f64: "np.float64", DType.i8: "np.int8",
        DType.u8: "np.uint8", DType.i32: "np.int32", DType.i64: "np.int64",
@@ -39,12 +41,6 @@ def physical_shape(t: TensorType) -> tuple[Dim, ...]:
 def is_identity_layout(t: TensorType) -> bool:
     """Whether storage order equals logical order (a reshape is then a free view)."""
     return layout_perm(t) == tuple(range(t.rank))
-
-
-def same_dim(a: Dim, b: Dim) -> bool:
-    if is_static(a) and is_static(b):
-        return a == b
-    return sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0
 
 
 def is_one(d: Dim) -> bool:
@@ -87,7 +83,15 @@ def _ordered(args) -> list:
     return sorted(args, key=sympy.default_sort_key)
 
 
-def eval_code_dims(shape: tuple[Dim, ...], env: dict[str, int]) -> tuple[int, ...]:
-    from cuvil.ir.types import eval_dim
-
-    return tuple(eval_dim(d, env) for d in shape)
+def reference_numel(shape: tuple) -> int:
+    """Elements of a physical shape with every symbolic dim at `SYMBOLIC_DIM_SIZE` (a
+    `threads` dim at 2): what compile-time decisions and memory figures assume."""
+    sizes = []
+    for d in shape:
+        if d == "threads":
+            sizes.append(2)
+        elif isinstance(d, int):
+            sizes.append(d)
+        else:
+            sizes.append(int(d.subs({s: SYMBOLIC_DIM_SIZE for s in d.free_symbols})))
+    return math.prod(sizes)

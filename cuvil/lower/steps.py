@@ -10,7 +10,7 @@ time counts for: the composite node it lowers, else the node that owns its outpu
 from __future__ import annotations
 
 from cuvil.ir.graph import Graph
-from cuvil.runtime.report import StepReport
+from cuvil.lower.report import StepReport
 
 
 def step_reports(program, ctx, graph: Graph) -> list[StepReport]:

@@ -1,14 +1,21 @@
-"""The compiled runtime: memory plan, kernel-module cache, thread policy, `CompiledGraph`.
+"""The compiled runtime: `compile_graph`, memory plan, kernel-module cache, thread policy,
+`CompiledGraph`.
 
-Imported lazily so that `cuvil.lower` and `cuvil.runtime` can refer to each other.
+    compiled = compile_graph(graph, target="cpu", fallback=True, threads=None)
+    y = compiled(x)            # torch tensors or numpy arrays in, torch tensors out
+    print(compiled.source)     # the generated kernels
+    print(compiled.report)     # kernels, compile times, fallbacks, memory plan
+
+Names load lazily: importing the package imports neither Numba nor torch.
 """
 
 from __future__ import annotations
 
 import importlib
 
-_LAZY = {"CompiledGraph": "cuvil.runtime.compiled", "CompileReport": "cuvil.runtime.report",
-         "FallbackReport": "cuvil.runtime.report", "KernelReport": "cuvil.runtime.report"}
+_LAZY = {"compile_graph": "cuvil.runtime.build", "CompiledGraph": "cuvil.runtime.compiled",
+         "CompileReport": "cuvil.lower.report", "FallbackReport": "cuvil.lower.report",
+         "KernelReport": "cuvil.lower.report"}
 
 __all__ = list(_LAZY)
 

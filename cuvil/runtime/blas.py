@@ -30,7 +30,6 @@ from numba import prange
 
 from cuvil.runtime.numba_cache import njit
 
-GEMV_MAX_ROWS = 8
 GEMV_PAR_WORK = 1 << 16  # multiply-adds below which one thread is faster
 GEMM_PAR_WORK = 1 << 20  # multiply-adds below which one BLAS call on one thread is faster
 _blas_configured = False

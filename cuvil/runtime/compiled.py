@@ -29,10 +29,10 @@ from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph
 from cuvil.ir.types import DType, eval_dim
 from cuvil.lower.physical import layout_perm
+from cuvil.lower.report import CompileReport
 from cuvil.ops.execute import bind_symbols
 from cuvil.runtime.fallback import logical_view, make_fallback
 from cuvil.runtime.plan import MemoryPlan
-from cuvil.runtime.report import CompileReport
 
 MAX_PLANS = 16  # sets of input shapes whose buffers a compiled graph keeps
 KEEP_OUTPUTS = 2  # output sets kept per shape set (`y = f(x)` holds one while making the next)

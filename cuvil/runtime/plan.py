@@ -2,7 +2,7 @@
 
 Slots are assigned once per compile (they do not depend on sizes): walking the steps in
 order, a value takes a free slot of its dtype whose size is closest to its own (sizes
-compared with every symbolic dim at `REFERENCE_SIZE`), and frees it after its last reader.
+compared with every symbolic dim at `SYMBOLIC_DIM_SIZE`), and frees it after its last reader.
 For each concrete set of dim sizes, `allocate` sizes each slot for its largest value and
 returns one view per value; compiled graphs keep those per size set, so calls allocate no
 intermediates (a fresh 40 MB buffer costs ~12 ms here; a reused one nothing).
@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cuvil.ir.types import Dim, DType, eval_dim
-
-REFERENCE_SIZE = 64
+from cuvil.lower.physical import reference_numel
 
 
 @dataclass(frozen=True)
@@ -86,15 +85,3 @@ class MemoryPlan:
             shape = tuple(threads if d == "threads" else eval_dim(d, env) for d in b.shape)
             views[b.value] = slots[self.slot_of[b.value]][:math.prod(shape)].reshape(shape)
         return views
-
-
-def reference_numel(shape: tuple) -> int:
-    env_free = []
-    for d in shape:
-        if d == "threads":
-            env_free.append(2)
-        elif isinstance(d, int):
-            env_free.append(d)
-        else:
-            env_free.append(int(d.subs({s: REFERENCE_SIZE for s in d.free_symbols})))
-    return math.prod(env_free)

@@ -28,7 +28,7 @@ from typing import Any
 from cuvil.atomic import write_text
 from cuvil.errors import CuvilError
 from cuvil.lower.codegen import instrumented_entry
-from cuvil.runtime.report import StepReport
+from cuvil.lower.report import StepReport
 
 
 @dataclass

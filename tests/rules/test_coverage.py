@@ -11,7 +11,7 @@ import torch
 
 import cuvil
 from cuvil.cli import main
-from cuvil.coverage import coverage, default_models, load_spec
+from cuvil.cli.coverage import coverage, default_models, load_spec
 from cuvil.rules import probes
 
 RULES = str(Path(__file__).parent / "data" / "coverage.cvr")

@@ -41,7 +41,7 @@ def verified(request):
 
 @pytest.fixture(scope="module")
 def covered(request):
-    from cuvil.coverage import coverage
+    from cuvil.cli.coverage import coverage
 
     report = coverage(None)
     _show(request, "cuvil rules coverage rules/:\n" + str(report))

@@ -16,7 +16,7 @@ SCRIPT = """
 import json, sys, torch
 sys.path.insert(0, {tests!r})
 from runtime_support import mlp_graph
-from cuvil.lower import compile_graph
+from cuvil.runtime import compile_graph
 c = compile_graph(mlp_graph())
 x = torch.ones(2, 16)
 print(json.dumps({{"cached": [k.cached for k in c.report.kernels], "hit": c.report.cache_hit,

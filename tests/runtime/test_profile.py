@@ -142,7 +142,7 @@ SCRIPT = """
 import sys, torch
 sys.path.insert(0, {tests!r})
 from test_profile import mixed_graph
-from cuvil.lower import compile_graph
+from cuvil.runtime import compile_graph
 compiled = compile_graph(mixed_graph())
 for batch in (2, 3, 2):
     compiled(torch.randn(batch, 16))

@@ -14,9 +14,9 @@ from cuvil.ir.types import DType
 from cuvil.lower.templates.elementwise import ExprBuilder
 from cuvil.lower.templates.loops import emit_loops
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Unsupported
-from cuvil.runtime.blas import GEMV_MAX_ROWS
 
 BLAS_DTYPES = (DType.f32, DType.f64)
+GEMV_MAX_ROWS = 8  # products with at most this many rows take `cuvil.runtime.blas.gemv`
 
 
 TRANSCENDENTAL = {"exp", "tanh", "erf", "sigmoid", "silu", "gelu", "log", "pow"}

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas 0896cfb5e3b9
+from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas b746ebfdede0
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

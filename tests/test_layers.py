@@ -1,0 +1,92 @@
+"""tests/test_layers.py: the packages form one-way layers; no module imports upward.
+
+    ir <- ops <- dsl <- rules <- egraph <- lower <- runtime <- frontend, zoo, cache
+       <- pipeline <- dump <- cli, demo <- the `cuvil` package itself
+
+with the utilities (`errors`, `atomic`, `paths`, `trace`, `progress`) below them all. Every
+import of every module counts, those inside functions too: a lazy import is still a
+dependency. A module may import its own package and any lower one.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import cuvil
+
+ROOT = Path(cuvil.__file__).parent
+
+LAYERS = [
+    {"errors", "atomic", "paths", "trace", "progress"},
+    {"ir"}, {"ops"}, {"dsl"}, {"rules"}, {"egraph"}, {"lower"}, {"runtime"},
+    {"frontend"}, {"zoo"}, {"cache"}, {"pipeline"}, {"dump"}, {"cli", "demo"}, {"cuvil"},
+    {"__main__"},
+]
+RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}
+BASE = LAYERS[0]
+
+
+def package_of(parts: list[str]) -> str:
+    """`cuvil.lower.templates.gemm` -> `lower`; the top package itself -> `cuvil`."""
+    return parts[1] if len(parts) > 1 else "cuvil"
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def module_package(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return package_of(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path) -> list[tuple[int, list[str]]]:
+    """(line, dotted name split) for every import of a cuvil module in `path`."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name.split(".")) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}:{node.lineno}: use absolute imports"
+            base = (node.module or "").split(".")
+            # `from cuvil import zoo` imports the package `cuvil.zoo`
+            out += [(node.lineno, base + ([a.name] if base == ["cuvil"] else []))
+                    for a in node.names]
+    return [(line, parts) for line, parts in out if parts[0] == "cuvil"]
+
+
+def upward_imports() -> list[str]:
+    bad = []
+    for path in modules():
+        here = module_package(path)
+        for line, parts in imported(path):
+            there = package_of(parts)
+            if there == here or there in ("__version__",):
+                continue
+            if RANK[there] >= RANK[here] and not (here in BASE and there in BASE):
+                bad.append(f"{path.relative_to(ROOT.parent)}:{line}: {here} imports {there}")
+    return bad
+
+
+def test_every_package_has_a_layer():
+    packages = {module_package(p) for p in modules()}
+    assert packages - RANK.keys() == set(), "add the new package to LAYERS"
+
+
+def test_no_upward_imports():
+    bad = upward_imports()
+    assert not bad, "upward imports:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("source, found", [
+    ("def f():\n    from cuvil.runtime import compile_graph\n", "runtime"),
+    ("from cuvil import cache as c\n", "cache"),
+    ("import cuvil.lower.target\n", "lower"),
+])
+def test_imports_inside_functions_and_from_the_package_count(tmp_path, source, found):
+    path = tmp_path / "m.py"
+    path.write_text(source)
+    assert [package_of(parts) for _, parts in imported(path)] == [found]
