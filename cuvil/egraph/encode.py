@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cuvil.egraph.schema import SORT, arities, ctor, encode_attr, encode_string, signature
-from cuvil.egraph.typing import TypeTable, analysis_commands
+from cuvil.egraph.typer import TypeTable, analysis_commands
 from cuvil.ir.graph import Graph, Node
 from cuvil.ops import registry
 from cuvil.ops.registry import OpDef

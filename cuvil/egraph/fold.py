@@ -16,7 +16,7 @@ import torch
 
 from cuvil.egraph.schema import encode_f64
 from cuvil.egraph.snapshot import ENode, Snapshot
-from cuvil.egraph.typing import Typer
+from cuvil.egraph.typer import Typer
 from cuvil.ir.types import DType, TensorType
 
 NO_FOLD = {"input", "const", "scalar", "torch_op", "to_layout", "to_device", "dropout"}

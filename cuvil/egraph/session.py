@@ -21,7 +21,7 @@ from cuvil.egraph.fold import Folder
 from cuvil.egraph.limits import Limits
 from cuvil.egraph.rules import EggRule, compile_rule, label_of, unfold_rule
 from cuvil.egraph.snapshot import Snapshot
-from cuvil.egraph.typing import Typer, TypeTable
+from cuvil.egraph.typer import Typer, TypeTable
 from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph
 from cuvil.ops import registry
