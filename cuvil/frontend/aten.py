@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from cuvil.ops.nn import pair
+
 if TYPE_CHECKING:
     from cuvil.frontend.importer import Importer
 
@@ -32,11 +34,6 @@ class Fallback(Exception):
 def _need(cond: bool, why: str) -> None:
     if not cond:
         raise Fallback(why)
-
-
-def _pair(v) -> tuple:
-    v = tuple(v) if isinstance(v, tuple | list) else (v,)
-    return v * 2 if len(v) == 1 else v
 
 
 # -- elementwise -----------------------------------------------------------------------------
@@ -191,9 +188,9 @@ def conv2d(ix: Importer, a: Args) -> Value:
     _need(ix.type(w).rank == 4 and not a.get("transposed"), "not a 2-d convolution")
     padding = a["padding"]
     if isinstance(padding, str):
-        padding = _same_padding(ix.type(w).shape[2:], _pair(a["dilation"]), padding)
-    attrs = {"stride": _pair(a["stride"]), "padding": _pair(padding),
-             "dilation": _pair(a["dilation"]), "groups": a["groups"]}
+        padding = _same_padding(ix.type(w).shape[2:], pair(a["dilation"]), padding)
+    attrs = {"stride": pair(a["stride"]), "padding": pair(padding),
+             "dilation": pair(a["dilation"]), "groups": a["groups"]}
     y = ix.add("conv2d", [x, w], attrs)
     return y if a["bias"] is None else ix.add("add", [y, channel_bias(ix, a["bias"])])
 
@@ -244,9 +241,9 @@ def softmax(op: str) -> Callable:
 
 
 def max_pool2d(ix: Importer, a: Args) -> Value | tuple:
-    attrs = {"kernel_size": _pair(a["kernel_size"]),
-             "stride": _pair(a["stride"]) if a["stride"] else (),
-             "padding": _pair(a["padding"]), "dilation": _pair(a["dilation"]),
+    attrs = {"kernel_size": pair(a["kernel_size"]),
+             "stride": pair(a["stride"]) if a["stride"] else (),
+             "padding": pair(a["padding"]), "dilation": pair(a["dilation"]),
              "ceil_mode": bool(a["ceil_mode"])}
     y = ix.add("max_pool2d", [ix.tensor(a["input"])], attrs)
     return (y, None) if "with_indices" in ix.op_name() else y
@@ -254,16 +251,16 @@ def max_pool2d(ix: Importer, a: Args) -> Value | tuple:
 
 def avg_pool2d(ix: Importer, a: Args) -> Value:
     _need(a["divisor_override"] is None, "avg_pool2d with divisor_override")
-    attrs = {"kernel_size": _pair(a["kernel_size"]),
-             "stride": _pair(a["stride"]) if a["stride"] else (),
-             "padding": _pair(a["padding"]), "ceil_mode": bool(a["ceil_mode"]),
+    attrs = {"kernel_size": pair(a["kernel_size"]),
+             "stride": pair(a["stride"]) if a["stride"] else (),
+             "padding": pair(a["padding"]), "ceil_mode": bool(a["ceil_mode"]),
              "count_include_pad": bool(a["count_include_pad"])}
     return ix.add("avg_pool2d", [ix.tensor(a["input"])], attrs)
 
 
 def adaptive_avg_pool2d(ix: Importer, a: Args) -> Value:
     return ix.add("adaptive_avg_pool2d", [ix.tensor(a["input"])],
-                  {"output_size": _pair(a["output_size"])})
+                  {"output_size": pair(a["output_size"])})
 
 
 def embedding(ix: Importer, a: Args) -> Value:

@@ -34,19 +34,19 @@ def window_out(size: Dim, k: int, s: int, p: int, d: int = 1, ceil: bool = False
     return out
 
 
-def _pair(v) -> tuple:
-    """`2`, `(2,)` and `(2, 2)` all mean (2, 2), as in torch."""
-    if isinstance(v, tuple | list):
-        return (v[0], v[0]) if len(v) == 1 else tuple(v)
-    return (v, v)
+def pair(v) -> tuple:
+    """An `ints` attribute of a 2-d op as (h, w): `2`, `(2,)` and `(2, 2)` all mean (2, 2),
+    as in torch. The one definition: the frontend, lowering and verification use it too."""
+    v = tuple(v) if isinstance(v, tuple | list) else (v,)
+    return v * 2 if len(v) == 1 else v
 
 
 def _conv_type(ts: list[TensorType], a) -> TensorType:
     x, w = ts
     check(x.rank == 4 and w.rank == 4, "conv2d: input and weight must have rank 4")
     check(x.dtype == w.dtype, f"conv2d: dtypes differ ({x.dtype}, {w.dtype})")
-    (sh, sw), (ph, pw), (dh, dw) = (_pair(a["stride"]), _pair(a["padding"]),
-                                    _pair(a["dilation"]))
+    (sh, sw), (ph, pw), (dh, dw) = (pair(a["stride"]), pair(a["padding"]),
+                                    pair(a["dilation"]))
     g = a["groups"]
     check(x.shape[1] == w.shape[1] * g, f"conv2d: {x.shape[1]} input channels do not match "
           f"weight {w.shape[1]} x groups {g}")
@@ -119,9 +119,9 @@ for _name, _fn in [("softmax", torch.softmax), ("log_softmax", torch.log_softmax
 def _pool_type(ts: list[TensorType], a) -> TensorType:
     x = ts[0]
     check(x.rank == 4, "pool: input must have rank 4")
-    k, p = _pair(a["kernel_size"]), _pair(a["padding"])
-    s = _pair(a["stride"]) if a["stride"] else k
-    d = _pair(a.get("dilation", 1))
+    k, p = pair(a["kernel_size"]), pair(a["padding"])
+    s = pair(a["stride"]) if a["stride"] else k
+    d = pair(a.get("dilation", 1))
     hw = [window_out(x.shape[2 + i], k[i], s[i], p[i], d[i], a["ceil_mode"]) for i in (0, 1)]
     return x.with_(shape=(x.shape[0], x.shape[1], *hw), layout=x.layout)
 
@@ -154,7 +154,7 @@ def _adaptive_type(ts: list[TensorType], a) -> TensorType:
     x = ts[0]
     check(x.rank == 4, "adaptive_avg_pool2d: input must have rank 4")
     check(x.dtype.is_float, "input must be float")
-    oh, ow = _pair(a["output_size"])
+    oh, ow = pair(a["output_size"])
     return x.with_(shape=(x.shape[0], x.shape[1], oh, ow), layout=x.layout)
 
 

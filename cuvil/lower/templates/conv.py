@@ -14,12 +14,9 @@ from cuvil.ir.types import NHWC
 from cuvil.lower.physical import layout_perm
 from cuvil.lower.templates.gemm import BLAS_DTYPES, epilogue, split_heavy
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
+from cuvil.ops.nn import pair
 
 FEW_CHANNELS = 8  # below this, NCHW im2col copies plane rows rather than channel runs
-
-
-def _pair(v) -> tuple[int, int]:
-    return tuple(v) if isinstance(v, tuple | list) else (v, v)
 
 
 def logical_const(ctx, value: str) -> np.ndarray:
@@ -52,7 +49,7 @@ def _driver(conv, ctx):
     x, w = (ctx.type(i) for i in conv.inputs)
     oc, cg, kh, kw = w.shape
     a = conv.attrs
-    geo = (kh, kw, *_pair(a["stride"]), *_pair(a["padding"]), *_pair(a["dilation"]))
+    geo = (kh, kw, *pair(a["stride"]), *pair(a["padding"]), *pair(a["dilation"]))
     nhwc, cin, groups = x.layout == NHWC, x.shape[1], a["groups"]
     layout = "nhwc" if nhwc else "nchw"
     weight = logical_const(ctx, conv.inputs[1])

@@ -14,10 +14,7 @@ from cuvil.lower.physical import np_name
 from cuvil.lower.templates.elementwise import literal
 from cuvil.lower.templates.loops import indent
 from cuvil.lower.templates.spec import KernelSpec, Unsupported
-
-
-def _pair(v) -> tuple[int, int]:
-    return tuple(v) if isinstance(v, tuple | list) else (v, v)
+from cuvil.ops.nn import pair
 
 
 def generate(group, ctx) -> KernelSpec:
@@ -29,7 +26,7 @@ def generate(group, ctx) -> KernelSpec:
     if not x.dtype.is_float:
         raise Unsupported(f"{node.op} on {x.dtype}")
     nhwc = x.layout == NHWC
-    if node.op == "adaptive_avg_pool2d" and tuple(_pair(node.attrs["output_size"])) == (1, 1):
+    if node.op == "adaptive_avg_pool2d" and tuple(pair(node.attrs["output_size"])) == (1, 1):
         head, loop = _global_average(nhwc, x.dtype)
     elif node.op == "adaptive_avg_pool2d":
         head, loop = _adaptive(nhwc, x.dtype)
@@ -38,7 +35,7 @@ def generate(group, ctx) -> KernelSpec:
     else:
         head, loop = _windows_nchw(node, x.dtype)
     window = x.numel / node.type.numel if node.op == "adaptive_avg_pool2d" else \
-        _pair(node.attrs["kernel_size"])[0] * _pair(node.attrs["kernel_size"])[1]
+        pair(node.attrs["kernel_size"])[0] * pair(node.attrs["kernel_size"])[1]
     parallel = ctx.worth_parallel(node.type.shape, window)
     serial = ["for q in range(nq):"] + indent(loop, 1)
     lines = head + serial
@@ -57,9 +54,9 @@ _NHWC = ["nb = x0.shape[0]", "h = x0.shape[1]", "w = x0.shape[2]", "ch = x0.shap
 
 def _geometry(node):
     a = node.attrs
-    (kh, kw), (ph, pw) = _pair(a["kernel_size"]), _pair(a["padding"])
-    sh, sw = _pair(a["stride"]) if a["stride"] else (kh, kw)
-    dh, dw = _pair(a.get("dilation", 1))
+    (kh, kw), (ph, pw) = pair(a["kernel_size"]), pair(a["padding"])
+    sh, sw = pair(a["stride"]) if a["stride"] else (kh, kw)
+    dh, dw = pair(a.get("dilation", 1))
     return kh, kw, sh, sw, ph, pw, dh, dw
 
 

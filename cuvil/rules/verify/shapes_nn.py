@@ -4,13 +4,8 @@ back from the wanted output through torch's window formula), embedding, attentio
 from __future__ import annotations
 
 from cuvil.ir.types import DType
+from cuvil.ops.nn import pair
 from cuvil.rules.verify.shapes import Invalid, Want, cover, generator
-
-
-def _pair(v) -> tuple[int, int]:
-    """An `ints` attribute as (h, w), as torch reads it (`2`, `(2,)` and `(2, 2)` alike)."""
-    v = tuple(v) if isinstance(v, tuple | list) else (v,)
-    return (v[0], v[-1]) if v else (1, 1)
 
 
 def window_in(out: int, k: int, s: int, p: int, d: int, rng) -> int:
@@ -25,9 +20,9 @@ def window_in(out: int, k: int, s: int, p: int, d: int, rng) -> int:
 def conv2d(ctx, want, attrs, args):
     """x [N, C, H, W] and w [Co, C/groups, kh, kw] worked back from the output."""
     rng = ctx.rng
-    s = _pair(attrs.get("stride", lambda: rng.choice(((1, 1), (1, 1), (2, 2), (1, 2)))))
-    p = _pair(attrs.get("padding", lambda: rng.choice(((0, 0), (1, 1), (0, 0), (2, 1)))))
-    d = _pair(attrs.get("dilation", lambda: rng.choice(((1, 1), (1, 1), (1, 1), (2, 2)))))
+    s = pair(attrs.get("stride", lambda: rng.choice(((1, 1), (1, 1), (2, 2), (1, 2)))))
+    p = pair(attrs.get("padding", lambda: rng.choice(((0, 0), (1, 1), (0, 0), (2, 1)))))
+    d = pair(attrs.get("dilation", lambda: rng.choice(((1, 1), (1, 1), (1, 1), (2, 2)))))
     depthwise = not attrs.fixed("groups") and rng.random() < 0.25
     g = attrs.get("groups", lambda: ctx.dim() if depthwise else rng.choice((1, 1, 1, 2)))
     n, co, ho, wo = ctx.fill(want.shape, 4)
@@ -46,13 +41,13 @@ def conv2d(ctx, want, attrs, args):
 @generator("max_pool2d", "avg_pool2d")
 def pool(ctx, want, attrs, args):
     rng = ctx.rng
-    k = _pair(attrs.get("kernel_size", lambda: rng.choice(((2, 2), (3, 3), (1, 1), 2, 3))))
+    k = pair(attrs.get("kernel_size", lambda: rng.choice(((2, 2), (3, 3), (1, 1), 2, 3))))
     stride = attrs.get("stride", lambda: rng.choice(((), (), (1, 1), (2, 2))))
-    s = _pair(stride) if stride else k
-    p = _pair(attrs.get("padding", lambda: rng.choice(((0, 0), (0, 0), (k[0] // 2, k[1] // 2)))))
+    s = pair(stride) if stride else k
+    p = pair(attrs.get("padding", lambda: rng.choice(((0, 0), (0, 0), (k[0] // 2, k[1] // 2)))))
     d = (1, 1)
     if attrs.opdef.name == "max_pool2d":
-        d = _pair(attrs.get("dilation", lambda: rng.choice(((1, 1), (1, 1), (2, 2)))))
+        d = pair(attrs.get("dilation", lambda: rng.choice(((1, 1), (1, 1), (2, 2)))))
     else:
         attrs.get("count_include_pad", lambda: rng.random() < 0.7)
     attrs.get("ceil_mode", lambda: rng.random() < 0.2)
@@ -66,7 +61,7 @@ def pool(ctx, want, attrs, args):
 def adaptive_pool(ctx, want, attrs, args):
     rng = ctx.rng
     n, c, ho, wo = ctx.fill(want.shape, 4)
-    oh, ow = _pair(attrs.get("output_size", lambda: rng.choice(((1, 1), (ho, wo)))))
+    oh, ow = pair(attrs.get("output_size", lambda: rng.choice(((1, 1), (ho, wo)))))
     shape = (n, c, oh * rng.randint(1, 3) + rng.randint(0, 2),
              ow * rng.randint(1, 3) + rng.randint(0, 2))
     yield want.with_(shape=shape)
