@@ -33,9 +33,8 @@ class _Required:
 
 REQUIRED = _Required()
 
-# Attribute kinds. `ints` and `shape` are tuples (a shape may hold symbolic dims).
-ATTR_KINDS = ("int", "float", "optfloat", "number", "str", "bool", "ints", "shape", "dtype",
-              "layout", "device", "any")  # optfloat: a float or None
+# Attribute kinds (`AttrSpec.kind`): int, float, optfloat (a float or None), number, str,
+# bool, ints and shape (tuples; a shape may hold symbolic dims), dtype, layout, device, any.
 
 # Op kinds: how lowering and costing treat an op.
 ELEMENTWISE, REDUCTION, GEMM, CONV, POOL, NORM, SHAPE, CONVERT, LEAF, OPAQUE, COMPOSITE, MISC = (
