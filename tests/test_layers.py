@@ -1,6 +1,6 @@
 """tests/test_layers.py: the packages form one-way layers; no module imports upward.
 
-    ir <- ops <- dsl <- rules <- egraph <- lower <- runtime <- frontend, zoo, cache
+    ir <- ops <- dsl <- rules <- egraph <- lower <- runtime <- quantize <- frontend, zoo, cache
        <- pipeline <- dump <- cli, demo <- the `cuvil` package itself
 
 with the utilities (`errors`, `atomic`, `paths`, `trace`, `progress`) below them all. Every
@@ -21,7 +21,7 @@ ROOT = Path(cuvil.__file__).parent
 
 LAYERS = [
     {"errors", "atomic", "paths", "trace", "progress"},
-    {"ir"}, {"ops"}, {"dsl"}, {"rules"}, {"egraph"}, {"lower"}, {"runtime"},
+    {"ir"}, {"ops"}, {"dsl"}, {"rules"}, {"egraph"}, {"lower"}, {"runtime"}, {"quantize"},
     {"frontend"}, {"zoo"}, {"cache"}, {"pipeline"}, {"dump"}, {"cli", "demo"}, {"cuvil"},
     {"__main__"},
 ]
