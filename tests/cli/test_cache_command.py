@@ -15,7 +15,7 @@ def test_info_counts_a_compile_and_clear_empties_graphs(capsys, tmp_path, monkey
     out = capsys.readouterr().out
     assert out.startswith(f"cache: {tmp_path} (limit ")
     counts = {line.split()[0]: int(line.split()[1]) for line in out.splitlines()[1:5]}
-    assert counts["graphs"] == 1 and counts["kernels"] >= 1
+    assert counts["graphs"] >= 1 and counts["kernels"] >= 1
     assert main(["cache", "clear", "--only", "graphs"]) == 0
     assert capsys.readouterr().out.startswith("cleared graphs: ")
     assert not list((tmp_path / "graphs").glob("*.cvg"))
