@@ -5,7 +5,8 @@ A converter gets the importer `ix` and the op's arguments by schema name (`a["in
 or a tuple of values for an op with several results (`None` for a result Cuvil does not
 build). Primitive ops carry no bias: `linear(x, W, b)` becomes `add(matmul(x, W.T), b)` with
 `W.T` a constant computed at import. A converter that meets arguments it cannot map raises
-`Fallback`, and the op runs through torch as an opaque `torch_op`.
+`Fallback` (`converter.py`), and the op runs through torch as an opaque `torch_op`. Shape
+ops have their own module, `aten_shape`; the table below holds them too.
 """
 
 from __future__ import annotations
@@ -15,25 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from cuvil.frontend.aten_shape import SHAPE_OPS
+from cuvil.frontend.converter import Args, Fallback, Value, need
 from cuvil.ops.nn import pair
 
 if TYPE_CHECKING:
     from cuvil.frontend.importer import Importer
 
-Args = dict[str, Any]
-
-
-class Value(str):
-    """The name of a tensor value in the graph being built (other arguments are Python)."""
-
-
-class Fallback(Exception):
-    """These arguments have no catalog form: run the op through torch instead."""
-
-
-def _need(cond: bool, why: str) -> None:
-    if not cond:
-        raise Fallback(why)
+__all__ = ["ATEN", "Args", "Fallback", "Value"]
 
 
 # -- elementwise -----------------------------------------------------------------------------
@@ -60,7 +50,7 @@ def add_sub(op: str, reverse: bool = False) -> Callable:
 
 
 def div(ix: Importer, a: Args) -> Value:
-    _need(a.get("rounding_mode") is None, "rounding division")
+    need(a.get("rounding_mode") is None, "rounding division")
     return ix.add("div", [ix.tensor(a["input"]), ix.tensor(a["other"])])
 
 
@@ -69,7 +59,7 @@ def boolean(op: str) -> Callable:
 
     def convert(ix: Importer, a: Args) -> Value:
         xs = [ix.tensor(a[k]) for k in ("input", "other") if k in a]
-        _need(all(ix.type(x).dtype == "bool" for x in xs), "bitwise op on integers")
+        need(all(ix.type(x).dtype == "bool" for x in xs), "bitwise op on integers")
         return ix.add(op, xs)
 
     return convert
@@ -84,23 +74,23 @@ def hardtanh(ix: Importer, a: Args) -> Value:
 
 def clamp(ix: Importer, a: Args) -> Value:
     bounds = {k: a.get(k) for k in ("min", "max")}
-    _need(not any(isinstance(v, Value) for v in bounds.values()), "tensor clamp bounds")
+    need(not any(isinstance(v, Value) for v in bounds.values()), "tensor clamp bounds")
     return ix.add("clamp", [ix.tensor(a["input"])], bounds)
 
 
 def dropout(ix: Importer, a: Args) -> Value:
-    _need(not a["train"], "dropout in training mode")
+    need(not a["train"], "dropout in training mode")
     return ix.add("dropout", [ix.tensor(a["input"])], {"p": float(a["p"])})
 
 
 def where(ix: Importer, a: Args) -> Value:
-    _need("input" in a, "where(condition) without values")
+    need("input" in a, "where(condition) without values")
     return ix.add("where", [ix.tensor(a["condition"]), ix.tensor(a["input"]),
                             ix.tensor(a["other"])])
 
 
 def masked_fill(ix: Importer, a: Args) -> Value:
-    _need(not isinstance(a["value"], Value), "masked_fill with a tensor value")
+    need(not isinstance(a["value"], Value), "masked_fill with a tensor value")
     return ix.add("masked_fill", [ix.tensor(a["input"]), ix.tensor(a["mask"])],
                   {"value": a["value"]})
 
@@ -111,10 +101,10 @@ def filled(value: float | None = None) -> Callable:
 
     def convert(ix: Importer, a: Args) -> Value:
         fill = a.get("fill_value", 0) if value is None else value
-        _need(not isinstance(fill, Value), "a tensor fill value")
-        _need(a.get("layout") in (None, torch.strided), "layout change")
+        need(not isinstance(fill, Value), "a tensor fill value")
+        need(a.get("layout") in (None, torch.strided), "layout change")
         device = a.get("device")
-        _need(device is None or torch.device(device).type == "cpu", "device placement")
+        need(device is None or torch.device(device).type == "cpu", "device placement")
         from cuvil.ir.types import DType
 
         dtype, shape = ix.node.meta["val"].dtype, ix.out_shape()
@@ -136,8 +126,8 @@ def cast(ix: Importer, a: Args) -> Value:
     """`.to(dtype)` and friends; moving to another device or layout stays in torch."""
     x = ix.tensor(a["input"])
     device = a.get("device")
-    _need(device is None or torch.device(device).type == "cpu", "device move")
-    _need(a.get("layout") in (None, torch.strided), "layout change")
+    need(device is None or torch.device(device).type == "cpu", "device move")
+    need(a.get("layout") in (None, torch.strided), "layout change")
     dtype = a["other"] if "other" in a else a.get("dtype")
     if isinstance(dtype, Value):
         dtype = ix.type(dtype).dtype.torch
@@ -177,7 +167,7 @@ def linear(ix: Importer, a: Args) -> Value:
 
 
 def addmm(ix: Importer, a: Args) -> Value:
-    _need(a["beta"] == 1 and a["alpha"] == 1, "addmm with alpha/beta")
+    need(a["beta"] == 1 and a["alpha"] == 1, "addmm with alpha/beta")
     y = ix.add("matmul", [ix.tensor(a["mat1"]), ix.tensor(a["mat2"])])
     return ix.add("add", [y, ix.tensor(a["input"])])
 
@@ -185,7 +175,7 @@ def addmm(ix: Importer, a: Args) -> Value:
 # -- neural-network ops ----------------------------------------------------------------------
 def conv2d(ix: Importer, a: Args) -> Value:
     x, w = ix.tensor(a["input"]), ix.tensor(a["weight"])
-    _need(ix.type(w).rank == 4 and not a.get("transposed"), "not a 2-d convolution")
+    need(ix.type(w).rank == 4 and not a.get("transposed"), "not a 2-d convolution")
     padding = a["padding"]
     if isinstance(padding, str):
         padding = _same_padding(ix.type(w).shape[2:], pair(a["dilation"]), padding)
@@ -199,7 +189,7 @@ def _same_padding(kernel, dilation, mode: str) -> tuple[int, int]:
     if mode == "valid":
         return (0, 0)
     totals = [d * (k - 1) for k, d in zip(kernel, dilation, strict=True)]
-    _need(mode == "same" and all(t % 2 == 0 for t in totals), f"padding={mode!r}")
+    need(mode == "same" and all(t % 2 == 0 for t in totals), f"padding={mode!r}")
     return tuple(t // 2 for t in totals)
 
 
@@ -212,9 +202,9 @@ def channel_bias(ix: Importer, bias: Value) -> Value:
 
 
 def batch_norm(ix: Importer, a: Args) -> Value | tuple:
-    _need(not a.get("training") and a["running_mean"] is not None, "batch statistics")
+    need(not a.get("training") and a["running_mean"] is not None, "batch statistics")
     x = ix.tensor(a["input"])
-    _need(ix.type(x).rank >= 2, "batch_norm without a channel dim")
+    need(ix.type(x).rank >= 2, "batch_norm without a channel dim")
     channels = ix.type(x).shape[1]
     params = [ix.tensor(a["weight"]) if a["weight"] is not None else ix.filled(1.0, (channels,)),
               ix.tensor(a["bias"]) if a["bias"] is not None else ix.filled(0.0, (channels,)),
@@ -234,7 +224,7 @@ def layer_norm(ix: Importer, a: Args) -> Value | tuple:
 
 def softmax(op: str) -> Callable:
     def convert(ix: Importer, a: Args) -> Value:
-        _need(a.get("dtype") is None and not a.get("half_to_float"), "softmax with a dtype")
+        need(a.get("dtype") is None and not a.get("half_to_float"), "softmax with a dtype")
         return ix.add(op, [ix.tensor(a["input"])], {"dim": a["dim"]})
 
     return convert
@@ -250,7 +240,7 @@ def max_pool2d(ix: Importer, a: Args) -> Value | tuple:
 
 
 def avg_pool2d(ix: Importer, a: Args) -> Value:
-    _need(a["divisor_override"] is None, "avg_pool2d with divisor_override")
+    need(a["divisor_override"] is None, "avg_pool2d with divisor_override")
     attrs = {"kernel_size": pair(a["kernel_size"]),
              "stride": pair(a["stride"]) if a["stride"] else (),
              "padding": pair(a["padding"]), "ceil_mode": bool(a["ceil_mode"]),
@@ -268,7 +258,7 @@ def embedding(ix: Importer, a: Args) -> Value:
 
 
 def attention(ix: Importer, a: Args) -> Value:
-    _need(a["dropout_p"] == 0 and not a["enable_gqa"], "attention dropout or GQA")
+    need(a["dropout_p"] == 0 and not a["enable_gqa"], "attention dropout or GQA")
     qkv = [ix.tensor(a[k]) for k in ("query", "key", "value")]
     mask = [ix.tensor(a["attn_mask"])] if a["attn_mask"] is not None else []
     return ix.add("scaled_dot_product_attention", qkv + mask,
@@ -278,78 +268,13 @@ def attention(ix: Importer, a: Args) -> Value:
 # -- reductions ------------------------------------------------------------------------------
 def reduction(op: str) -> Callable:
     def convert(ix: Importer, a: Args) -> Value:
-        _need(a.get("dtype") is None, f"{op} with a dtype")
+        need(a.get("dtype") is None, f"{op} with a dtype")
         dims = a.get("dim")
         dims = () if dims is None else tuple(dims) if isinstance(dims, tuple) else (dims,)
         return ix.add(op, [ix.tensor(a["input"])],
                       {"dim": dims, "keepdim": bool(a.get("keepdim", False))})
 
     return convert
-
-
-# -- shape ops -------------------------------------------------------------------------------
-def reshape(op: str) -> Callable:
-    """reshape/view/unflatten/expand: the target shape is the one torch computed."""
-
-    def convert(ix: Importer, a: Args) -> Value:
-        _need(not isinstance(a.get("dtype"), torch.dtype), "view as another dtype")
-        return ix.add(op, [ix.tensor(a["input"])], {"shape": ix.out_shape()})
-
-    return convert
-
-
-def permute(ix: Importer, a: Args) -> Value:
-    return ix.add("permute", [ix.tensor(a["input"])], {"dims": tuple(a["dims"])})
-
-
-def flatten(ix: Importer, a: Args) -> Value:
-    return ix.add("flatten", [ix.tensor(a["input"])],
-                  {"start_dim": a["start_dim"], "end_dim": a["end_dim"]})
-
-
-def unsqueeze(ix: Importer, a: Args) -> Value:
-    return ix.add("unsqueeze", [ix.tensor(a["input"])], {"dim": a["dim"]})
-
-
-def squeeze(ix: Importer, a: Args) -> Value:
-    """`squeeze()` drops every size-1 dim; `squeeze.dims` with no dims drops none."""
-    dims = a.get("dim", ())
-    dims = tuple(dims) if isinstance(dims, tuple) else (dims,)
-    if "dim" in a and not dims:
-        return ix.tensor(a["input"])
-    return ix.add("squeeze", [ix.tensor(a["input"])], {"dim": dims})
-
-
-def cat(ix: Importer, a: Args) -> Value:
-    return ix.add("cat", [ix.tensor(t) for t in a["tensors"]], {"dim": a["dim"]})
-
-
-def split(ix: Importer, a: Args) -> tuple:
-    """split/split_with_sizes/chunk: one `slice` per piece (sizes as torch computed them)."""
-    x = ix.tensor(a["input"])
-    rank = ix.type(x).rank
-    d = a["dim"] % rank
-    pieces, start = [], 0
-    for size in (t.shape[d] for t in ix.out_fakes()):
-        size = ix.dims.dim(size)
-        pieces.append(ix.add("slice", [x], {"dim": d, "start": start, "end": start + size}))
-        start = start + size
-    return tuple(pieces)
-
-
-def slice_(ix: Importer, a: Args) -> Value:
-    x = ix.tensor(a["input"])
-    start, end = a["start"] or 0, a["end"]
-    if isinstance(end, int) and end >= 2**62:
-        end = None
-    _need(not (isinstance(ix.type(x).shape[a["dim"]], int) and end is not None
-               and not isinstance(end, int)), "a symbolic end on a static dim")
-    return ix.add("slice", [x], {"dim": a["dim"], "start": start, "end": end, "step": a["step"]})
-
-
-def select(ix: Importer, a: Args) -> Value:
-    _need(isinstance(a["index"], int), "select at a symbolic index")
-    return ix.add("select", [ix.tensor(a["input"])], {"dim": a["dim"], "index": a["index"]})
 
 
 # -- the table: aten op (overload packet) -> converter ----------------------------------------
@@ -398,10 +323,5 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     # reductions
     "sum": reduction("sum"), "mean": reduction("mean"), "amax": reduction("amax"),
     # shape ops
-    "reshape": reshape("reshape"), "_unsafe_view": reshape("reshape"),
-    "unflatten": reshape("reshape"), "view": reshape("view"), "expand": reshape("expand"),
-    "expand_as": reshape("expand"), "view_as": reshape("view"), "reshape_as": reshape("reshape"),
-    "permute": permute, "flatten": flatten, "unsqueeze": unsqueeze, "squeeze": squeeze,
-    "cat": cat, "split": split, "split_with_sizes": split, "chunk": split,
-    "slice": slice_, "select": select,
+    **SHAPE_OPS,
 }
