@@ -97,6 +97,7 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
     from cuvil.egraph.cost import DEVICE_TARGET
     from cuvil.egraph.optimizer import Options, optimize_graph  # egglog, scipy: on a miss
     from cuvil.rules import load
+
     library = load(settings.rules, tracer).without(settings.disable)
     options = Options(targets=settings.targets, limits=settings.limits,
                       extract=settings.extract, hints=settings.hints,
