@@ -55,8 +55,12 @@ class Tracer:
                     matches=sum(result.matches.values()))
 
     def to_json(self) -> str:
-        return json.dumps({"traceEvents": self.events, "displayTimeUnit": "ms"}, indent=1)
+        return chrome_trace(self.events)
 
     def write(self, path: str | Path) -> None:
         write_text(path, self.to_json())
 
+
+def chrome_trace(events: list[dict[str, Any]]) -> str:
+    """Trace events as a Chrome-trace JSON document (Perfetto, chrome://tracing)."""
+    return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}, indent=1)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import copy
-import json
 import os
 import sys
 import time
@@ -29,6 +28,7 @@ from cuvil.atomic import write_text
 from cuvil.errors import CuvilError
 from cuvil.lower.codegen import instrumented_entry
 from cuvil.lower.report import StepReport
+from cuvil.trace import chrome_trace
 
 
 @dataclass
@@ -135,7 +135,7 @@ class Profile:
         return compile_events(self) + runtime_events(self)
 
     def to_json(self) -> str:
-        return trace_json(self.trace_events())
+        return chrome_trace(self.trace_events())
 
     def write(self, path: str | Path) -> None:
         write_text(path, self.to_json())
@@ -192,10 +192,6 @@ def _thread_name(tid: int, name: str) -> dict[str, Any]:
             "args": {"name": name}}
 
 
-def trace_json(events: list[dict[str, Any]]) -> str:
-    return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}, indent=1)
-
-
 def profile(compiled, inputs: Any, runs: int = 10, *, warmup: int = 1,
             trace: str | Path | None = None) -> Profile:
     """`compiled` run on `inputs` `warmup` times, then `runs` times with every step timed."""
@@ -249,7 +245,7 @@ def write_session_trace(path: str) -> None:
     """The `CUVIL_TRACE` file: every traced graph's passes and calls; tables on stderr."""
     profiles = session_profiles()
     events = [e for prof in profiles for e in prof.trace_events()]
-    write_text(path, trace_json(events))
+    write_text(path, chrome_trace(events))
     for prof in profiles:
         if prof.calls:
             print(prof, file=sys.stderr)
