@@ -33,8 +33,7 @@ class Damaged(CuvilError):
 
 
 def encode(key: Key, optimized: Graph, imported: Graph) -> bytes:
-    shared = sorted(ref for ref, t in optimized.constants.items()
-                    if imported.constants.get(ref) is t)
+    shared = imported_refs(optimized, imported)
     made, blobs, offset = {}, [], 0
     for ref, tensor in sorted(optimized.constants.items()):
         if ref not in shared:
@@ -48,6 +47,13 @@ def encode(key: Key, optimized: Graph, imported: Graph) -> bytes:
               "report": report_json(optimized.report)}
     body = json.dumps(header, sort_keys=True).encode() + b"\n" + b"".join(blobs)
     return MAGIC + b" " + VERSION + b" " + digest(body).encode() + b"\n" + body
+
+
+def imported_refs(optimized: Graph, imported: Graph) -> list[str]:
+    """The optimized graph's constants that are the import's own tensors (the others, the
+    optimizer made)."""
+    return sorted(ref for ref, t in optimized.constants.items()
+                  if imported.constants.get(ref) is t)
 
 
 def decode(data: bytes, key: Key, imported: Graph,

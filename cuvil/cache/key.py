@@ -53,22 +53,19 @@ def any_values(key: Key, graph: Graph) -> Key:
     optimizer reads no tensor's values (guards see scalars, which are attributes, and
     constness); only folding does. So an optimized graph that made no constant of its own
     serves every version of the model that differs in weights alone."""
+    return Key(key.name, {**key.parts, "constants": "any values " + constants_hash(graph, False)})
+
+
+def constants_hash(graph: Graph, values: bool = True) -> str:
+    """SHA-256 over the ref, dtype, shape and (with `values`) bytes of each constant node,
+    in graph order."""
     h = hashlib.sha256()
     for node in graph:
         if node.op == "const":
             tensor = graph.constants[node.attrs["ref"]]
             h.update(f"{node.attrs['ref']}:{tuple(tensor.shape)}:{tensor.dtype}\x00".encode())
-    return Key(key.name, {**key.parts, "constants": "any values " + h.hexdigest()})
-
-
-def constants_hash(graph: Graph) -> str:
-    """SHA-256 over the dtype, shape and bytes of each constant node, in graph order."""
-    h = hashlib.sha256()
-    for node in graph:
-        if node.op == "const":
-            tensor = graph.constants[node.attrs["ref"]]
-            h.update(f"{node.attrs['ref']}:{tuple(tensor.shape)}:{tensor.dtype}\x00".encode())
-            h.update(tensor_bytes(tensor))
+            if values:
+                h.update(tensor_bytes(tensor))
     return h.hexdigest()
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from cuvil.atomic import write_bytes, write_text
 from cuvil.cache import remote
-from cuvil.cache.entry import Damaged, decode, encode
+from cuvil.cache.entry import Damaged, decode, encode, imported_refs
 from cuvil.cache.key import Key, any_values, digest
 from cuvil.ir.graph import Graph
 from cuvil.paths import cache_dir
@@ -54,7 +54,7 @@ def store(key: Key, optimized: Graph, imported: Graph) -> None:
     from cuvil.cache import evict
 
     keys = [key]
-    if all(imported.constants.get(ref) is t for ref, t in optimized.constants.items()):
+    if len(imported_refs(optimized, imported)) == len(optimized.constants):  # none made
         keys.append(any_values(key, imported))
     for k in keys:
         data = encode(k, optimized, imported)
