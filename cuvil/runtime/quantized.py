@@ -167,13 +167,13 @@ def _u8_rows(xq: np.ndarray, x_zero) -> tuple[np.ndarray, int]:
 
 
 def _threads(threads: int | None) -> int:
-    """Threads to split over (`threads`, else torch's setting), Numba's pool set to match."""
+    """Threads to split over (`threads`, else torch's setting), Numba's pool set to match;
+    Cuvil's threading layer is launched first (the kernels link a parallel helper)."""
     from cuvil.runtime.threads import choose_layer, thread_count
 
+    choose_layer()
     parts = thread_count(threads)
-    if parts > 1:
-        choose_layer()
-        numba.set_num_threads(parts)
+    numba.set_num_threads(parts)
     return parts
 
 
