@@ -24,12 +24,12 @@ from typing import Any
 from cuvil.atomic import write_bytes, write_text
 from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph, Node
+from cuvil.ir.types import SYMBOLIC_DIM_SIZE
 
 GREEN, YELLOW, RED = "#d4edda", "#fff3cd", "#f8d7da"  # < 0.05 ms, 0.05-0.5 ms, > 0.5 ms
 TEXT_FORMATS = {".dot", ".gv"}
 RENDERED_FORMATS = {".svg": "svg", ".png": "png"}
 HIDDEN_OPS = {"const", "scalar"}
-REFERENCE_DIM = 64  # a symbolic dim's size in made-up inputs (as in the memory plan)
 
 
 @dataclass
@@ -102,7 +102,7 @@ def _as_tuple(inputs: Any) -> tuple | None:
 
 def made_up_inputs(compiled) -> tuple:
     """Inputs of the compiled graph's types: normal floats, zero integers (valid indices),
-    symbolic dims at `REFERENCE_DIM`."""
+    symbolic dims at `SYMBOLIC_DIM_SIZE`."""
     import torch
 
     from cuvil.ir.types import eval_dim
@@ -110,7 +110,7 @@ def made_up_inputs(compiled) -> tuple:
     made = []
     for name in compiled.graph.inputs:
         t = compiled.graph[name].type
-        env = {str(s): REFERENCE_DIM for d in t.shape if not isinstance(d, int)
+        env = {str(s): SYMBOLIC_DIM_SIZE for d in t.shape if not isinstance(d, int)
                for s in d.free_symbols}
         shape = tuple(eval_dim(d, env) for d in t.shape)
         dtype = t.dtype.torch

@@ -9,37 +9,28 @@ values of the attribute's kind (`any` when it may be an int or a tuple). A guard
 from __future__ import annotations
 
 from cuvil.dsl import ast
+from cuvil.dsl.builtins import (
+    ANY,
+    BOOL,
+    BUILTINS,
+    COST,
+    FLOAT,
+    GUARD,
+    INT,
+    INT_LITERAL,
+    NONE,
+    NUMBER,
+    STR,
+    STR_LITERAL,
+    TENSOR,
+    TUPLE,
+    allowed,
+)
 from cuvil.dsl.diagnostics import Reporter
 from cuvil.dsl.normalize import suggest
 
-TENSOR, INT, FLOAT, BOOL, STR, TUPLE, ANY, NONE = (
-    "tensor", "int", "float", "bool", "str", "tuple", "any", "none")
 UNKNOWN = "unknown"  # a variable under an unknown op: already reported, accepted anywhere
-NUMBER = "number"  # a parameter kind: int or float
-INT_LITERAL, STR_LITERAL = "int literal", "string literal"  # parameter kinds
-
-# name -> (parameter kinds, result type); NUMBER results are int only for int arguments.
-BUILTINS: dict[str, tuple[tuple[str, ...], str]] = {
-    "rank": ((TENSOR,), INT),
-    "dim": ((TENSOR, INT_LITERAL), INT),
-    "numel": ((TENSOR,), INT),
-    "bytes": ((TENSOR,), INT),
-    "shape": ((TENSOR,), TUPLE),
-    "dtype": ((TENSOR,), STR),
-    "layout": ((TENSOR,), STR),
-    "device": ((TENSOR,), STR),
-    "is_float": ((TENSOR,), BOOL),
-    "is_const": ((TENSOR,), BOOL),
-    "value": ((TENSOR,), FLOAT),
-    "has_target": ((STR_LITERAL,), BOOL),
-    "max": ((NUMBER, NUMBER), NUMBER),
-    "min": ((NUMBER, NUMBER), NUMBER),
-    "roofline": ((), FLOAT),  # the default cost of this node, to scale or adjust
-}
-GUARD_BUILTINS = ("rank", "dim", "numel", "shape", "dtype", "layout", "device", "is_float",
-                  "is_const", "value", "has_target")
-COST_BUILTINS = ("rank", "dim", "numel", "bytes", "dtype", "layout", "device", "is_float",
-                 "max", "min", "roofline")
+GUARD_BUILTINS, COST_BUILTINS = allowed(GUARD), allowed(COST)
 
 # The guard type of a variable bound at an attribute of each `AttrSpec.kind`.
 ATTR_TYPES = {"int": INT, "float": FLOAT, "number": FLOAT, "str": STR, "bool": BOOL,
@@ -147,7 +138,7 @@ class ExprTyper:
                 return self._fail(call.pos, f"{call.name}() is only available in {home}")
             return self._fail(call.pos, f"unknown built-in '{call.name}' in a {self.what}"
                                         f"{suggest(call.name, allowed)}")
-        params, result = BUILTINS[call.name]
+        params, result = BUILTINS[call.name].params, BUILTINS[call.name].result
         if len(call.args) != len(params):
             return self._fail(call.pos, f"{call.name}() takes {len(params)} argument(s), got "
                                         f"{len(call.args)}")

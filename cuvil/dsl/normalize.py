@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from cuvil.dsl.ast import Builtin, Call, Literal, Pos, Term
+from cuvil.dsl.builtins import COMPUTED
 from cuvil.ops.registry import OpDef
 
 Lookup = Callable[[str], OpDef | None]
@@ -78,13 +79,6 @@ def scalar_call(literal: Literal) -> Call:
                 literal.pos)
 
 
-# Built-ins a right-hand side may use to compute an attribute from the match, with the
-# attribute kinds each can fill: `layer_norm(x, g, b, normalized_shape=shape(g),
-# eps=value(e))`.
-COMPUTED = {"value": ("float", "optfloat", "number"), "dim": ("int", "float", "number"),
-            "rank": ("int", "float", "number"), "numel": ("int", "float", "number"),
-            "shape": ("shape", "ints"), "dtype": ("dtype", "str"), "layout": ("layout", "str"),
-            "device": ("device", "str")}
 
 
 def computed_attr(term: Term) -> Builtin | None:

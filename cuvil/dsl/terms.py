@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cuvil.dsl import ast
+from cuvil.dsl.builtins import COMPUTED
 from cuvil.dsl.diagnostics import Reporter
-from cuvil.dsl.normalize import COMPUTED, bind_arguments, suggest
+from cuvil.dsl.normalize import bind_arguments, suggest
 from cuvil.ir.types import DEVICES, LAYOUTS, DType
 from cuvil.ops.registry import AttrSpec, OpDef
 

@@ -18,8 +18,9 @@ from typing import Any
 import sympy
 
 from cuvil.dsl import ast
+from cuvil.dsl.builtins import BUILTINS, COST
 from cuvil.errors import CuvilError
-from cuvil.ir.types import Dim, TensorType, is_static
+from cuvil.ir.types import SYMBOLIC_DIM_SIZE, Dim, TensorType, is_static
 from cuvil.ops import registry
 
 # Cost parameters per target name. The CPU figures are the CPU target's own
@@ -31,13 +32,10 @@ DEFAULT_PARAMS = {
     "cuda": {"gflops": 50000.0, "gbps": 3000.0, "launch_us": 5.0, "link_gbps": 25.0},
 }
 DEVICE_TARGET = {"cpu": "cpu", "cuda": "cuda"}
-FREE = {"input", "const", "scalar"}
-VIEWS = {"reshape", "view", "flatten", "squeeze", "unsqueeze", "dropout"}
 VIEW_COST = 0.05
 FALLBACK_US = 20.0
 MAX_COST = 1e15
 _ROOFLINE = "<roofline>"  # not a name a `.cvr` parameter can have
-DEFAULT_HINT = 16
 
 
 @dataclass
@@ -58,7 +56,7 @@ class CostModel:
     def size(self, d: Dim) -> float:
         if is_static(d):
             return float(d)
-        subs = {s: self.hints.get(str(s), DEFAULT_HINT) for s in d.free_symbols}
+        subs = {s: self.hints.get(str(s), SYMBOLIC_DIM_SIZE) for s in d.free_symbols}
         return float(sympy.sympify(d).subs(subs))
 
     def numel(self, t: TensorType) -> float:
@@ -75,9 +73,10 @@ class CostModel:
         return self._memo[key]
 
     def _cost(self, op, attrs, ins, out) -> float:
-        if op in FREE:
+        opdef = registry.get(op, self.defs)
+        if opdef.kind == registry.LEAF:
             return 0.0
-        if op in VIEWS:
+        if opdef.lowering == "alias":
             return VIEW_COST
         p = self.params(out.device)
         if op in self.costs:
@@ -131,18 +130,15 @@ class CostModel:
         raise CuvilError(f"{decl.pos}: error: unsupported cost expression")
 
     def _builtin(self, name: str, vals: list, e) -> Any:
-        x = vals[0] if vals else None
-        table = {
-            "numel": lambda: self.numel(x), "rank": lambda: x.rank,
-            "bytes": lambda: self.bytes(x), "dtype": lambda: str(x.dtype),
-            "layout": lambda: x.layout, "device": lambda: x.device,
-            "is_float": lambda: x.dtype.is_float, "max": lambda: max(vals),
-            "min": lambda: min(vals),
-            "dim": lambda: self.size(x.shape[vals[1]]) if -x.rank <= vals[1] < x.rank else 0.0,
-        }
-        if name not in table:
+        """The built-in table's value; a symbolic size at its assumed size (`hints`), an
+        out-of-range `dim` 0."""
+        spec = BUILTINS.get(name)
+        if spec is None or COST not in spec.where or spec.value is None:
             raise CuvilError(f"{e.pos}: error: '{name}' cannot be used in a cost")
-        return table[name]()
+        value = spec.value(*vals)
+        if value is None:
+            return 0.0
+        return self.size(value) if isinstance(value, sympy.Basic) else value
 
 
 def _binop(op: str, a: Any, b: Any) -> Any:

@@ -11,27 +11,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cuvil.egraph.schema import SORT, arities, ctor, encode_attr, encode_string, signature
+from cuvil.egraph.guards import CLASS_ANALYSES, TYPE_ANALYSES
+from cuvil.egraph.schema import BOOL, SORT, arities, ctor, encode_attr, encode_string, signature
 from cuvil.egraph.typer import TypeTable, analysis_commands
 from cuvil.ir.graph import Graph, Node
 from cuvil.ops import registry
 from cuvil.ops.registry import OpDef
 
-ANALYSIS_DECLS = """\
-(function ty (T) i64 :merge old)
-(function t_rank (i64) i64 :merge old)
-(function t_dim (i64 i64) i64 :merge old)
-(function t_numel (i64) i64 :merge old)
-(function t_shape (i64) String :merge old)
-(function t_dtype (i64) String :merge old)
-(function t_layout (i64) String :merge old)
-(function t_device (i64) String :merge old)
-(function t_is_float (i64) bool :merge old)
-(function is_const (T) bool :merge (or old new))
-(function value (T) f64 :merge old)
-(relation fired (T String))
-(relation rewrote (T String))
-"""
+
+def _analysis_decls() -> str:
+    """The tables guards read (one per built-in the table keeps; `dim` is indexed too),
+    the type id of each e-class, and the relations `explain` and coverage read."""
+    lines = ["(function ty (T) i64 :merge old)", "(function t_dim (i64 i64) i64 :merge old)"]
+    lines += [f"(function t_{name} (i64) {sort} :merge old)"
+              for name, sort in TYPE_ANALYSES.items()]
+    lines += [f"(function {name} (T) {sort} :merge {'(or old new)' if sort == BOOL else 'old'})"
+              for name, sort in CLASS_ANALYSES.items()]
+    return "\n".join([*lines, "(relation fired (T String))", "(relation rewrote (T String))"]) \
+        + "\n"
+
+
+ANALYSIS_DECLS = _analysis_decls()
 
 
 @dataclass

@@ -18,10 +18,14 @@ from cuvil.egraph.schema import encode_f64
 from cuvil.egraph.snapshot import ENode, Snapshot
 from cuvil.egraph.typer import Typer
 from cuvil.ir.types import DType, TensorType
+from cuvil.ops.registry import LEAF, OpDef
 
-NO_FOLD = {"input", "const", "scalar", "torch_op", "to_layout", "to_device", "dropout"}
-LEAVES = {"const", "scalar"}
 MAX_NUMEL = 1 << 24
+
+
+def _constant_leaf(opdef: OpDef) -> bool:
+    """`const` and `scalar`: leaves whose value is known at compile time."""
+    return opdef.kind == LEAF and opdef.foldable
 
 
 @dataclass
@@ -32,8 +36,7 @@ class Folder:
 
     def foldable(self, node: ENode, t: TensorType, typer: Typer) -> bool:
         """A non-leaf e-node that can be computed at compile time."""
-        op = typer.ctors[node.ctor][0].name
-        return (self.enabled and op not in NO_FOLD and bool(node.children)
+        return (self.enabled and typer.ctors[node.ctor][0].foldable and bool(node.children)
                 and all(c in self.constant for c in node.children)
                 and t.is_static and t.numel <= MAX_NUMEL)
 
@@ -45,14 +48,14 @@ class Folder:
         for node in snap.nodes.values():
             for child in node.children:
                 users.setdefault(child, []).append(node)
-            if typer.ctors[node.ctor][0].name in LEAVES:
+            if _constant_leaf(typer.ctors[node.ctor][0]):
                 work.append(node)
         while work:  # a class turns constant once; then its users are looked at
             node = work.pop()
             if node.cls in self.constant or node.cls not in snap.ty:
                 continue
             t = typer.table.types[snap.ty[node.cls]]
-            if typer.ctors[node.ctor][0].name in LEAVES or self.foldable(node, t, typer):
+            if _constant_leaf(typer.ctors[node.ctor][0]) or self.foldable(node, t, typer):
                 self.constant.add(node.cls)
                 work.extend(users.get(node.cls, ()))
         return self._announce(snap, typer)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cuvil.dsl import ast
+from cuvil.dsl import builtins as bi
 from cuvil.egraph.schema import BOOL, F64, I64, STRING, encode_f64, encode_string
 from cuvil.errors import CuvilError
 from cuvil.ir.text import format_value
@@ -21,9 +22,10 @@ from cuvil.ir.text import format_value
 Alternatives = list[list[str]]  # or of ands of atoms
 TENSOR = "T"
 SHAPE = "shape"
-TYPE_ANALYSES = {"rank": I64, "numel": I64, "shape": STRING, "dtype": STRING,
-                 "layout": STRING, "device": STRING, "is_float": BOOL}  # per type id
-CLASS_ANALYSES = {"is_const": BOOL, "value": F64}  # per e-class
+# The egglog sort of each guard value type; the analyses the built-in table keeps.
+SORT_OF = {bi.INT: I64, bi.FLOAT: F64, bi.BOOL: BOOL, bi.STR: STRING, bi.TUPLE: STRING}
+TYPE_ANALYSES = {n: SORT_OF[t] for n, t in bi.analyses("type").items() if n != "dim"}
+CLASS_ANALYSES = {n: SORT_OF[t] for n, t in bi.analyses("class").items()}
 _NEGATE = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
 _EGG_CMP = {"==": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 

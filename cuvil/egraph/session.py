@@ -19,7 +19,7 @@ from cuvil.egraph import snapshot as snapshots
 from cuvil.egraph.encode import Encoding, constructors, encode_graph
 from cuvil.egraph.fold import Folder
 from cuvil.egraph.limits import Limits
-from cuvil.egraph.rules import EggRule, compile_rule, label_of, unfold_rule
+from cuvil.egraph.rewrites import EggRule, compile_rule, label_of, unfold_rule
 from cuvil.egraph.snapshot import Snapshot
 from cuvil.egraph.typer import Typer, TypeTable
 from cuvil.errors import CuvilError

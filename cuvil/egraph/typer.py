@@ -16,7 +16,9 @@ from typing import Any
 
 import sympy
 
-from cuvil.egraph.schema import decode_attr, encode_f64, encode_string
+from cuvil.dsl.builtins import BUILTINS
+from cuvil.egraph.guards import TYPE_ANALYSES
+from cuvil.egraph.schema import BOOL, I64, decode_attr, encode_f64, encode_string
 from cuvil.egraph.snapshot import ENode, Snapshot
 from cuvil.errors import CuvilError
 from cuvil.ir.text import format_value
@@ -56,22 +58,23 @@ class TypeTable:
         return self.symbols.setdefault(sympy.sympify(d), -1 - len(self.symbols))
 
     def _rows(self, k: int, t: TensorType) -> list[str]:
-        out = []
-        if "rank" in self.uses:
-            out.append(f"(set (t_rank {k}) {t.rank})")
-        for i in sorted(self.dims):
-            if -t.rank <= i < t.rank:
-                out.append(f"(set (t_dim {k} {i}) {self.dim_value(t.shape[i])})")
-        if "numel" in self.uses and t.is_static:
-            out.append(f"(set (t_numel {k}) {t.numel})")
-        if "shape" in self.uses:
-            out.append(f"(set (t_shape {k}) {encode_string(format_value(t.shape))})")
-        for name, v in (("dtype", str(t.dtype)), ("layout", t.layout), ("device", t.device)):
-            if name in self.uses:
-                out.append(f"(set (t_{name} {k}) {encode_string(v)})")
-        if "is_float" in self.uses:
-            out.append(f"(set (t_is_float {k}) {'true' if t.dtype.is_float else 'false'})")
+        """The analyses the rules read, for type id `k`: each built-in's own value (a
+        symbolic dim is a negative id; a symbolic `numel` is left unknown)."""
+        out = [f"(set (t_dim {k} {i}) {self.dim_value(t.shape[i])})"
+               for i in sorted(self.dims) if -t.rank <= i < t.rank]
+        for name, sort in TYPE_ANALYSES.items():
+            if name not in self.uses or (name == "numel" and not t.is_static):
+                continue
+            out.append(f"(set (t_{name} {k}) {_egglog_value(BUILTINS[name].value(t), sort)})")
         return out
+
+
+def _egglog_value(v: Any, sort: str) -> str:
+    if sort == BOOL:
+        return "true" if v else "false"
+    if sort == I64:
+        return str(v)
+    return encode_string(format_value(v) if isinstance(v, tuple) else v)
 
 
 def analysis_commands(handle: str, t: TensorType, table: TypeTable, is_const: bool = False,

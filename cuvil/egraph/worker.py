@@ -4,7 +4,9 @@ egglog cannot be interrupted in-process (one iteration was measured at 34 s), so
 optimizer saturates in a child process that posts its best result so far as it goes. The
 parent waits until the child is done or the deadline passes, then kills it and keeps the
 last result. Messages are pickled over a pipe: `("interim" | "done", payload)` or
-`("error", exception)`, pickled plainly so that tensors travel as bytes.
+`("error", exception)`, pickled plainly so that tensors travel as bytes. (A process pool
+with timeouts, pebble's or loky's, returns only a final result: the interim results that
+make a deadline useful are why this is a pipe of its own.)
 """
 
 from __future__ import annotations

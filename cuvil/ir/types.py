@@ -70,8 +70,9 @@ Dim = int | sympy.Expr
 CONTIGUOUS, NCHW, NHWC = "contiguous", "NCHW", "NHWC"
 LAYOUTS = {CONTIGUOUS, NCHW, NHWC}
 DEVICES = {"cpu", "cuda"}
-# The size a symbolic dim is assumed to have wherever one number must stand for it: the
-# memory plan's figures and whether a kernel is worth a parallel loop.
+# The size a symbolic dim is assumed to have wherever one number must stand for it and no
+# example input gives one: the cost model, the memory plan's figures, whether a kernel is
+# worth a parallel loop, the made-up inputs of a graph dump.
 SYMBOLIC_DIM_SIZE = 64
 
 

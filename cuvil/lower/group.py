@@ -24,25 +24,41 @@ from cuvil.ir.graph import Graph, Node
 from cuvil.ir.types import default_layout
 from cuvil.lower.inline import Instance
 from cuvil.lower.physical import is_identity_layout, kernel_dtype, layout_perm
-from cuvil.lower.templates.elementwise import ELEMENTWISE_OPS
+from cuvil.ops import registry
+from cuvil.ops.registry import SHAPE
 
-LEAVES = {"input", "const", "scalar"}
-ALIAS_OPS = {"reshape", "view", "flatten", "squeeze", "unsqueeze", "dropout", "to_device"}
-VIEW_OPS = {"reshape", "view", "flatten", "squeeze", "unsqueeze"}
-KIND_OF_OP = {
-    "matmul": "gemm", "bmm": "gemm", "conv2d": "conv", "softmax": "rows",
-    "log_softmax": "rows", "layer_norm": "rows", "sum": "rows", "mean": "rows",
-    "amax": "rows", "max_pool2d": "pool", "avg_pool2d": "pool", "adaptive_avg_pool2d": "pool",
-    "scaled_dot_product_attention": "attention", "cat": "concat", "embedding": "gather",
-}
-# Ops whose kernels read any physical layout; every other op gets logical-order inputs.
-LAYOUT_AWARE = ELEMENTWISE_OPS | {"conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
-                                  "dropout", "to_device"}
+
+def family(op: str) -> str:
+    """The kernel family of a catalog op (`OpDef.lowering`)."""
+    return registry.get(op).lowering
+
+
+def is_leaf(op: str) -> bool:
+    return family(op) == "leaf"
+
+
+def is_alias(op: str) -> bool:
+    """A free view on this target: views, inference dropout, a move within one device."""
+    return family(op) in ("alias", "transfer")
+
+
+def is_move(op: str) -> bool:
+    return family(op) == "move"
+
+
+def layout_aware(op: str) -> bool:
+    """Whether the op's kernel reads any physical layout; other ops get logical-order
+    inputs. Elementwise and move kernels index each operand by its layout, convolution and
+    pooling have NHWC variants, and aliases that are not reshapes pass any layout on."""
+    opdef = registry.get(op)
+    return opdef.lowering in ("elementwise", "move", "conv", "pool", "leaf") or \
+        (is_alias(op) and opdef.kind != SHAPE)
+
+
 # Lowering merges elementwise chains on its own; epilogues of GEMMs and convolutions come
 # only from the fused ops that rules produce (`linear_relu`, `conv2d_bias_relu`, ...), so
 # that turning a fusion family off really turns that fusion off.
 EPILOGUE_HOSTS = ("elementwise",)
-MOVES = {"permute", "transpose", "slice", "select", "expand", "to_layout"}
 
 
 @dataclass
@@ -69,18 +85,19 @@ def classify(node: Node, graph: Graph) -> tuple[str, str]:
             return "fallback", f"dtype {t.dtype} has no CPU kernel"
         if t.device != "cpu":
             return "fallback", f"device {t.device} is not the CPU target's"
-    if node.op in ALIAS_OPS:
+    kind = family(node.op)
+    if is_alias(node.op):
         return "alias", ""
     if node.op == "to_layout":
         same = layout_perm(graph[node.inputs[0]].type) == layout_perm(node.type)
         return ("alias" if same else "elementwise"), ""
-    if node.op in ELEMENTWISE_OPS:
+    if kind == "move":
         return "elementwise", ""
-    if node.op in KIND_OF_OP:
-        return KIND_OF_OP[node.op], ""
     if node.op == "torch_op":
         return "fallback", f"torch_op {node.attrs.get('target')} is opaque"
-    return "fallback", f"no CPU kernel for {node.op}"
+    if kind in ("fallback", "composite"):
+        return "fallback", f"no CPU kernel for {node.op}"
+    return kind, ""
 
 
 def normalize_layouts(graph: Graph) -> Graph:
@@ -89,8 +106,7 @@ def normalize_layouts(graph: Graph) -> Graph:
     g.report = graph.report
     g.nodes = {}
     for node in graph:
-        if node.op in LAYOUT_AWARE or node.op in LEAVES or node.op == "to_layout" or \
-                classify(node, graph)[0] == "fallback":
+        if layout_aware(node.op) or classify(node, graph)[0] == "fallback":
             g._put(node)
             continue
         inputs = []
@@ -116,15 +132,15 @@ def private_view_chains(graph: Graph) -> Graph:
 
     def only_moves_below(v: str) -> bool:
         return v not in outputs and all(
-            graph[u].op in MOVES or (graph[u].op in ALIAS_OPS and only_moves_below(u))
+            is_move(graph[u].op) or (is_alias(graph[u].op) and only_moves_below(u))
             for u in users[v])
 
     clones: dict[str, list[str]] = {}  # move -> its upstream chain, outermost first
     for node in graph:
-        if node.op not in MOVES:
+        if not is_move(node.op):
             continue
         chain, v = [], node.inputs[0]
-        while graph[v].op in MOVES | ALIAS_OPS and only_moves_below(v):
+        while (is_move(graph[v].op) or is_alias(graph[v].op)) and only_moves_below(v):
             chain.append(v)
             v = graph[v].inputs[0]
         if any(len(users[c]) > 1 for c in chain):
@@ -154,7 +170,7 @@ class Partition:
         self.outputs = set(graph.outputs)
         self.group_of: dict[str, Group] = {}
         for node in graph:
-            if node.op not in LEAVES:
+            if not is_leaf(node.op):
                 kind, reason = classify(node, graph)
                 self._assign(Group(kind, [node.name], reason=reason))
 
@@ -228,7 +244,7 @@ def _instance_template(graph: Graph, members: list[str], kinds: dict[str, str],
 def is_move_chain(group: Group, graph: Graph) -> bool:
     """Whether a group only moves elements: moves and the views between them."""
     ops = [graph[n].op for n in group.nodes if graph[n].op != "scalar"]
-    return bool(ops) and ops[-1] in MOVES and all(o in MOVES or o in ALIAS_OPS for o in ops)
+    return bool(ops) and is_move(ops[-1]) and all(is_move(o) or is_alias(o) for o in ops)
 
 
 def _chain_moves(part: Partition) -> None:
@@ -237,11 +253,11 @@ def _chain_moves(part: Partition) -> None:
     graph = part.graph
     for node in graph:
         own = part.group_of.get(node.name)
-        if node.op not in MOVES or own is None or own.template != "elementwise" or \
+        if not is_move(node.op) or own is None or own.template != "elementwise" or \
                 len(own.nodes) != 1:
             continue
         views, v, consumer = [], node.inputs[0], node.name
-        while graph[v].op in ALIAS_OPS and part.private(v, {consumer}):
+        while is_alias(graph[v].op) and part.private(v, {consumer}):
             views.append(v)
             consumer, v = v, graph[v].inputs[0]
         producer = part.group_of.get(v)

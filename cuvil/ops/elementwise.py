@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from cuvil.ir.types import Dim, DType, TensorType, default_layout
+from cuvil.ops.element import evaluate as element_evaluate
+from cuvil.ops.element import parse as element_parse
 from cuvil.ops.registry import ELEMENTWISE, AttrSpec, OpDef, check, promote, register
 
 
@@ -54,60 +56,86 @@ def elementwise_type(types: list[TensorType], dtype: DType | None = None) -> Ten
     return TensorType(shape, dtype or result_dtype(types), layout, devices.pop())
 
 
-def _binary(name: str, fn, doc: str, out_dtype: DType | None = None) -> None:
+def elementwise_op(name: str, element: str, inputs: tuple[str, ...] = ("x",),
+                   attrs: tuple[AttrSpec, ...] = (), doc: str = "", **fields) -> OpDef:
+    """An elementwise op defined by its element expression: its type broadcasts its inputs,
+    its reference is the expression computed with torch, and so is its kernel."""
+    names = (*inputs, *(a.name for a in attrs))
+    element_parse(element, names)  # fail at definition, not at first use
+    out = fields.pop("out_dtype", None)
+
+    def ref(xs, a):
+        return element_evaluate(element, {**dict(zip(inputs, xs, strict=True)), **a})
+
+    return OpDef(name, inputs, attrs,
+                 lambda ts, a: elementwise_type(ts, DType(out) if out else None), ref,
+                 ELEMENTWISE, doc=doc or element, element=element, out_dtype=out,
+                 shapes=fields.pop("shapes", "broadcasting" if len(inputs) > 1 else "unary"),
+                 **fields)
+
+
+def _binary(name: str, fn, element: str, out_dtype: DType | None = None) -> None:
+    out = out_dtype.value if out_dtype else None
     register(OpDef(name, ("x", "y"), (), lambda ts, a: elementwise_type(ts, out_dtype),
-                   lambda xs, a: fn(xs[0], xs[1]), ELEMENTWISE, doc=doc))
+                   lambda xs, a: fn(xs[0], xs[1]), ELEMENTWISE, doc=element, element=element,
+                   out_dtype=out, shapes="broadcasting"))
 
 
-FLOAT_ONLY = {"silu", "gelu"}  # torch has no integer kernels for these
-
-
-def _unary(name: str, fn, doc: str, attrs: tuple[AttrSpec, ...] = (),
-           float_out: bool = True) -> None:
+def _unary(name: str, fn, element: str, attrs: tuple[AttrSpec, ...] = (),
+           float_out: bool = True, **fields) -> None:
     def infer(ts, a):
         t = elementwise_type(ts)
-        check(name not in FLOAT_ONLY or t.dtype.is_float, "input must be float")
         return t.with_(dtype=DType.f32) if float_out and not t.dtype.is_float else t
 
     register(OpDef(name, ("x",), attrs, infer, lambda xs, a: fn(xs[0], **a), ELEMENTWISE,
-                   doc=doc))
+                   doc=fields.pop("doc", element), element=element, shapes="unary", **fields))
 
 
-for _name, _fn, _doc in [
+for _name, _fn, _element in [
     ("add", torch.add, "x + y"), ("sub", torch.sub, "x - y"), ("mul", torch.mul, "x * y"),
-    ("pow", torch.pow, "x ** y"), ("maximum", torch.maximum, "max(x, y)"),
-    ("minimum", torch.minimum, "min(x, y)"),
+    ("maximum", torch.maximum, "max(x, y)"), ("minimum", torch.minimum, "min(x, y)"),
 ]:
-    _binary(_name, _fn, _doc)
-
+    _binary(_name, _fn, _element)
+register(OpDef("pow", ("x", "y"), (), lambda ts, a: elementwise_type(ts),
+               lambda xs, a: torch.pow(xs[0], xs[1]), ELEMENTWISE, doc="x ** y", work=8,
+               shapes="broadcasting", domain="positive"))
 register(OpDef("div", ("x", "y"), (),
                lambda ts, a: elementwise_type(
                    ts, None if result_dtype(ts).is_float else DType.f32),
-               lambda xs, a: torch.div(xs[0], xs[1]), ELEMENTWISE, doc="x / y (true division)"))
+               lambda xs, a: torch.div(xs[0], xs[1]), ELEMENTWISE, doc="x / y (true division)",
+               element="x / y", shapes="broadcasting"))
 
-for _name, _fn in [("eq", torch.eq), ("ne", torch.ne), ("lt", torch.lt), ("le", torch.le),
-                   ("gt", torch.gt), ("ge", torch.ge), ("logical_and", torch.logical_and),
-                   ("logical_or", torch.logical_or)]:
-    _binary(_name, _fn, f"{_name}(x, y), boolean", DType.bool)
-
-for _name, _fn, _doc in [
-    ("sqrt", torch.sqrt, "sqrt(x)"), ("rsqrt", torch.rsqrt, "1/sqrt(x)"),
-    ("exp", torch.exp, "e**x"), ("log", torch.log, "ln(x)"), ("tanh", torch.tanh, "tanh(x)"),
-    ("erf", torch.erf, "erf(x)"), ("sigmoid", torch.sigmoid, "1/(1+e**-x)"),
-    ("silu", F.silu, "x*sigmoid(x)"), ("reciprocal", torch.reciprocal, "1/x"),
+for _name, _fn, _element in [
+    ("eq", torch.eq, "x == y"), ("ne", torch.ne, "x != y"), ("lt", torch.lt, "x < y"),
+    ("le", torch.le, "x <= y"), ("gt", torch.gt, "x > y"), ("ge", torch.ge, "x >= y"),
+    ("logical_and", torch.logical_and, "x & y"), ("logical_or", torch.logical_or, "x | y"),
 ]:
-    _unary(_name, _fn, _doc)
+    _binary(_name, _fn, _element, DType.bool)
 
-for _name, _fn, _doc in [("neg", torch.neg, "-x"), ("relu", torch.relu, "max(x, 0)"),
-                         ("abs", torch.abs, "|x|"),
-                         ("relu6", lambda x: F.hardtanh(x, 0.0, 6.0), "min(max(x, 0), 6)")]:
-    _unary(_name, _fn, _doc, float_out=False)
+for _name, _fn, _element, _more in [
+    ("sqrt", torch.sqrt, "sqrt(x)", {"domain": "positive"}),
+    ("rsqrt", torch.rsqrt, "1 / sqrt(x)", {"domain": "positive"}),
+    ("exp", torch.exp, "exp(x)", {"work": 8}),
+    ("log", torch.log, "log(x)", {"work": 8, "domain": "positive"}),
+    ("tanh", torch.tanh, "tanh(x)", {"work": 8}), ("erf", torch.erf, "erf(x)", {"work": 8}),
+    ("sigmoid", torch.sigmoid, "sigmoid(x)", {"work": 8}),
+    ("silu", F.silu, "x * sigmoid(x)", {"work": 8, "float_only": True}),
+    ("reciprocal", torch.reciprocal, "1 / x", {}),
+]:
+    _unary(_name, _fn, _element, **_more)
+
+for _name, _fn, _element in [("neg", torch.neg, "-x"), ("relu", torch.relu, "max(x, 0)"),
+                             ("abs", torch.abs, "abs(x)"),
+                             ("relu6", lambda x: F.hardtanh(x, 0.0, 6.0), "min(max(x, 0), 6)")]:
+    _unary(_name, _fn, _element, float_out=False)
 
 register(OpDef("logical_not", ("x",), (), lambda ts, a: ts[0].with_(dtype=DType.bool),
-               lambda xs, a: torch.logical_not(xs[0]), ELEMENTWISE, doc="not x"))
+               lambda xs, a: torch.logical_not(xs[0]), ELEMENTWISE, doc="not x",
+               element="not x", out_dtype="bool", shapes="unary"))
 _unary("hardtanh", lambda x, min_val, max_val: F.hardtanh(x, min_val, max_val),
-       "clamp(x, min_val, max_val)",
-       (AttrSpec("min_val", "float", -1.0), AttrSpec("max_val", "float", 1.0)), float_out=False)
+       "min(max(x, min_val), max_val)",
+       (AttrSpec("min_val", "float", -1.0, samples=(-1.0, 0.0, -0.5)),
+        AttrSpec("max_val", "float", 1.0, samples=(1.0, 6.0, 0.5))), float_out=False)
 
 
 def _clamp_type(ts: list[TensorType], a) -> TensorType:
@@ -125,14 +153,15 @@ def _clamp(x: torch.Tensor, a) -> torch.Tensor:
     return torch.clamp(x, a["min"], a["max"])
 
 
-register(OpDef("clamp", ("x",), (AttrSpec("min", "any", None), AttrSpec("max", "any", None)),
+register(OpDef("clamp", ("x",), (AttrSpec("min", "any", None, samples=(None, -1.0, 0.0, -0.5)),
+                                 AttrSpec("max", "any", None, samples=(None, 1.0, 6.0, 0.5))),
                _clamp_type, lambda xs, a: _clamp(xs[0], a), ELEMENTWISE,
-               doc="clamp(x, min, max); None: open"))
-_unary("gelu", lambda x, approximate: F.gelu(x, approximate=approximate),
-       'x*Phi(x); approximate="tanh" uses the tanh form',
-       (AttrSpec("approximate", "str", "none"),))
-_unary("dropout", lambda x, p: x, "identity at inference", (AttrSpec("p", "float", 0.5),),
-       float_out=False)
+               doc="clamp(x, min, max); None: open", shapes="unary"))
+_unary("gelu", lambda x, approximate: F.gelu(x, approximate=approximate), "",
+       (AttrSpec("approximate", "str", "none", samples=("none", "tanh")),), work=8,
+       float_only=True, doc='x*Phi(x); approximate="tanh" uses the tanh form')
+_unary("dropout", lambda x, p: x, "x", (AttrSpec("p", "float", 0.5, samples=(0.1, 0.5)),),
+       float_out=False, lowering="alias", foldable=False, doc="identity at inference")
 
 
 def _where_type(ts: list[TensorType], a) -> TensorType:
@@ -143,7 +172,7 @@ def _where_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("where", ("cond", "x", "y"), (), _where_type,
                lambda xs, a: torch.where(xs[0], xs[1], xs[2]), ELEMENTWISE,
-               doc="cond ? x : y"))
+               doc="cond ? x : y", element="x if cond else y", shapes="broadcasting"))
 
 
 def _masked_fill_type(ts: list[TensorType], a) -> TensorType:
@@ -155,4 +184,4 @@ def _masked_fill_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("masked_fill", ("x", "mask"), (AttrSpec("value", "float"),), _masked_fill_type,
                lambda xs, a: xs[0].masked_fill(xs[1], a["value"]), ELEMENTWISE,
-               doc="mask ? value : x"))
+               doc="mask ? value : x", element="value if mask else x", shapes="broadcasting"))

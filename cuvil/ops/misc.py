@@ -18,18 +18,18 @@ from cuvil.ir.types import DType, TensorType
 from cuvil.ops.registry import LEAF, OPAQUE, AttrSpec, OpDef, register
 
 
-def _leaf(name: str, attrs: tuple[AttrSpec, ...], doc: str) -> None:
+def _leaf(name: str, attrs: tuple[AttrSpec, ...], doc: str, constant: bool) -> None:
     def infer(ts, a):
         raise CuvilError(f"{name} nodes carry their own type")
 
     def ref(xs, a):
         raise CuvilError(f"{name} nodes are evaluated by the executor")
 
-    register(OpDef(name, (), attrs, infer, ref, LEAF, doc=doc))
+    register(OpDef(name, (), attrs, infer, ref, LEAF, doc=doc, foldable=constant))
 
 
-_leaf("input", (), "a graph input")
-_leaf("const", (AttrSpec("ref", "str"),), "a constant tensor, held by reference")
+_leaf("input", (), "a graph input", constant=False)
+_leaf("const", (AttrSpec("ref", "str"),), "a constant tensor, held by reference", constant=True)
 register(OpDef("scalar", (), (AttrSpec("value", "number"), AttrSpec("dtype", "dtype", "f32")),
                lambda ts, a: TensorType((), DType(a["dtype"])),
                lambda xs, a: torch.tensor(a["value"], dtype=DType(a["dtype"]).torch), LEAF,
@@ -96,4 +96,5 @@ register(OpDef("torch_op", ("x?",),
                 AttrSpec("kwargs", "any", ()), AttrSpec("index", "any", None),
                 AttrSpec("out", "str")),
                lambda ts, a: TensorType.parse(a["out"]), _torch_op, OPAQUE, variadic=True,
+               foldable=False,
                doc="an aten op run through torch; opaque to rules"))

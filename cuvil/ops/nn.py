@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from cuvil.ir.types import Dim, DType, TensorType, default_layout, is_static, numel
-from cuvil.ops.registry import CONV, GEMM, NORM, POOL, AttrSpec, OpDef, check, register
+from cuvil.ops.registry import CONV, GEMM, MISC, NORM, POOL, AttrSpec, OpDef, check, register
 
 
 def floordiv(a: Dim, b: int) -> Dim:
@@ -82,7 +82,7 @@ register(OpDef("batch_norm", ("x", "weight", "bias", "mean", "var"),
                lambda ts, a: _channel_param_type(ts, a, "batch_norm"),
                lambda xs, a: F.batch_norm(xs[0], xs[3], xs[4], xs[1], xs[2], False, 0.0,
                                           a["eps"]),
-               NORM, flops=lambda ts, out, a: 2 * numel(out.shape),
+               NORM, flops=lambda ts, out, a: 2 * numel(out.shape), lowering="elementwise",
                doc="(x - mean) / sqrt(var + eps) * weight + bias over dim 1 (inference)"))
 
 
@@ -173,7 +173,7 @@ def _embedding_type(ts: list[TensorType], a) -> TensorType:
 
 
 register(OpDef("embedding", ("weight", "indices"), (), _embedding_type,
-               lambda xs, a: F.embedding(xs[1], xs[0]), GEMM,
+               lambda xs, a: F.embedding(xs[1], xs[0]), MISC, lowering="gather",
                flops=lambda ts, out, a: 0, doc="rows of weight picked by indices"))
 
 
@@ -199,7 +199,7 @@ def _sdpa(xs, a):
 
 register(OpDef("scaled_dot_product_attention", ("q", "k", "v", "mask?"),
                (AttrSpec("is_causal", "bool", False), AttrSpec("scale", "optfloat", None)),
-               _sdpa_type, _sdpa, GEMM,
+               _sdpa_type, _sdpa, GEMM, lowering="attention",
                flops=lambda ts, out, a: 4 * numel(out.shape[:-1]) * ts[1].shape[-2]
                * ts[0].shape[-1],
                doc="softmax(q @ k^T * scale + mask) @ v"))

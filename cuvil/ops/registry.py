@@ -2,8 +2,11 @@
 
 An `OpDef` gives an op's signature (tensor inputs, then attributes with defaults), its type
 inference (shape with symbolic dims, dtype, layout, device), its reference implementation in
-torch, and its work estimate for the cost model. Composite ops defined in `.cvr` files are
-`OpDef`s too; they live in a table passed as `defs`, not in the global catalog.
+torch, and its work estimate for the cost model. It also says, once, what every later stage
+asks about the op: its kind, the kernel family that lowers it, its element expression (for
+elementwise ops), whether it folds at compile time, whether it takes floats only, and how
+`rules verify` draws inputs for it. Composite ops defined in `.cvr` files are `OpDef`s too;
+they live in a table passed as `defs`, not in the global catalog.
 """
 
 from __future__ import annotations
@@ -36,10 +39,18 @@ REQUIRED = _Required()
 # Attribute kinds (`AttrSpec.kind`): int, float, optfloat (a float or None), number, str,
 # bool, ints and shape (tuples; a shape may hold symbolic dims), dtype, layout, device, any.
 
-# Op kinds: how lowering and costing treat an op.
+# Op kinds: what an op computes, for costing and for `rules verify`.
 ELEMENTWISE, REDUCTION, GEMM, CONV, POOL, NORM, SHAPE, CONVERT, LEAF, OPAQUE, COMPOSITE, MISC = (
     "elementwise", "reduction", "gemm", "conv", "pool", "norm", "shape", "convert", "leaf",
     "opaque", "composite", "misc")
+
+# Kernel families (`OpDef.lowering`): which kernel template computes an op. `alias`: a free
+# view of its input; `move`: an elementwise copy that only moves elements; `transfer`: a
+# device move (an alias within one device); `fallback`: no kernel, the op runs in torch.
+FAMILIES = ("elementwise", "move", "alias", "transfer", "gemm", "conv", "rows", "pool",
+            "attention", "concat", "gather", "leaf", "composite", "fallback")
+_FAMILY_OF_KIND = {ELEMENTWISE: "elementwise", REDUCTION: "rows", GEMM: "gemm", CONV: "conv",
+                   POOL: "pool", NORM: "rows", LEAF: "leaf", COMPOSITE: "composite"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,7 @@ class AttrSpec:
     name: str
     kind: str
     default: Any = REQUIRED
+    samples: tuple = ()  # values `rules verify` draws for it (else its default or a random one)
 
     @property
     def required(self) -> bool:
@@ -72,6 +84,20 @@ class OpDef:
     flops: Flops | None = None
     doc: str = ""
     body: Any = field(default=None, compare=False)  # composite ops: the `.cvr` definition
+    lowering: str = ""  # kernel family (`FAMILIES`); "" = the kind's
+    element: str = ""  # elementwise: one output element (`cuvil.ops.element`)
+    work: float = 1  # arithmetic per output element in the default flops
+    float_only: bool = False  # floating-point inputs only (torch has no integer kernel)
+    foldable: bool = True  # computed at compile time when its inputs are constants
+    out_dtype: str | None = None  # the dtype it returns whatever its inputs' dtypes
+    shapes: str = ""  # the `rules verify` shape generator; "" = the one named after the op
+    domain: str = ""  # "positive": `rules verify` draws mostly positive inputs
+
+    def __post_init__(self) -> None:
+        if not self.lowering:
+            object.__setattr__(self, "lowering", _FAMILY_OF_KIND.get(self.kind, "fallback"))
+        if self.lowering not in FAMILIES:
+            raise ValueError(f"op {self.name}: unknown kernel family {self.lowering!r}")
 
     @property
     def min_inputs(self) -> int:
@@ -149,6 +175,8 @@ def infer(op: str, types: list[TensorType], attrs: dict[str, Any], source: str =
     where = op + (f" (from {source})" if source else "")
     opdef.check_arity(len(types), where)
     try:
+        if opdef.float_only:
+            check(all(t.dtype.is_float for t in types), "input must be float")
         return opdef.infer(types, attrs)
     except ShapeError as e:
         raise ShapeError(f"{where}: {e}") from None
@@ -160,7 +188,7 @@ def flops(op: str, types: list[TensorType], out: TensorType, attrs: dict[str, An
     opdef = get(op, defs)
     if opdef.flops is not None:
         return opdef.flops(types, out, attrs)
-    return 0 if opdef.kind in (SHAPE, LEAF) else numel(out.shape)
+    return 0 if opdef.kind in (SHAPE, LEAF) else opdef.work * numel(out.shape)
 
 
 def check(cond: bool, message: str) -> None:

@@ -39,6 +39,7 @@ def _ref_shape(x: torch.Tensor, shape) -> tuple[int, ...]:
 for _name in ("reshape", "view"):
     register(OpDef(_name, ("x",), (AttrSpec("shape", "shape"),), _reshape_type,
                    lambda xs, a: xs[0].reshape(_ref_shape(xs[0], a["shape"])), SHAPE,
+                   lowering="alias",
                    doc="x with a new shape (same elements, row-major order)"))
 
 
@@ -50,7 +51,7 @@ def _permute_type(ts: list[TensorType], a) -> TensorType:
 
 
 register(OpDef("permute", ("x",), (AttrSpec("dims", "ints"),), _permute_type,
-               lambda xs, a: xs[0].permute(a["dims"]).contiguous(), SHAPE,
+               lambda xs, a: xs[0].permute(a["dims"]).contiguous(), SHAPE, lowering="move",
                doc="x with its dims reordered"))
 
 
@@ -69,6 +70,7 @@ def _transpose_type(ts: list[TensorType], a) -> TensorType:
 register(OpDef("transpose", ("x",), (AttrSpec("dim0", "int", -2), AttrSpec("dim1", "int", -1)),
                _transpose_type,
                lambda xs, a: xs[0].transpose(a["dim0"], a["dim1"]).contiguous(), SHAPE,
+               lowering="move",
                doc="x with dims dim0 and dim1 swapped"))
 
 
@@ -85,6 +87,7 @@ def _flatten_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("flatten", ("x",), (AttrSpec("start_dim", "int", 0), AttrSpec("end_dim", "int", -1)),
                _flatten_type, lambda xs, a: xs[0].flatten(a["start_dim"], a["end_dim"]), SHAPE,
+               lowering="alias",
                doc="dims start_dim..end_dim merged into one"))
 
 
@@ -96,7 +99,8 @@ def _unsqueeze_type(ts: list[TensorType], a) -> TensorType:
 
 
 register(OpDef("unsqueeze", ("x",), (AttrSpec("dim", "int"),), _unsqueeze_type,
-               lambda xs, a: xs[0].unsqueeze(a["dim"]), SHAPE, doc="x with a new dim of size 1"))
+               lambda xs, a: xs[0].unsqueeze(a["dim"]), SHAPE,
+               lowering="alias", doc="x with a new dim of size 1"))
 
 
 def _squeeze_type(ts: list[TensorType], a) -> TensorType:
@@ -112,6 +116,7 @@ def _squeeze_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("squeeze", ("x",), (AttrSpec("dim", "ints", ()),), _squeeze_type,
                lambda xs, a: xs[0].squeeze(a["dim"]) if a["dim"] else xs[0].squeeze(), SHAPE,
+               lowering="alias",
                doc="x without the given size-1 dims (empty: all of them)"))
 
 
@@ -129,6 +134,7 @@ def _expand_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("expand", ("x",), (AttrSpec("shape", "shape"),), _expand_type,
                lambda xs, a: xs[0].expand(_ref_shape(xs[0], a["shape"])).contiguous(), SHAPE,
+               lowering="move",
                doc="x broadcast to shape (-1 keeps a dim)"))
 
 
@@ -145,7 +151,7 @@ def _cat_type(ts: list[TensorType], a) -> TensorType:
 
 
 register(OpDef("cat", ("x",), (AttrSpec("dim", "int", 0),), _cat_type,
-               lambda xs, a: torch.cat(xs, a["dim"]), SHAPE, variadic=True,
+               lambda xs, a: torch.cat(xs, a["dim"]), SHAPE, lowering="concat", variadic=True,
                doc="inputs joined along dim"))
 
 
@@ -172,7 +178,7 @@ def _slice(x: torch.Tensor, a) -> torch.Tensor:
 register(OpDef("slice", ("x",),
                (AttrSpec("dim", "int", 0), AttrSpec("start", "int", 0),
                 AttrSpec("end", "any", None), AttrSpec("step", "int", 1)),
-               _slice_type, lambda xs, a: _slice(xs[0], a), SHAPE,
+               _slice_type, lambda xs, a: _slice(xs[0], a), SHAPE, lowering="move",
                doc="x[start:end:step] along dim (end None: to the end)"))
 
 
@@ -186,4 +192,5 @@ def _select_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("select", ("x",), (AttrSpec("dim", "int"), AttrSpec("index", "int")), _select_type,
                lambda xs, a: xs[0].select(a["dim"], a["index"]).contiguous(), SHAPE,
+               lowering="move",
                doc="x[..., index, ...] along dim (the dim is removed)"))

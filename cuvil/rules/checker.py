@@ -21,8 +21,6 @@ from cuvil.ops.registry import AttrSpec, OpDef
 from cuvil.rules.composite import composite_opdef
 from cuvil.rules.library import CheckedRule, RuleLibrary
 
-_BOOL_OPS = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not"}
-
 
 def check_modules(modules: list[ast.Module], reporter: Reporter) -> RuleLibrary:
     """Check `modules` as one set of rules; problems go to `reporter`."""
@@ -284,21 +282,17 @@ def _calls(term: ast.Term) -> Iterator[ast.Call]:
 
 
 def _static_facts(term: ast.Term) -> dict[str, str]:
-    """The dtype, layout or device a term's root op fixes whatever its inputs are."""
-    if not isinstance(term, ast.Call):
+    """The dtype, layout or device a term's root op fixes whatever its inputs are: its
+    catalog `out_dtype`, or a literal attribute of kind dtype, layout or device (the value
+    `cast`, `quantize`, `scalar`, `to_layout` and `to_device` give their result)."""
+    if not isinstance(term, ast.Call) or not registry.exists(term.op):
         return {}
-    kwargs = {k: v.value for k, v in term.kwargs if isinstance(v, ast.Literal)}
-    facts = {}
-    if term.op in _BOOL_OPS:
-        facts["dtype"] = "bool"
-    elif term.op == "dequantize":
-        facts["dtype"] = "f32"
-    elif term.op in ("cast", "quantize", "scalar") and "dtype" in kwargs:
-        facts["dtype"] = kwargs["dtype"]
-    elif term.op == "to_layout" and "layout" in kwargs:
-        facts["layout"] = kwargs["layout"]
-    elif term.op == "to_device" and "device" in kwargs:
-        facts["device"] = kwargs["device"]
+    opdef = registry.get(term.op)
+    facts = {"dtype": opdef.out_dtype} if opdef.out_dtype else {}
+    for k, v in term.kwargs:
+        spec = opdef.attr_spec(k)
+        if isinstance(v, ast.Literal) and spec and spec.kind in ("dtype", "layout", "device"):
+            facts[spec.kind] = v.value
     return facts
 
 

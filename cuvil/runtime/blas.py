@@ -19,8 +19,6 @@ change here gives them new cache entries.
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import hashlib
 import os
 from pathlib import Path
@@ -36,20 +34,18 @@ _blas_configured = False
 
 
 def single_threaded_blas() -> None:
-    """Make scipy's OpenBLAS single-threaded (once), unless OPENBLAS_NUM_THREADS is set."""
+    """Make scipy's OpenBLAS (the one Numba's `np.dot` calls) single-threaded, once, unless
+    OPENBLAS_NUM_THREADS is set; numpy's and torch's pools are left as they are."""
     global _blas_configured
     if _blas_configured or os.environ.get("OPENBLAS_NUM_THREADS"):
         return
     _blas_configured = True
-    import scipy
+    import scipy.linalg.cython_blas  # noqa: F401  (loads scipy's OpenBLAS)
+    from threadpoolctl import ThreadpoolController
 
-    for path in sorted(glob.glob(os.path.join(os.path.dirname(scipy.__file__) + ".libs",
-                                              "libscipy_openblas*.so*"))):
-        lib = ctypes.CDLL(path)
-        for name in ("scipy_openblas_set_num_threads", "openblas_set_num_threads"):
-            if hasattr(lib, name):
-                getattr(lib, name)(1)
-                break
+    for lib in ThreadpoolController().lib_controllers:
+        if lib.user_api == "blas" and f"scipy.libs{os.sep}" in lib.filepath:
+            lib.set_num_threads(1)
 
 
 @njit(nogil=True, fastmath=True)

@@ -9,7 +9,7 @@ import torch
 import cuvil
 from cuvil import zoo
 
-LAYOUT_COST = 'cost conv2d(x, w) = 100 - 60 * (layout(x) == "NHWC")\n'
+LAYOUT_COST = 'cost conv2d(x, w) = roofline() * (1 - 0.8 * (layout(x) == "NHWC"))\n'
 
 
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cuvil.ir.types import DType, TensorType, sym
-from cuvil.ops import all_ops, registry
+from cuvil.ops import all_ops, element, registry
 
 CASES = {**opcases_math.CASES, **opcases_tensor.CASES}
 LEAVES = {"input", "const", "scalar", "torch_op"}  # tested in test_leaf_ops.py
@@ -66,3 +66,24 @@ def test_symbolic_inference_agrees_with_concrete(op, data):
     assert symbolic.concrete_shape(env) == concrete.shape
     assert (symbolic.dtype, symbolic.layout, symbolic.device) == (
         concrete.dtype, concrete.layout, concrete.device)
+
+
+ELEMENT_OPS = sorted(op for op in CASES if registry.get(op).element)
+
+
+def test_the_simple_elementwise_ops_are_defined_by_element_expressions():
+    assert {"add", "relu", "where", "masked_fill", "silu", "logical_not"} <= set(ELEMENT_OPS)
+
+
+@pytest.mark.parametrize("op", ELEMENT_OPS)
+@given(data=st.data())
+def test_element_expression_computes_what_the_reference_computes(op, data):
+    """The kernel is generated from `OpDef.element`; it must mean what `ref` means."""
+    opdef = registry.get(op)
+    inputs, attrs = CASES[op].draw(data)
+    attrs = opdef.complete_attrs(attrs)
+    want = opdef.ref(inputs, attrs)
+    got = element.evaluate(opdef.element, {**dict(zip(opdef.inputs, inputs)), **attrs})
+    got = torch.as_tensor(got).to(want.dtype).expand(want.shape)
+    tol = CASES[op].tol
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)

@@ -16,9 +16,16 @@ from cuvil.lower.templates.elementwise import ExprBuilder, literal, math_call
 from cuvil.lower.templates.gemm import BLAS_DTYPES
 from cuvil.lower.templates.loops import BCAST, FIXED, STRIDED, Operand, broadcast_axes, indent
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
+from cuvil.ops import registry
 
-CHAIN_OPS = {"add", "sub", "mul", "div", "masked_fill", "where", "neg", "maximum", "minimum"}
 MATMULS = ("matmul", "bmm")
+
+
+def _in_chain(op: str) -> bool:
+    """Ops of the score chain: elementwise ops with a catalog element expression (the row
+    loop computes it for each score)."""
+    opdef = registry.get(op)
+    return opdef.lowering == "elementwise" and bool(opdef.element)
 
 
 def match(graph: Graph, part, softmax: Node) -> list[str] | None:
@@ -51,11 +58,11 @@ def _pattern(graph: Graph, s: Node, private) -> list[str] | None:
     chain, v, consumer = [], s.inputs[0], s.name
     while graph[v].op not in MATMULS:
         node = graph[v]
-        if node.op not in CHAIN_OPS or node.type.shape != s.type.shape or \
+        if not _in_chain(node.op) or node.type.shape != s.type.shape or \
                 not private(v, {consumer}):
             return None
         nexts = [i for i in node.inputs if graph[i].type.shape == s.type.shape
-                 and graph[i].op in CHAIN_OPS | set(MATMULS)]
+                 and (_in_chain(graph[i].op) or graph[i].op in MATMULS)]
         if len(nexts) != 1:
             return None
         chain.append(v)

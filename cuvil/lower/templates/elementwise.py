@@ -25,8 +25,10 @@ from cuvil.lower.templates.loops import (
     mapped_axes,
 )
 from cuvil.lower.templates.spec import KernelSpec, Unsupported
+from cuvil.ops import element, registry
 from cuvil.ops.elementwise import result_dtype
 from cuvil.ops.reduce import norm_dims
+from cuvil.ops.registry import CONVERT
 
 
 def literal(value, dtype: DType) -> str:
@@ -122,20 +124,23 @@ class ExprBuilder:
 
 
 def _arg_dtypes(n: Node, dts: list[DType], ctx) -> list[DType]:
-    """The dtype each argument is computed in (torch's promotion, made explicit)."""
-    out = n.type.dtype
-    if n.op in _COMPARE:
-        common = result_dtype([ctx.type(i) for i in n.inputs])
-        return [common] * len(dts)
-    if n.op in ("logical_and", "logical_or", "logical_not"):
-        return [DType.bool] * len(dts)
-    if n.op == "where":
-        return [DType.bool, out, out]
-    if n.op == "masked_fill":
-        return [out, DType.bool]
-    if n.op in ("cast", "quantize", "dequantize"):
+    """The dtype each argument is computed in (torch's promotion, made explicit): truth
+    values in bool, a comparison's operands in their common dtype, conversions' inputs as
+    they are, everything else in the output's dtype."""
+    opdef, out = registry.get(n.op), n.type.dtype
+    if opdef.kind == CONVERT:
         return dts
-    return [out] * len(dts)
+    if not opdef.element:
+        return [out] * len(dts)
+    names = _names(opdef)
+    truth = element.truth_values(opdef.element, names)
+    common = result_dtype([ctx.type(i) for i in n.inputs]) \
+        if element.is_comparison(opdef.element, names) else out
+    return [DType.bool if name in truth else common for name in opdef.inputs[:len(dts)]]
+
+
+def _names(opdef) -> tuple[str, ...]:
+    return (*opdef.inputs, *(a.name for a in opdef.attrs))
 
 
 def _permutation(node: Node, rank: int) -> list[int]:
@@ -164,8 +169,7 @@ def _cast(x: str, have: DType, want: DType) -> str:
     return f"{np_name(want)}({x})"
 
 
-_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+# How the element functions (`cuvil.ops.element.FUNCTIONS`) are spelled in a kernel.
 _CALL = {"sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log", "tanh": "np.tanh",
          "erf": "math.erf", "abs": "abs"}
 # f32 kernels use the vectorizable versions in cuvil.runtime.vmath (5-20x faster here)
@@ -176,48 +180,42 @@ def math_call(fn: str, arg: str, dtype: DType) -> str:
     """`fn(arg)` in `dtype`: vectorizable arithmetic for f32, the C library otherwise."""
     if dtype is DType.f32 and fn in _VMATH:
         return f"np.float32({_VMATH[fn]}({arg}))"
+    if fn in ("max", "min"):
+        return f"{fn}({arg})"
     if fn == "sigmoid":
         one = literal(1, dtype)
         return f"({one} / ({one} + np.exp(-{arg})))"
     return f"{_CALL[fn]}({arg})"
-_IDENTITY = {"dropout", "to_device", "to_layout", "expand", "permute", "transpose", "slice",
-             "select"}
-ELEMENTWISE_OPS = (set(_COMPARE) | set(_BINARY) | set(_CALL) | _IDENTITY | {
-    "pow", "maximum", "minimum", "logical_and", "logical_or", "logical_not", "neg", "rsqrt",
-    "sigmoid", "silu", "reciprocal", "relu", "relu6", "hardtanh", "clamp", "gelu", "where",
-    "masked_fill", "cast", "batch_norm", "quantize", "dequantize"})
-
-
 def expression(n: Node, a: list[str], out: DType, dts: list[DType]) -> str:
-    """One element of `n` from its (already cast) argument expressions."""
-    op = n.op
-    c = lambda v: literal(v, out)  # noqa: E731
-    if op in _BINARY:
-        return f"({a[0]} {_BINARY[op]} {a[1]})"
-    if op in _COMPARE:
-        return f"({a[0]} {_COMPARE[op]} {a[1]})"
-    if op in _CALL:
-        return math_call(op, a[0], out)
-    if op in _IDENTITY:
-        return a[0]
-    simple = {
-        "maximum": f"max({a[0]}, {a[-1]})", "minimum": f"min({a[0]}, {a[-1]})",
-        "logical_and": f"({a[0]} & {a[-1]})", "logical_or": f"({a[0]} | {a[-1]})",
-        "logical_not": f"(not {a[0]})", "neg": f"(-{a[0]})",
-        "rsqrt": f"({c(1)} / np.sqrt({a[0]}))", "reciprocal": f"({c(1)} / {a[0]})",
-        "sigmoid": math_call("sigmoid", a[0], out),
-        "silu": f"({a[0]} * {math_call('sigmoid', a[0], out)})",
-        "relu": f"max({a[0]}, {c(0)})", "relu6": f"min(max({a[0]}, {c(0)}), {c(6)})",
-        "where": f"({a[1 % len(a)]} if {a[0]} else {a[-1]})",
-        "cast": _cast(a[0], dts[0], out),
-    }
-    if op in simple:
-        return simple[op]
-    if op in _WITH_ATTRS:
-        return _WITH_ATTRS[op](a, n.attrs, out, dts)
-    if op == "pow":
+    """One element of `n` from its (already cast) argument expressions: its catalog
+    element expression, or the code below for the ops whose element depends on dtypes."""
+    opdef = registry.get(n.op)
+    if opdef.lowering in ("move", "alias", "transfer"):
+        return a[0]  # the input's index map does the moving
+    if opdef.element:
+        return _element(opdef, n, a, out, dts)
+    if n.op == "cast":
+        return _cast(a[0], dts[0], out)
+    if n.op in _WITH_ATTRS:
+        return _WITH_ATTRS[n.op](a, n.attrs, out, dts)
+    if n.op == "pow":
         return _pow(a[0], a[1], n, out)
-    raise Unsupported(f"no elementwise code for {op}")
+    raise Unsupported(f"no elementwise code for {n.op}")
+
+
+def _element(opdef, n: Node, a: list[str], out: DType, dts: list[DType]) -> str:
+    """The catalog's element expression spelled with this kernel's arguments and literals
+    typed as the computation (a comparison's numbers in its operands' dtype)."""
+    names = _names(opdef)
+    num = out if out is not DType.bool or not a else \
+        (dts[0] if element.is_comparison(opdef.element, names) else DType.bool)
+    args = dict(zip(opdef.inputs, a, strict=False))
+
+    def name(v: str) -> str:
+        return args[v] if v in args else literal(n.attrs[v], num)
+
+    return element.render(opdef.element, names, name, lambda v: literal(v, num),
+                          lambda fn, xs: math_call(fn, ", ".join(xs), num))
 
 
 def _clamp(a, at, out, dts) -> str:
@@ -302,4 +300,4 @@ def generate(group, ctx) -> KernelSpec:
     return KernelSpec("elementwise", params, [*expr.args, group.output], body, parallel)
 
 
-__all__ = ["ELEMENTWISE_OPS", "Expr", "ExprBuilder", "expression", "generate", "literal"]
+__all__ = ["Expr", "ExprBuilder", "expression", "generate", "literal"]

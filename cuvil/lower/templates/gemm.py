@@ -14,12 +14,10 @@ from cuvil.ir.types import DType
 from cuvil.lower.templates.elementwise import ExprBuilder
 from cuvil.lower.templates.loops import emit_loops
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Unsupported
+from cuvil.ops import registry
 
 BLAS_DTYPES = (DType.f32, DType.f64)
 GEMV_MAX_ROWS = 8  # products with at most this many rows take `cuvil.runtime.blas.gemv`
-
-
-TRANSCENDENTAL = {"exp", "tanh", "erf", "sigmoid", "silu", "gelu", "log", "pow"}
 
 
 def epilogue(ctx, nodes, out_type, seed: str, first_arg: int):
@@ -28,10 +26,10 @@ def epilogue(ctx, nodes, out_type, seed: str, first_arg: int):
     `seed` is the value `out` holds before the epilogue (the GEMM's result). An epilogue
     over a large output gets a parallel loop, like any elementwise kernel would: a fused
     epilogue must never be slower than the separate kernel it replaces (a serial bias +
-    ReLU6 over a 1M-element convolution output cost MobileNet 0.4 ms). Exp/tanh/erf-like
-    ops count 8 times an add in that decision (GPT-2's GELU over 512x1024 took 0.7 ms on
-    one thread). Small outputs stay serial: a serial kernel compiles in a quarter of the
-    time of a parallel one (0.3 s vs 1.3 s here).
+    ReLU6 over a 1M-element convolution output cost MobileNet 0.4 ms). Each op counts its
+    catalog `work` per element (exp/tanh/erf-like ops: 8 adds) in that decision (GPT-2's
+    GELU over 512x1024 took 0.7 ms on one thread). Small outputs stay serial: a serial
+    kernel compiles in a quarter of the time of a parallel one (0.3 s vs 1.3 s here).
     """
     if not nodes:
         return [], [], [], False
@@ -41,7 +39,7 @@ def epilogue(ctx, nodes, out_type, seed: str, first_arg: int):
     def body(loads, target):
         return [f"acc = {target}"] + expr.body(loads, target)
 
-    work = 8 if any(n.op in TRANSCENDENTAL for n in nodes) else 1
+    work = max(registry.get(n.op).work for n in nodes)
     parallel = ctx.worth_parallel(out_type.shape, work)
     lines = emit_loops(out_type, expr.operands, body, ctx.par_min, parallel=parallel)
     return [op.arg for op in expr.operands], list(expr.args), lines, parallel

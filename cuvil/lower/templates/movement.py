@@ -46,14 +46,14 @@ def is_move(group, ctx) -> bool:
 def chain_view(nodes, ctx) -> tuple[str | None, list[str]]:
     """A numpy expression over `x0` giving the last node's elements, and the symbols its
     reshapes use; None if some step has no numpy form."""
-    from cuvil.lower.group import ALIAS_OPS
+    from cuvil.lower.group import is_alias
     from cuvil.lower.physical import physical_shape
 
     expr, symbols = "x0", set()
     for k, node in enumerate(nodes):
         if node.op == "expand" and k < len(nodes) - 1:
             return None, []  # np.copyto broadcasts the last step only
-        if node.op in ALIAS_OPS:
+        if is_alias(node.op):
             shape = physical_shape(node.type)
             symbols.update(str(s) for d in shape if not isinstance(d, int)
                            for s in d.free_symbols)

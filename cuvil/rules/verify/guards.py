@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cuvil.dsl import ast
+from cuvil.dsl.builtins import BUILTINS
 from cuvil.ir.types import TensorType
 
 _COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
@@ -108,28 +109,13 @@ def _builtin(name: str, args: tuple[ast.Expr, ...], facts: Facts) -> Any:
         if var not in facts.scalars:
             raise Unknown(f"{var} is not a 0-d constant")
         return facts.scalars[var]
-    t = facts.types[var]
-    match name:
-        case "rank":
-            return t.rank
-        case "dim":
-            i = _value(args[1], facts)
-            if not -t.rank <= i < t.rank:
-                raise Unknown(f"dim {i} of a rank-{t.rank} value")
-            return t.shape[i]
-        case "numel":
-            return t.numel
-        case "shape":
-            return tuple(t.shape)
-        case "dtype":
-            return str(t.dtype)
-        case "layout":
-            return t.layout
-        case "device":
-            return t.device
-        case "is_float":
-            return t.dtype.is_float
-    raise Unknown(f"unknown built-in {name}")
+    spec = BUILTINS.get(name)
+    if spec is None or spec.value is None or var not in facts.types:
+        raise Unknown(f"unknown built-in {name}")
+    value = spec.value(facts.types[var], *(_value(a, facts) for a in args[1:]))
+    if value is None:
+        raise Unknown(f"{name} out of range")
+    return value
 
 
 # -- hints ------------------------------------------------------------------------------------

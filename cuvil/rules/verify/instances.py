@@ -152,7 +152,7 @@ class Builder:
         return out
 
     def build_inputs(self, call: Call, want: Want, attrs: Attrs) -> list[TensorType]:
-        steps = generator_of(call.op)(self, want, attrs, call.args)
+        steps = generator_of(attrs.opdef)(self, want, attrs, call.args)
         types: list[TensorType] = []
         need = next(steps, None)
         while need is not None and len(types) < len(call.args):
@@ -194,10 +194,12 @@ class Builder:
                 self.scalars[name] = _representable(value, t.dtype)
         return t
 
-    def free_dtype(self) -> DType:
+    def free_dtype(self, float_only: bool = False) -> DType:
         """A leaf's dtype when no op or guard fixes it: f32 mostly, any other dtype the
-        catalog knows in a third of draws (a rule sound for floats may not be for ints)."""
-        return DType.f32 if self.rng.random() < 2 / 3 else self.rng.choice(OTHER_DTYPES)
+        catalog knows (a float one for a float-only op) in a third of draws (a rule sound
+        for floats may not be for ints)."""
+        others = [d for d in OTHER_DTYPES if d.is_float] if float_only else OTHER_DTYPES
+        return DType.f32 if self.rng.random() < 2 / 3 else self.rng.choice(others)
 
     # -- what generators use ------------------------------------------------------------------
     def dim(self, lo: int = 1) -> int:
@@ -318,7 +320,10 @@ class Builder:
         return round(self.rng.gauss(0.0, 2.0), 3)
 
     def draw_attr(self, spec) -> Any:
-        """A value for an attribute no generator chose: its default, else one of its kind."""
+        """A value for an attribute no generator chose: one of its catalog samples, else its
+        default, else one of its kind."""
+        if spec.samples:
+            return self.rng.choice(spec.samples)
         if not spec.required:
             return spec.default
         return {"int": lambda: self.rng.randint(-2, 2), "float": self.scalar,

@@ -118,10 +118,13 @@ Generator = Callable[..., Iterator[Want]]
 GENERATORS: dict[str, Generator] = {}
 
 
-def generator(*ops: str) -> Callable[[Generator], Generator]:
+def generator(*names: str) -> Callable[[Generator], Generator]:
+    """Register a generator under the names `OpDef.shapes` uses (an op's own name when it
+    has a generator of its own)."""
+
     def register(fn: Generator) -> Generator:
-        for op in ops:
-            GENERATORS[op] = fn
+        for name in names:
+            GENERATORS[name] = fn
         return fn
 
     return register
@@ -133,9 +136,10 @@ def generic(ctx, want: Want, attrs, args) -> Iterator[Want]:
         yield want if len(args) == 1 else Want(device=want.device)
 
 
-def generator_of(op: str) -> Generator:
+def generator_of(opdef) -> Generator:
+    """The generator the op's catalog entry names (`OpDef.shapes`), else its own name's."""
     _load()
-    return GENERATORS.get(op, generic)
+    return GENERATORS.get(opdef.shapes or opdef.name, generic)
 
 
 _loaded = False

@@ -4,6 +4,7 @@ softmax, the normalisations, scalars and conversions."""
 from __future__ import annotations
 
 from cuvil.ir.types import NCHW, NHWC, DType
+from cuvil.ops import element
 from cuvil.rules.verify.shapes import (
     MOSTLY_POSITIVE,
     POSITIVE,
@@ -14,34 +15,26 @@ from cuvil.rules.verify.shapes import (
     variant,
 )
 
-_ARITHMETIC = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
-_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
-_UNARY = ("sqrt", "rsqrt", "exp", "log", "tanh", "erf", "sigmoid", "silu", "reciprocal", "neg",
-          "relu", "abs", "relu6", "logical_not", "hardtanh", "clamp", "gelu", "dropout")
-_POSITIVE_INPUT = ("sqrt", "rsqrt", "log")
 DTYPES = tuple(DType)
 
 
-def _input_dtypes(op: str, want: Want, n: int) -> list[DType | None]:
-    if op == "where":
-        return [DType.bool, want.dtype, want.dtype]
-    if op == "masked_fill":
-        return [want.dtype, DType.bool]
-    if op in ("logical_and", "logical_or"):
-        return [DType.bool] * n
-    if op in _COMPARISONS:
-        return [None] * n
-    return [want.dtype] * n
+def _input_dtypes(opdef, want: Want, n: int, truth: DType | None) -> list[DType | None]:
+    """From the op's element expression: truth values get `truth`, a comparison's operands
+    any dtype, the rest the wanted one."""
+    if not opdef.element:
+        return [want.dtype] * n
+    names = (*opdef.inputs, *(a.name for a in opdef.attrs))
+    truths = element.truth_values(opdef.element, names)
+    other = None if element.is_comparison(opdef.element, names) else want.dtype
+    return [truth if x in truths else other for x in opdef.inputs[:n]]
 
 
-@generator(*_ARITHMETIC, *_COMPARISONS, "logical_and", "logical_or", "where", "masked_fill")
+@generator("broadcasting")
 def broadcasting(ctx, want, attrs, args):
     """Operands that broadcast to the wanted shape (some of lower rank or with 1s). An
     operand fixed by the ones before it (`x` in `sub(x, amax(x))`) is left as it comes;
     the last free one takes every dim nobody else has."""
     op = attrs.opdef.name
-    if op == "masked_fill":
-        attrs.get("value", ctx.scalar)
     settled = [ctx.determined(a, args[:i]) for i, a in enumerate(args)]
     shapes = {i: tuple(t.shape) for i, a in enumerate(args) if (t := ctx.known(a)) is not None}
     if want.shape is None and any(shapes.values()):
@@ -54,7 +47,7 @@ def broadcasting(ctx, want, attrs, args):
     free = [i for i in range(len(args)) if not settled[i]]
     coverers = [i for i in free if (ctx.rank_hint(args[i]) or len(shape)) >= len(shape)]
     coverer = (coverers or free or [None])[-1]
-    dtypes = _input_dtypes(op, want, len(args))
+    dtypes = _input_dtypes(attrs.opdef, want, len(args), DType.bool)
     for i, arg in enumerate(args):
         if settled[i]:
             t = yield Want(device=want.device)
@@ -71,29 +64,21 @@ def broadcasting(ctx, want, attrs, args):
             else:
                 proposal = shape if rank == len(shape) and full else variant(shape, rank, ctx.rng)
             layout = want.layout if proposal == shape else None
-            domain = MOSTLY_POSITIVE if op == "pow" and i == 0 else None
+            domain = MOSTLY_POSITIVE if attrs.opdef.domain == "positive" and i == 0 else None
             loose = not (op == "masked_fill" and i == 0)
             t = yield Want(proposal, dtypes[i], layout, want.device, domain, loose)
         shapes[i] = tuple(t.shape)
 
 
-@generator(*_UNARY)
+@generator("unary")
 def unary(ctx, want, attrs, args):
-    """Same shape in, same shape out."""
-    op = attrs.opdef.name
-    rng = ctx.rng
-    if op == "hardtanh":
-        attrs.get("min_val", lambda: rng.choice((-1.0, 0.0, -0.5)))
-        attrs.get("max_val", lambda: rng.choice((1.0, 6.0, 0.5)))
-    elif op == "clamp":
-        attrs.get("min", lambda: rng.choice((None, -1.0, 0.0, -0.5)))
-        attrs.get("max", lambda: rng.choice((None, 1.0, 6.0, 0.5)))
-    elif op == "gelu":
-        attrs.get("approximate", lambda: rng.choice(("none", "tanh")))
-    elif op == "dropout":
-        attrs.get("p", lambda: rng.choice((0.1, 0.5)))
-    dtype = None if op == "logical_not" else want.dtype
-    yield want.with_(dtype=dtype, domain=MOSTLY_POSITIVE if op in _POSITIVE_INPUT else None)
+    """Same shape in, same shape out (a truth-valued input of any dtype). Attributes are
+    drawn from their catalog samples."""
+    opdef = attrs.opdef
+    dtype = _input_dtypes(opdef, want, 1, None)[0]
+    if opdef.float_only and dtype is None:
+        dtype = ctx.free_dtype(float_only=True)
+    yield want.with_(dtype=dtype, domain=MOSTLY_POSITIVE if opdef.domain == "positive" else None)
 
 
 def _matmul_out_rank(rx: int, ry: int) -> int:

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas b746ebfdede0
+from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas 77db1f3093ed
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
