@@ -6,8 +6,9 @@ matmul and torch's fbgemm quantized linear, side by side in one process.
 For each GEMM shape [M, K] x [K, N] (small-model sizes):
 
 * cuvil fp32   `cuvil.runtime.blas` as generated code calls it (gemv for M <= 8, else gemm)
-* cuvil i8     `int8.qgemm_into`: u8 activations x s8 per-channel weights, int32 sums,
-               dequantize + bias epilogue, f32 out (activations already quantized)
+* cuvil i8     `int8.qgemm_prepared`: u8 activations x s8 per-channel weights, int32
+               sums, dequantize + bias epilogue, f32 out (activations already quantized;
+               the weight tuple `prepare`d for the static input scale and zero point)
 * cuvil q+i8   the same with the f32 -> u8 quantization of the activations in front
 * torch fp32   `x @ w` (MKL)
 * fbgemm       `torch.ops.quantized.linear` (quint8 in, quint8 out, prepacked weights)
@@ -81,7 +82,8 @@ def case(m: int, k: int, n: int, threads: int, seconds: float) -> dict:
     wt = np.ascontiguousarray(wn.T)
     c32 = np.empty((m, n), np.float32)
     qw = pack_weight(wq.int_repr().numpy().T, ws.numpy())
-    wargs, ep = qw.args(bn), epilogue(xs)
+    ep = epilogue(xs)
+    pw = int8.prepare(qw.args(bn), xz, xs)
     xq = quantize(xn, xs, xz, "u8")
     xbuf, c8 = np.empty_like(xq), np.empty((m, n), np.float32)
 
@@ -93,10 +95,10 @@ def case(m: int, k: int, n: int, threads: int, seconds: float) -> dict:
 
     def cuvil_q_i8():
         int8.quantize_into(xn, 1.0 / xs, xz, 0, 255, xbuf)
-        int8.qgemm_into(xbuf, xz, wargs, ep, c8, threads)
+        int8.qgemm_prepared(xbuf, pw, ep, c8, threads)
 
     fns = {"cuvil fp32": cuvil_fp32,
-           "cuvil i8": lambda: int8.qgemm_into(xq, xz, wargs, ep, c8, threads),
+           "cuvil i8": lambda: int8.qgemm_prepared(xq, pw, ep, c8, threads),
            "cuvil q+i8": cuvil_q_i8,
            "torch fp32": lambda: torch.matmul(x, w),
            "fbgemm": lambda: torch.ops.quantized.linear(xq_t, packed_t, out_scale, 128),

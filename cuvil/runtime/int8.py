@@ -210,12 +210,13 @@ def _tiles(x, r0, rows, data, off, width, kb, z, t):
 
 @njit(nogil=True, fastmath=True, inline="always")
 def _row(ts, s, b, o, cn, ep):
-    """o[c] = ts[c] * s[c] + b[c] (then ReLU), or that requantized, for c < cn."""
+    """o[c] = ts[c] * s[c] + b[c] (then ReLU), or that requantized, for c < cn (all f32)."""
     relu, requant, inv_ys, yz, qmin, qmax = ep[1:]
     if requant:
+        inv, z = np.float32(inv_ys), np.float32(yz)
+        lo, hi = np.float32(max(qmin, yz) if relu else qmin), np.float32(qmax)
         for c in range(cn):
-            y = max(np.float32(ts[c]) * s[c] + b[c], np.float32(0 if relu else -np.inf))
-            o[c] = min(max(np.rint(y * np.float32(inv_ys)) + yz, qmin), qmax)
+            o[c] = min(max(np.rint((np.float32(ts[c]) * s[c] + b[c]) * inv) + z, lo), hi)
     else:
         for c in range(cn):
             y = np.float32(ts[c]) * s[c] + b[c]
@@ -242,7 +243,7 @@ def _epilogue(t, tw, out, r0, rows, n0, ncols, scale, bias, ep):
 
 @njit(nogil=True)
 def _block(x, w, ep, out, m0, m1, p0, p1):
-    """Rows m0..m1 times panels p0..p1, on this thread (w as `_prepare` gives it)."""
+    """Rows m0..m1 times panels p0..p1, on this thread (w as `prepare` gives it)."""
     data, z, scale, bias, kb, n = w
     t = np.empty(MR * PANEL, np.int32)
     for p in range(p0, p1):
@@ -267,8 +268,10 @@ def _parallel(x, w, ep, out, parts, by_rows):
 
 
 @njit(nogil=True)
-def _prepare(w, zx, xs):
-    """Accumulators start at -zx * colsum (padded to whole panels); scale = xs * w_scale."""
+def prepare(w, zx, xs):
+    """The weight tuple for one input zero point and scale (static quantization knows both
+    at compile time): accumulators start at -zx * colsum (padded to whole panels), and the
+    per-column scale is xs * w_scale."""
     data, colsum, wscale, bias, kb, n = w
     npan = _n_panels(n)
     z = np.zeros(_panel(npan, n, kb)[1] if npan else 0, np.int32)
@@ -278,13 +281,10 @@ def _prepare(w, zx, xs):
 
 
 @njit(nogil=True)
-def qgemm_into(x, zx, w, ep, out, parts):
-    """out [M, N] = epilogue((x [M, >=4*kb] u8 - zx) @ packed w): w = QWeight.args(bias),
-    ep = quantized.epilogue(...); row blocks (or, for few rows, panels) split between
-    `parts` threads."""
-    m, npan = x.shape[0], _n_panels(w[5])
-    pw = _prepare(w, zx, ep[0])
-    if parts > 1 and m * w[4] * 4 * w[5] >= QGEMM_PAR_WORK:
+def qgemm_prepared(x, pw, ep, out, parts):
+    """`qgemm_into` with the weight tuple `prepare` made."""
+    m, npan = x.shape[0], _n_panels(pw[5])
+    if parts > 1 and m * pw[4] * 4 * pw[5] >= QGEMM_PAR_WORK:
         by_rows = (m + MR - 1) // MR >= parts
         if by_rows or npan >= parts:
             _parallel(x, pw, ep, out, parts, by_rows)
@@ -292,13 +292,24 @@ def qgemm_into(x, zx, w, ep, out, parts):
     _block(x, pw, ep, out, 0, m, 0, npan)
 
 
+@njit(nogil=True)
+def qgemm_into(x, zx, w, ep, out, parts):
+    """out [M, N] = epilogue((x [M, >=4*kb] u8 - zx) @ packed w): w = QWeight.args(bias),
+    ep = quantized.epilogue(...); row blocks (or, for few rows, panels) split between
+    `parts` threads."""
+    qgemm_prepared(x, prepare(w, zx, ep[0]), ep, out, parts)
+
+
 @njit(nogil=True, fastmath=True)
 def quantize_into(x, inv_scale, zero, qmin, qmax, out):
-    """out = clamp(rint(x / scale) + zero) for 2-d x; out may be wider (K padding)."""
+    """out = clamp(rint(x / scale) + zero) for 2-d x, in f32 arithmetic (vectorized); out
+    may be wider (K padding)."""
+    s, z = np.float32(inv_scale), np.float32(zero)
+    lo, hi = np.float32(qmin), np.float32(qmax)
     for i in range(x.shape[0]):
+        xr, o = x[i], out[i]
         for j in range(x.shape[1]):
-            q = np.rint(x[i, j] * np.float32(inv_scale)) + zero
-            out[i, j] = min(max(q, qmin), qmax)
+            o[j] = min(max(np.rint(xr[j] * s) + z, lo), hi)
 
 
 @njit(nogil=True)

@@ -12,7 +12,9 @@ check the inputs, allocate the outputs and call the int8 kernels of `cuvil.runti
 
 Activations are u8 (any zero point) or s8 (symmetric or not); weights s8 with zero point 0.
 Generated code calls `int8.qgemm_into` / `int8.qconv2d_into` itself, with the weight tuple
-`QWeight.args(bias)` and `epilogue(...)` made here at compile time.
+`QWeight.args(bias)` and `epilogue(...)` made here at compile time; when the input's scale
+and zero point are static too, `int8.prepare(args, x_zero, x_scale)` once and
+`int8.qgemm_prepared` per call (two small allocations less).
 """
 
 from __future__ import annotations
