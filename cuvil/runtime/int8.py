@@ -1,9 +1,7 @@
-"""Quantized GEMM and convolution: u8 activations x s8 weights, int32 accumulation, and a
+"""Quantized GEMM and convolution kernels: u8 activations x s8 weights, int32 sums, and a
 fused epilogue (dequantize, bias, ReLU; or requantize to u8/s8 for the next int8 op).
-
-    w = pack_weight(wq, w_scale)                     # wq int8 [K, N], scale per column
-    y = qgemm(xq, x_scale, x_zero, w, bias=b)        # f32 [M, N]
-    q = qgemm(xq, x_scale, x_zero, w, out_scale=s, out_zero=z, out_dtype="u8")
+`cuvil.runtime.quantized` packs weights and calls these from Python; generated code calls
+`qgemm_into` / `qgemm_prepared` / `qconv2d_into` directly, like `blas.gemm`.
 
     y[m, n] = x_scale * w_scale[n] * sum_k (xq[m, k] - x_zero) * wq[k, n] + bias[n]
 
@@ -12,20 +10,25 @@ u8 x s8 products summed into each int32 lane. LLVM 22 (Numba 0.68) never emits i
 Numba loops: a K-reduction becomes `vpdpwssd` on int16 pairs, an outer product
 `vpmaddwd`, 13-19 GOP/s on one core. So the micro-kernel is written in LLVM IR
 (`tile_kernel`): MR=6 rows x 64 columns in 24 zmm accumulators, one broadcast of four
-activation bytes and four weight loads per step of 4 along K, 339 GOP/s on one core
-(256x1024x1024; torch's fp32 GEMM 85 GFLOP/s). A CPU without VNNI gets the same tile
-in plain vector IR (zext/sext, mul, adds; correct, ~19 GOP/s).
+activation bytes and four weight loads per step of 4 along K: 540-580 GOP/s on one core
+alone, ~500 with the epilogue (256x1024x1024; torch's fp32 GEMM ~85 GFLOP/s, fbgemm's
+int8 ~370). A CPU without VNNI gets the same tile in plain vector IR (zext/sext, mul,
+adds; correct, ~19 GOP/s), which the cost model's measurements will then rule out.
 
-Weights are packed once (`pack_weight`, at compile time) into panels of 64 columns (then
-16 for the rest), each [K/4, columns, 4] bytes, K padded with zeros to a multiple of 4;
-`colsum[n] = sum_k wq[k, n]` turns the zero point into one product per column:
-sum (x - zx) w = sum x w - zx * colsum. Activations are u8 with a zero point; s8 ones
-are shifted by 128 into u8 (zero point + 128). Rows need K padded to a multiple of 4
-(`qgemm` copies when it is not), any row stride.
+Weights are packed once (`pack_weight`, at compile time) into panels of 64 columns (the
+last one 16, 32 or 48), each [K/4, columns, 4] bytes, K padded with zeros to a multiple of 4;
+`colsum[n] = sum_k wq[k, n]` turns the zero point into one product per column, the
+accumulators' start: sum (x - zx) w = sum x w - zx * colsum. Activations are u8 with a zero
+point; s8 ones are shifted by 128 into u8 (zero point + 128). Rows need K padded to a
+multiple of 4 (`qgemm` copies when it is not), any row stride.
 
 Threads as in `blas`: `parts` threads take row blocks of MR rows, or, with fewer row
-blocks than threads (M=1), blocks of panels. Convolution (`qconv2d`) is im2col (channel
-runs, padding with the zero point) then the same GEMM, images split between threads.
+blocks than threads (M=1), blocks of panels. Convolution (`qconv2d_into`, NCHW) is, per
+image, a transpose to HWC, im2col (channel runs, padding with the zero point), the same
+GEMM and a transpose back; images split between threads.
+
+Numba's cache checks only this file's own stamp: the micro-kernel lives here so that a
+change to it recompiles the drivers that inline it.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from numba.extending import intrinsic
 from cuvil.runtime.numba_cache import njit
 
 MR = 6  # rows per tile
-PANEL, NARROW = 64, 16  # columns per packed panel, and per panel of the last < 64 columns
+PANEL, NARROW = 64, 16  # columns per packed panel; the last panel: a multiple of 16
 MAX_K = 65536  # |sum (x - zx) w| <= K * 255 * 128 must fit in int32
 QGEMM_PAR_WORK = 1 << 21  # multiply-adds below which one thread is faster
 
@@ -167,45 +170,66 @@ def tile_kernel(mr: int, nv: int, lanes: int = LANES, vnni: bool = bool(VNNI)):
     return tile
 
 
-_T_WIDE, _T_WIDE1 = tile_kernel(MR, WIDE // LANES), tile_kernel(1, WIDE // LANES)
-_T_NARROW, _T_NARROW1 = tile_kernel(MR, NARROW // LANES), tile_kernel(1, NARROW // LANES)
-
-
+_M1, _M2, _M3, _M4 = (tile_kernel(MR, nv) for nv in (1, 2, 3, 4))  # nv vectors wide
+_S1, _S2, _S3, _S4 = (tile_kernel(1, nv) for nv in (1, 2, 3, 4))  # one row
 
 
 @njit(nogil=True, inline="always")
 def _panel(p, n, kb):
-    """(byte offset, first column, width) of packed panel p of an N-column weight."""
+    """(byte offset, first column, width) of packed panel p of an N-column weight: 64
+    columns each, then the rest in one panel of 16, 32 or 48."""
     full = n // PANEL
     if p < full:
         return p * kb * 4 * PANEL, p * PANEL, PANEL
-    q = p - full
-    return full * kb * 4 * PANEL + q * kb * 4 * NARROW, full * PANEL + q * NARROW, NARROW
+    return full * kb * 4 * PANEL, full * PANEL, (n - full * PANEL + NARROW - 1) // NARROW * NARROW
 
 
 @njit(nogil=True, inline="always")
 def _n_panels(n):
-    return n // PANEL + (n % PANEL + NARROW - 1) // NARROW
+    return (n + PANEL - 1) // PANEL
+
+
+@njit(nogil=True, inline="always")
+def _tile(nv, full, x, r0, rows, data, w0, kbs, kb, z, t):
+    """The micro-kernel nv vectors wide, of MR rows (`full`) or one."""
+    if full:
+        if nv == 4:
+            _M4(x, r0, rows, data, w0, kbs, kb, z, t)
+        elif nv == 3:
+            _M3(x, r0, rows, data, w0, kbs, kb, z, t)
+        elif nv == 2:
+            _M2(x, r0, rows, data, w0, kbs, kb, z, t)
+        else:
+            _M1(x, r0, rows, data, w0, kbs, kb, z, t)
+    elif nv == 4:
+        _S4(x, r0, rows, data, w0, kbs, kb, z, t)
+    elif nv == 3:
+        _S3(x, r0, rows, data, w0, kbs, kb, z, t)
+    elif nv == 2:
+        _S2(x, r0, rows, data, w0, kbs, kb, z, t)
+    else:
+        _S1(x, r0, rows, data, w0, kbs, kb, z, t)
+
+
+@njit(nogil=True, inline="always")
+def _tile_width(width):
+    """Columns per micro-kernel in a panel: all of them with 16 lanes, else 16."""
+    return width if LANES == 16 else NARROW
 
 
 @njit(nogil=True)
 def _tiles(x, r0, rows, data, off, width, kb, z, t):
     """int32 sums of one panel for rows r0..r0+rows into t: tile j (tw columns) at
     t[j*MR*tw + r*tw + c]. Three or more rows take an MR-row tile, fewer one row each."""
-    tw = WIDE if width == PANEL else NARROW
+    tw = _tile_width(width)
+    nv = tw // LANES
     for j in range(width // tw):
         w0, zj, tj = off + 4 * j * tw, z[j * tw:], t[j * MR * tw:]
         if rows > 2:
-            if tw == WIDE:
-                _T_WIDE(x, r0, rows, data, w0, 4 * width, kb, zj, tj)
-            else:
-                _T_NARROW(x, r0, rows, data, w0, 4 * width, kb, zj, tj)
+            _tile(nv, True, x, r0, rows, data, w0, 4 * width, kb, zj, tj)
             continue
         for r in range(rows):
-            if tw == WIDE:
-                _T_WIDE1(x, r0 + r, 1, data, w0, 4 * width, kb, zj, tj[r * tw:])
-            else:
-                _T_NARROW1(x, r0 + r, 1, data, w0, 4 * width, kb, zj, tj[r * tw:])
+            _tile(nv, False, x, r0 + r, 1, data, w0, 4 * width, kb, zj, tj[r * tw:])
 
 
 @njit(nogil=True, fastmath=True, inline="always")
@@ -233,10 +257,12 @@ def _epilogue(t, tw, out, r0, rows, n0, ncols, scale, bias, ep):
         s, b = scale[n0 + c0:], bias[n0 + c0:]
         for r in range(rows):
             o, ts = out[r0 + r, n0 + c0:], t[j * MR * tw + r * tw:]
-            if cn == WIDE:
-                _row(ts, s, b, o, WIDE, ep)
-            elif cn == NARROW:
-                _row(ts, s, b, o, NARROW, ep)
+            if cn == 64:
+                _row(ts, s, b, o, 64, ep)
+            elif cn == 32:
+                _row(ts, s, b, o, 32, ep)
+            elif cn == 16:
+                _row(ts, s, b, o, 16, ep)
             else:
                 _row(ts, s, b, o, cn, ep)
 
@@ -248,7 +274,7 @@ def _block(x, w, ep, out, m0, m1, p0, p1):
     t = np.empty(MR * PANEL, np.int32)
     for p in range(p0, p1):
         off, n0, width = _panel(p, n, kb)
-        tw = WIDE if width == PANEL else NARROW
+        tw = _tile_width(width)
         for r0 in range(m0, m1, MR):
             rows = min(MR, m1 - r0)
             _tiles(x, r0, rows, data, off, width, kb, z[n0:], t)
@@ -273,8 +299,7 @@ def prepare(w, zx, xs):
     at compile time): accumulators start at -zx * colsum (padded to whole panels), and the
     per-column scale is xs * w_scale."""
     data, colsum, wscale, bias, kb, n = w
-    npan = _n_panels(n)
-    z = np.zeros(_panel(npan, n, kb)[1] if npan else 0, np.int32)
+    z = np.zeros((n + NARROW - 1) // NARROW * NARROW, np.int32)  # whole panels' columns
     for c in range(n):
         z[c] = -zx * colsum[c]
     return (data, z, np.float32(xs) * wscale, bias, kb, n)
@@ -314,26 +339,32 @@ def quantize_into(x, inv_scale, zero, qmin, qmax, out):
 
 @njit(nogil=True)
 def _im2col_q(xt, cols, geo, pad, oh, ow):
-    """xt [H, W, C] u8 -> cols [OH*OW, >=KH*KW*C]; outside the image, the zero point."""
+    """xt [H, W, C] u8 -> cols [OH*OW, >=KH*KW*C]; outside the image, the zero point.
+    Element loops: slice assignments cost ~40 ns each, more than a short channel run."""
     kh, kw, sh, sw, ph, pw, dh, dw = geo
     h, wd, ch = xt.shape
+    fill = np.uint8(pad)
     for i in range(oh):
         for j in range(ow):
+            row = i * ow + j
             for a in range(kh):
                 hh = i * sh - ph + a * dh
                 for b in range(kw):
                     ww = j * sw - pw + b * dw
-                    row, base = cols[i * ow + j], (a * kw + b) * ch
+                    base = (a * kw + b) * ch
                     if 0 <= hh < h and 0 <= ww < wd:
-                        row[base:base + ch] = xt[hh, ww]
+                        for c in range(ch):
+                            cols[row, base + c] = xt[hh, ww, c]
                     else:
-                        row[base:base + ch] = pad
+                        for c in range(ch):
+                            cols[row, base + c] = fill
 
 
 @njit(nogil=True)
-def _conv_image(x, shift, zx, w, ep, geo, out, xt, cols, parts):
-    """One image: x [C, H, W] (u8, or s8 with shift 128) -> HWC u8 -> im2col -> GEMM with
-    its epilogue writing out [OC, OH, OW] (through a transposed view)."""
+def _conv_image(x, shift, zx, w, ep, geo, out, xt, cols, tmp, parts):
+    """One image: x [C, H, W] (u8, or s8 with shift 128) -> HWC u8 -> im2col -> GEMM into
+    tmp [OH*OW, OC] -> out [OC, OH, OW]. (The epilogue writing `out` through a transposed
+    view took 2x the product's time: strided stores.)"""
     ch, h, wd = x.shape
     oc, oh, ow = out.shape
     for c in range(ch):
@@ -341,27 +372,32 @@ def _conv_image(x, shift, zx, w, ep, geo, out, xt, cols, parts):
             for j in range(wd):
                 xt[i, j, c] = np.uint8((np.int32(x[c, i, j]) + shift) & 255)
     _im2col_q(xt, cols, geo, zx, oh, ow)
-    qgemm_into(cols, zx, w, ep, out.reshape((oc, oh * ow)).T, parts)
+    qgemm_into(cols, zx, w, ep, tmp, parts)
+    o2 = out.reshape((oc, oh * ow))
+    for p in range(oh * ow):
+        for k in range(oc):
+            o2[k, p] = tmp[p, k]
 
 
 @njit(nogil=True, parallel=True)
-def _conv_images(x, shift, zx, w, ep, geo, out, xt, cols, parts):
+def _conv_images(x, shift, zx, w, ep, geo, out, xt, cols, tmp, parts):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
-            _conv_image(x[n], shift, zx, w, ep, geo, out[n], xt[t], cols[t], 1)
+            _conv_image(x[n], shift, zx, w, ep, geo, out[n], xt[t], cols[t], tmp[t], 1)
 
 
 @njit(nogil=True)
-def qconv2d_into(x, shift, zx, w, ep, geo, out, xt, cols, parts):
+def qconv2d_into(x, shift, zx, w, ep, geo, out, xt, cols, tmp, parts):
     """out [N, OC, OH, OW] = conv(x [N, C, H, W] u8/s8); zx is the u8 zero point (s8's +
-    `shift` 128); scratch per thread: xt [H, W, C] u8, cols [OH*OW, 4*kb] u8."""
+    `shift` 128); scratch per thread: xt [H, W, C] u8, cols [OH*OW, 4*kb] u8, tmp
+    [OH*OW, OC] of out's type."""
     nb = x.shape[0]
     parts = min(parts, cols.shape[0])
     if parts > 1 and nb >= parts and nb * out[0].size * w[4] * 4 >= QGEMM_PAR_WORK:
-        _conv_images(x, shift, zx, w, ep, geo, out, xt, cols, parts)
+        _conv_images(x, shift, zx, w, ep, geo, out, xt, cols, tmp, parts)
         return
     for n in range(nb):
-        _conv_image(x[n], shift, zx, w, ep, geo, out[n], xt[0], cols[0], parts)
+        _conv_image(x[n], shift, zx, w, ep, geo, out[n], xt[0], cols[0], tmp[0], parts)
 
 
 def source_hash() -> str:

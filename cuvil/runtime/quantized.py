@@ -50,7 +50,8 @@ class QWeight:
 
 def pack_weight(wq, scale) -> QWeight:
     """Pack wq int8 [K, N] with its scale (one, or one per column): panels of 64 columns
-    (then 16), each [K/4, columns, 4] bytes, K padded with zeros to a multiple of 4."""
+    (the last one 16, 32 or 48), each [K/4, columns, 4] bytes, zeros padding K to a
+    multiple of 4 and N to one of 16."""
     wq = np.asarray(wq)
     if wq.dtype != np.int8 or wq.ndim != 2:
         raise CuvilError(f"pack_weight expects an int8 [K, N] weight, got {wq.dtype} {wq.shape}")
@@ -61,8 +62,7 @@ def pack_weight(wq, scale) -> QWeight:
     npad = full * PANEL + (n - full * PANEL + NARROW - 1) // NARROW * NARROW
     padded = np.zeros((4 * kb, npad), np.int8)
     padded[:k, :n] = wq
-    panels = [padded[:, p * PANEL:(p + 1) * PANEL] for p in range(full)]
-    panels += [padded[:, c:c + NARROW] for c in range(full * PANEL, npad, NARROW)]
+    panels = [padded[:, c:c + PANEL] for c in range(0, npad, PANEL)]  # the last may be narrower
     data = np.concatenate([p.reshape(kb, 4, p.shape[1]).transpose(0, 2, 1).ravel() for p in panels]
                           or [np.zeros(0, np.int8)])
     colsum = wq.astype(np.int32).sum(axis=0, dtype=np.int32)
@@ -142,13 +142,15 @@ def qconv2d(xq, x_scale: float, x_zero: int, w: QWeight, bias=None, stride=1, pa
     shift = 128 if xq.dtype == np.int8 else 0
     zx = _zero(x_zero, "s8" if shift else "u8") + shift
     parts = _threads(threads)
-    out = np.empty((nb, w.n, oh, ow), _out_type(out_scale, out_dtype))
+    out_type = _out_type(out_scale, out_dtype)
+    out = np.empty((nb, w.n, oh, ow), out_type)
     scratch = max(1, min(parts, nb))
     xt = np.empty((scratch, h, wd, c), np.uint8)
     cols = np.empty((scratch, oh * ow, 4 * ((w.k + 3) // 4)), np.uint8)
+    tmp = np.empty((scratch, oh * ow, w.n), out_type)
     ep = epilogue(x_scale, relu, out_scale, out_zero, out_dtype)
     qconv2d_into(xq, shift, zx, w.args(bias), ep, (kh, kw, sh, sw, ph, pw, dh, dw), out, xt,
-                 cols, parts)
+                 cols, tmp, parts)
     return out
 
 
