@@ -1,6 +1,7 @@
 """The compile cache on a stream of model versions, as a deployment engineer sees it.
 
     .venv/bin/python bench/cache.py [--versions 20] [--model transformer]
+    .venv/bin/python bench/cache.py --versions 1000          # a long deployment
 
 One process, one fresh cache directory. For each of N versions of a zoo model it times
 `cuvil.compile` (export, cache lookup, optimization on a miss, lowering with the kernels
@@ -8,17 +9,20 @@ cached), with the versions made three ways:
 
     same     the same model again                      (expected: hits)
     weights  one weight changed per version            (the key's `constants` part changes)
-    layer    one layer's output scaled anew        (the key's `program` part changes)
+    layer    one layer's output scaled anew        (the key's `program` part changes; only
+                                                    that layer's kernel is new)
 
 and, for reference, the same compile with `cache=False`. It prints per stream the median
-time per version, the hit rate and the median time of each pipeline stage, then the cache
-directory's size and the peak memory; every compiled version is checked against eager.
+time per version and its split (export, optimize: the lookup or the optimizer, codegen:
+lowering to text, numba: writing, importing and compiling or loading the kernels), the
+graph cache's hit rate and the kernels' (a kernel not compiled: loaded from Numba's cache
+or already compiled in this process), then the cache directory's size and the peak memory;
+every compiled version is checked against eager.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -66,23 +70,32 @@ def reference(model: torch.nn.Module, inputs: tuple) -> torch.Tensor:
         torch.backends.mha.set_fastpath_enabled(fastpath)
 
 
+def split(fast) -> dict[str, float]:
+    """Seconds of one compile: export, optimize (lookup or optimizer), codegen, numba."""
+    totals, report = fast.compile_trace.totals, fast.report
+    optimize = sum(v for k, v in totals.items() if k not in ("import", "lower"))
+    return {"export": totals["import"], "optimize": optimize, "codegen": report.lower_s,
+            "numba": report.compile_s - report.lower_s}
+
+
 def run_stream(kind: str, name: str, n: int, cache: bool) -> dict:
     model, inputs = zoo.get(name)
-    times, hits, errors, stages = [], 0, [], {}
+    times, hits, errors, parts, reused, jitted = [], 0, [], {}, 0, 0
     for version in versions(kind, model, n):
-        tracer_path = Path(tempfile.mkstemp(suffix=".json")[1])
         start = time.perf_counter()
-        fast = cuvil.compile(version, inputs, cache=cache, trace=tracer_path)
+        fast = cuvil.compile(version, inputs, cache=cache)
         times.append(time.perf_counter() - start)
         hits += fast.report.optimizer.cache.startswith("hit")
         errors.append((fast(*inputs) - reference(version, inputs)).abs().max().item())
-        for event in json.loads(tracer_path.read_text())["traceEvents"]:
-            stages.setdefault(event["name"], []).append(event["dur"] / 1e6)
-        tracer_path.unlink()
+        for k, v in split(fast).items():
+            parts.setdefault(k, []).append(v)
+        kernels = [k for k in fast.report.kernels if k.jit]
+        reused += sum(k.cached for k in kernels)
+        jitted += len(kernels)
     return {"median_s": statistics.median(times), "hit_rate": hits / n,
-            "max_err": max(errors), "stages": {k: statistics.median(v)
-                                               for k, v in stages.items()
-                                               if not k.startswith("iteration")}}
+            "kernel_hits": reused / max(jitted, 1), "kernels": jitted / n,
+            "max_err": max(errors), "parts": {k: statistics.median(v)
+                                              for k, v in parts.items()}}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -99,11 +112,15 @@ def main(argv: list[str] | None = None) -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
     print(f"zoo:{args.model}, {args.versions} versions per stream; cache {size / 1e6:.1f} MB; "
           f"peak RSS {rss:.0f} MB")
-    print(f"{'stream':<10} {'median s':>9} {'hit rate':>9} {'max err':>9}  stages (median s)")
+    parts = list(rows[0][1]["parts"])
+    print(f"{'stream':<10} {'median s':>9} " + " ".join(f"{p:>9}" for p in parts)
+          + f" {'graph hit':>10} {'kernel hit':>11} {'kernels':>8} {'max err':>9}")
     for kind, r in rows:
-        stages = ", ".join(f"{k} {v:.3f}" for k, v in r["stages"].items())
-        print(f"{kind:<10} {r['median_s']:>9.3f} {r['hit_rate']:>9.0%} {r['max_err']:>9.1e}  "
-              f"{stages}")
+        split_s = " ".join(f"{r['parts'][p]:>9.3f}" for p in parts)
+        print(f"{kind:<10} {r['median_s']:>9.3f} {split_s} {r['hit_rate']:>10.0%} "
+              f"{r['kernel_hits']:>11.0%} {r['kernels']:>8.1f} {r['max_err']:>9.1e}")
+    print("median seconds per version; kernel hit: kernels not compiled (Numba's disk cache, "
+          "or compiled already in this process); kernels: per version")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,15 @@
 """The cache directory's size: what it holds (`usage`), emptying it (`clear`), and keeping it
 under `CUVIL_CACHE_MAX_MB` by removing the least recently used units (`keep_size`).
 
-A unit is one optimized graph (`graphs/<key>.cvg`) or one generated kernel module with
-Numba's files for it (`kernels/cuvil_<hash>.py` and `kernels/__pycache__/cuvil_<hash>.*`);
-its age is its file's modification time, which a hit refreshes. One process evicts at a
-time (a file lock); a unit used in the last minute is never removed.
+A unit is one optimized graph (`graphs/<key>.cvg`) or one generated module (a kernel's, or
+a graph's entry) with Numba's files for it (`kernels/cuvil_<hash>.py` and
+`kernels/__pycache__/cuvil_<hash>.*`); its age is its file's modification time, which a
+hit refreshes. One process evicts at a time (a file lock); a unit used in the last minute
+is never removed.
+
+`keep_size` scans the whole directory. After a store, `after_store` scans only when this
+process's running estimate of the size (the last scan's total plus what it stored since)
+passes the limit, or the last scan is `RESCAN_S` old (other processes and Numba write too).
 """
 
 from __future__ import annotations
@@ -23,6 +28,16 @@ from cuvil.paths import cache_dir
 DEFAULT_MAX_MB = 2048
 KINDS = ("graphs", "kernels", "rules", "numba")
 RECENT_S = 60.0
+RESCAN_S = 60.0  # the longest `after_store` trusts its estimate of the directory's size
+
+
+@dataclass
+class _Estimate:
+    total: int  # bytes: the last scan's total, plus what was stored since
+    scanned: float  # time.monotonic() of the last scan
+
+
+_estimates: dict[Path, _Estimate] = {}  # cache root -> this process's estimate
 
 
 @dataclass
@@ -83,17 +98,34 @@ def max_bytes() -> int:
 
 
 def keep_size(limit: int | None = None, root: Path | None = None) -> list[Unit]:
-    """Remove the least recently used units while over `limit`; the units removed."""
+    """Scan the directory and remove the least recently used units while over `limit`;
+    the units removed."""
     root = root or cache_dir()
     limit = max_bytes() if limit is None else limit
     try:
         with FileLock(root / ".evict.lock", timeout=0):
-            return _evict(units(root), limit)
+            removed, total = _evict(units(root), limit)
     except (Timeout, OSError):
         return []  # another process is at it, or the cache is read-only
+    _estimates[root] = _Estimate(total, time.monotonic())
+    return removed
 
 
-def _evict(found: list[Unit], limit: int) -> list[Unit]:
+def after_store(stored: int, limit: int | None = None, root: Path | None = None) -> list[Unit]:
+    """`keep_size` when it may be needed: when the estimate of the size with the `stored`
+    bytes just written passes `limit`, or the last scan is old; else nothing (no scan)."""
+    root = root or cache_dir()
+    limit = max_bytes() if limit is None else limit
+    known = _estimates.get(root)
+    if known is not None and time.monotonic() - known.scanned < RESCAN_S \
+            and known.total + stored <= limit:
+        known.total += stored
+        return []
+    return keep_size(limit, root)
+
+
+def _evict(found: list[Unit], limit: int) -> tuple[list[Unit], int]:
+    """Remove units, least recently used first, while over `limit`: (removed, bytes left)."""
     total = sum(u.size for u in found)
     removed, now = [], time.time()
     for unit in sorted(found, key=lambda u: u.used):
@@ -106,7 +138,7 @@ def _evict(found: list[Unit], limit: int) -> list[Unit]:
             f.unlink(missing_ok=True)
         total -= size
         removed.append(unit)
-    return removed
+    return removed, total
 
 
 def _size(path: Path) -> int:

@@ -6,8 +6,10 @@ holds the key, the same for the key with any values of the constants (`key.any_v
 a graph the optimizer made no constant for serves every weights-only update). Every entry
 is checked (checksum and key) before use; a damaged one is a miss and is rewritten. Files
 are written atomically, so any number of processes may store and read at once; a hit
-touches its file, and after each store the least recently used entries (graphs and kernel
-modules) are removed while the cache is over `CUVIL_CACHE_MAX_MB` (default 2048).
+touches its file, and after a store the least recently used entries (graphs and kernel
+modules) are removed while the cache is over `CUVIL_CACHE_MAX_MB` (default 2048): the
+directory is scanned only when an estimate of its size passes the limit, or once a minute
+(`evict.after_store`).
 """
 
 from __future__ import annotations
@@ -53,16 +55,17 @@ def store(key: Key, optimized: Graph, imported: Graph) -> None:
     constants when the optimizer made none of its own); then keep the size limit."""
     from cuvil.cache import evict
 
-    keys = [key]
+    keys, stored = [key], 0
     if len(imported_refs(optimized, imported)) == len(optimized.constants):  # none made
         keys.append(any_values(key, imported))
     for k in keys:
         data = encode(k, optimized, imported)
         _write(entry_path(k), data)
         remote.put(k.digest, data)
+        stored += len(data)
     with contextlib.suppress(OSError):
         write_text(_last_of(key.name), json.dumps(key.parts, sort_keys=True))
-    evict.keep_size()
+    evict.after_store(stored)
 
 
 def _load(key: Key, imported: Graph, defs) -> tuple[Graph, str] | None:

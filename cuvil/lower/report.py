@@ -13,9 +13,11 @@ class KernelReport:
     template: str
     nodes: list[str]  # "v3 = linear(x, w, b) at mlp.py:12; rules: matmul_add", one per node
     compile_s: float
-    cached: bool  # loaded from the on-disk cache instead of compiled
+    cached: bool  # not compiled: loaded from Numba's on-disk cache, or compiled already in
+    # this process (by another graph or layer that shares the kernel's module)
     parallel: bool
     jit: bool = True  # False: plain numpy code, nothing to compile
+    module: str = ""  # the path of the kernel's own module (shared by identical kernels)
 
 
 @dataclass
@@ -59,7 +61,7 @@ class CompileReport:
     threading_layer: str = ""
     lower_s: float = 0.0  # partitioning and code generation
     compile_s: float = 0.0  # the whole compile_graph call
-    module_path: str = ""
+    module_path: str = ""  # the graph's entry module
     optimizer: Any = None  # the optimizer's report, when the pipeline has one
     steps: list[StepReport] = field(default_factory=list)  # the calls of `entry`, in order
     graph: Any = field(default=None, repr=False)  # the optimized graph that was lowered

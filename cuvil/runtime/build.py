@@ -1,23 +1,28 @@
 """`compile_graph`: an (optimized) Cuvil graph -> generated Numba module -> `CompiledGraph`.
 
 Lowering (`cuvil.lower.compile.generate`) inlines composite ops, makes layouts explicit,
-partitions into groups and runs each group's template; this module writes and imports the
-generated module, then compiles every kernel eagerly for the exact argument types it will
-get. A group whose kernel Numba rejects is split into its nodes, and a node runs through
-torch (reported), or with `fallback=False` is a compile-time error naming op, shape and
-source line. The result carries the memory plan, the thread count and the report.
+partitions into groups and runs each group's template; this module writes and imports each
+kernel's own module (shared by every graph that generates the same kernel) and the graph's
+entry module, then compiles every kernel eagerly for the exact argument types it will get:
+a kernel already compiled in this process costs nothing, one compiled by an earlier process
+is loaded from Numba's cache. A group whose kernel Numba rejects is split into its nodes,
+and a node runs through torch (reported), or with `fallback=False` is a compile-time error
+naming op, shape and source line. The result carries the memory plan, the thread count and
+the report.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from types import ModuleType
 
 import numba
 from numba.core import types as nbtypes
 
 from cuvil.ir.graph import Graph
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE
-from cuvil.lower.codegen import Program, describe_group
+from cuvil.lower.codegen import Program, describe_group, entry_module
 from cuvil.lower.compile import fallback_report, generate, prepare
 from cuvil.lower.context import LowerContext
 from cuvil.lower.report import CompileReport, KernelReport
@@ -46,7 +51,7 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
         program, ctx, groups = generate(g, instances, tgt, n_threads, fuse_elementwise,
                                         forced, fallback)
         lower_s = time.perf_counter() - start
-        module, path = load_module(program.text, cache_dir)
+        module, path, paths = _load(program, cache_dir)
         kernels, failed = _compile(module, program, ctx)
         if not failed:
             break
@@ -54,6 +59,8 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
             for n in group.nodes:
                 forced[n] = "split" if len(group.nodes) > 1 else reason
     report = _report(tgt.name, program, ctx, groups, kernels, n_threads, lower_s, path)
+    for k in report.kernels:
+        k.module = str(paths[k.name])
     report.steps, report.graph = step_reports(program, ctx, graph), graph
     plan = MemoryPlan(_buffers(program))
     env = {s: SYMBOLIC_DIM_SIZE for s in program.symbols}
@@ -67,6 +74,17 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
     return CompiledGraph(g, program, module.entry, consts, plan, report, n_threads)
 
 
+def _load(program: Program, cache_dir) -> tuple[ModuleType, Path, dict[str, Path]]:
+    """Import each kernel's module (named by its text, so shared by graphs), then the entry
+    module, which imports the kernels under the graph's names; kernel name -> module path."""
+    names, paths = {}, {}
+    for kernel in program.kernels:
+        module, paths[kernel.name] = load_module(kernel.module, cache_dir)
+        names[kernel.name] = module.__name__
+    entry, path = load_module(entry_module(program, names), cache_dir)
+    return entry, path, paths
+
+
 def _nb_type(program: Program, ctx: LowerContext, value: str):
     if value == THREADS:
         return nbtypes.int64
@@ -78,7 +96,9 @@ def _nb_type(program: Program, ctx: LowerContext, value: str):
 
 
 def _compile(module, program: Program, ctx: LowerContext):
-    """Compile every kernel for the argument types of its calls; time each kernel."""
+    """Compile every kernel for the argument types of its calls; time each kernel. A kernel
+    is `cached` when nothing was compiled: every signature was loaded from Numba's cache or
+    already compiled in this process (another graph, or another layer, shares it)."""
     reports, failed = [], []
     for kernel in program.kernels:
         if kernel.spec.python:
@@ -87,6 +107,7 @@ def _compile(module, program: Program, ctx: LowerContext):
         fn = getattr(module, kernel.name)
         sigs = dict.fromkeys(tuple(_nb_type(program, ctx, a) for a in s.args)
                              for s in program.steps if s.kernel == kernel.name)
+        done = sum(sig in fn.overloads for sig in sigs)
         hits = sum(fn.stats.cache_hits.values())
         t0 = time.perf_counter()
         try:
@@ -96,10 +117,8 @@ def _compile(module, program: Program, ctx: LowerContext):
             reason = f"Numba rejected kernel {kernel.name}: {str(e).splitlines()[0]}"
             failed += [(group, reason) for group in kernel.groups]
             continue
-        cached = sum(fn.stats.cache_hits.values()) - hits == len(sigs)
+        cached = done + sum(fn.stats.cache_hits.values()) - hits == len(sigs)
         reports.append((kernel, time.perf_counter() - t0, cached))
-    if failed:
-        return reports, failed
     return reports, failed
 
 

@@ -58,3 +58,26 @@ def test_a_bad_limit_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("CUVIL_CACHE_MAX_MB", "lots")
     with pytest.raises(CuvilError, match="CUVIL_CACHE_MAX_MB must be a number"):
         evict.max_bytes()
+
+
+def test_a_store_scans_only_when_the_estimate_passes_the_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(evict, "_estimates", {})
+    scans, scan = [], evict.units
+    monkeypatch.setattr(evict, "units", lambda root=None: scans.append(root) or scan(root))
+    old = unit_files(tmp_path, "graphs", "old", 1000, 3600)
+    unit_files(tmp_path, "graphs", "new", 1000, 600)
+    assert evict.after_store(1000, limit=2500, root=tmp_path) == [] and len(scans) == 1
+    assert evict.after_store(400, limit=2500, root=tmp_path) == [] and len(scans) == 1
+    newest = unit_files(tmp_path, "graphs", "newest", 600, 300)
+    removed = evict.after_store(600, limit=2500, root=tmp_path)  # 2400 + 600 > 2500: scan
+    assert len(scans) == 2 and [u.files for u in removed] == [old] and newest[0].exists()
+
+
+def test_a_store_scans_again_once_the_estimate_is_old(tmp_path, monkeypatch):
+    monkeypatch.setattr(evict, "_estimates", {})
+    monkeypatch.setattr(evict, "RESCAN_S", 0.0)
+    old = unit_files(tmp_path, "graphs", "old", 1000, 3600)
+    assert evict.after_store(0, limit=5000, root=tmp_path) == []
+    unit_files(tmp_path, "kernels", "other_process", 2000, 600)  # written by someone else
+    removed = evict.after_store(0, limit=4500, root=tmp_path)  # 5000 bytes now
+    assert [u.files for u in removed] == [old]
