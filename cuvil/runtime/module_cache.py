@@ -4,7 +4,9 @@ Numba's `cache=True` cannot cache functions compiled from `exec`'d source, so ea
 generated module is written to `<cache>/kernels/cuvil_<hash>.py` (named by a hash of its
 text, written atomically, never rewritten) and imported from there. Numba then keeps the
 compiled kernels in `<cache>/kernels/__pycache__`, and a second process that generates the
-same text loads them instead of compiling.
+same text loads them instead of compiling. Every kernel is a module of its own (its text
+holds nothing of the graph, so identical kernels of any graphs share it), and each graph
+has an entry module that imports them (`cuvil.runtime.build`).
 
 The cache directory is `cuvil.paths.cache_dir()`: `$CUVIL_CACHE_DIR`, else
 `$XDG_CACHE_HOME/cuvil`, else `~/.cache/cuvil`.
