@@ -25,6 +25,7 @@ _LAZY = {
     "from_torch": "cuvil.frontend",
     "optimize": "cuvil.pipeline",
     "compile": "cuvil.pipeline",
+    "Quantize": "cuvil.quantize",
     "graph_dump": "cuvil.dump",
     "zoo": "cuvil.zoo",
 }

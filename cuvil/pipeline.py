@@ -20,11 +20,13 @@ from cuvil.trace import Tracer
 def optimize(graph: Any, example_inputs: Sequence[Any] | None = None, *, rules: Any = None,
              target: str | Sequence[str] = "cpu", limits: Any = None,
              dynamic_shapes: Any = None, disable: Sequence[str] = (),
-             trace: str | Path | None = None, extract: str = "auto") -> Graph:
+             trace: str | Path | None = None, extract: str = "auto",
+             quantize: Any = None) -> Graph:
     """The cheapest graph equal to `graph` under `rules`; `.report` says what happened."""
     tracer = Tracer()
     with tracer.stage("import"):
         imported = as_graph(graph, example_inputs, dynamic_shapes)
+    imported = _calibrated(imported, quantize, tracer)
     settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable), extract,
                         _hints(imported, example_inputs))
     result = optimize_imported(imported, settings, tracer, cache=False)
@@ -36,11 +38,12 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
             target: str | Sequence[str] = "cpu", dynamic_shapes: Any = None,
             fallback: bool = True, threads: int | None = None, limits: Any = None,
             disable: Sequence[str] = (), trace: str | Path | None = None,
-            cache: bool = True, fuse_elementwise: bool = True):
+            cache: bool = True, fuse_elementwise: bool = True, quantize: Any = None):
     """`model` compiled to Numba kernels: a callable with the model's results, faster.
 
     With `cache`, compiling the same program again (same traced graph and constants, rules
-    and options; in any process) reuses the optimized graph and the compiled kernels.
+    and options; in any process) reuses the optimized graph and the compiled kernels. With
+    `quantize` (a `cuvil.Quantize`), calibration facts let the int8 rules fire.
     """
     from cuvil.progress import compile_progress, display_name
     from cuvil.runtime import compile_graph
@@ -49,6 +52,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     with compile_progress(tracer, display_name(model)):
         with tracer.stage("import"):
             graph = as_graph(model, example_inputs, dynamic_shapes)
+        graph = _calibrated(graph, quantize, tracer)
         settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable),
                             "auto", _hints(graph, example_inputs))
         optimized = optimize_imported(graph, settings, tracer, cache)
@@ -127,6 +131,18 @@ def device_params(names: tuple[str, ...]) -> dict[str, dict[str, float]]:
         with contextlib.suppress(CuvilError):
             out[name] = dict(get_target(name).cost_params)
     return out
+
+
+def _calibrated(graph: Graph, quantize: Any, tracer: Tracer) -> Graph:
+    """`graph` with the calibration facts `quantize` observes (unchanged without it)."""
+    if quantize is None:
+        return graph
+    from cuvil.quantize import Quantize
+
+    if not isinstance(quantize, Quantize):
+        raise CuvilError(f"quantize= takes a cuvil.Quantize, not {type(quantize).__name__}")
+    with tracer.stage("calibrate"):
+        return quantize.annotate(graph)
 
 
 def _write_trace(tracer: Tracer, path: str | Path | None) -> None:

@@ -1,6 +1,6 @@
 """The compile cache: an optimized graph stored under the hash of what the program is.
 
-    key = key_of(imported_graph, rules, options)      # key.py: five parts a miss can name
+    key = key_of(imported_graph, rules, options)      # key.py: six parts a miss can name
     graph = load(key, imported_graph, defs)           # store.py: local file, then Redis
     store(key, optimized, imported_graph)             # entry.py: checksummed bytes
 

@@ -90,15 +90,20 @@ def report_json(report: Any) -> dict | None:
     data = {f.name: getattr(report, f.name) for f in fields(report) if f.name != "graph"}
     data["rules"] = {label: asdict(stat) for label, stat in report.rules.items()}
     data["iterations"] = [asdict(it) for it in report.iterations]
+    data["precision"] = [asdict(p) for p in report.precision]
     return data
 
 
 def report_of(data: dict | None):
     if data is None:
         return None
+    from cuvil.egraph.precision import Alternative, PrecisionChoice
     from cuvil.egraph.report import Iteration, OptimizeReport, RuleStat
 
     data = dict(data)
+    data["precision"] = [PrecisionChoice(**{**p, "int8": Alternative(**p["int8"]), "fp32":
+                                            Alternative(**p["fp32"]) if p["fp32"] else None})
+                         for p in data.get("precision", ())]
     data["rules"] = {label: RuleStat(**stat) for label, stat in data["rules"].items()}
     data["iterations"] = [Iteration(**{**it, "rulesets": tuple(it["rulesets"])})
                           for it in data["iterations"]]

@@ -1,8 +1,9 @@
-"""The compile cache's key: what the program is, in five parts a miss can name.
+"""The compile cache's key: what the program is, in six parts a miss can name.
 
     program    the graph's structural hash: ops, attributes (scalars included), types with
                their symbolic dims, every input and the output structure
     constants  the dtype, shape and bytes of every constant the graph holds
+    calibration  what calibration observed of the values (`cuvil.Quantize`), if it ran
     rules      the text of every rule file
     options    targets and their cost parameters, limits, extraction mode, disabled rules,
                the dim sizes costs assume
@@ -44,6 +45,8 @@ def key_of(graph: Graph, rules: Any, options: dict[str, Any]) -> Key:
     """The key of optimizing the imported `graph` with `rules` and `options`."""
     parts = {"format": str(FORMAT), "versions": versions(),
              "program": graph.structural_hash(), "constants": constants_hash(graph),
+             "calibration": digest(json.dumps(graph.facts, sort_keys=True)) if graph.facts
+             else "none",
              "rules": rules_hash(rules), "options": digest(repr(sorted(options.items())))}
     return Key(graph.name, parts)
 

@@ -3,7 +3,7 @@
 `coverage(rules, models)` runs every model of a corpus through `cuvil.optimize` with the
 given rules and gathers, per rule, its matches (summed over models), whether it is in an
 extracted graph, and the models where it fired. The default corpus is every `cuvil.zoo`
-model plus the probe models of `cuvil/rules/probes.py`, small models written for the forms
+model plus the probe models of `cuvil/cli/probes.py`, small models written for the forms
 the zoo lacks (a decomposed layer norm, attention written out, conv + batch norm, ...).
 
 A model is named by a spec: `zoo:NAME`, `probe:NAME`, a `.pt2` file or
@@ -67,7 +67,7 @@ class CoverageReport:
 
 def default_models() -> list[str]:
     from cuvil import zoo
-    from cuvil.rules import probes
+    from cuvil.cli import probes
 
     return [f"zoo:{name}" for name in zoo.MODELS] + [f"probe:{name}" for name in probes.PROBES]
 
@@ -75,7 +75,7 @@ def default_models() -> list[str]:
 def load_spec(spec: str) -> tuple[Any, tuple]:
     """`(model or graph, example_inputs)` of a model spec."""
     if spec.startswith("probe:"):
-        from cuvil.rules import probes
+        from cuvil.cli import probes
 
         return probes.get(spec[len("probe:"):])
     from cuvil.cli.models import load_model

@@ -117,6 +117,13 @@ class Rule:
     ruleset: str
     description: str
     pos: Pos
+    tolerance: Expr | None = None  # `approx EXPR`: |lhs - rhs| may reach this (quantization)
+
+    def tolerance_pos(self) -> Pos:
+        e = self.tolerance
+        while isinstance(e, BinOp):
+            e = e.left
+        return getattr(e, "pos", self.pos)
 
 
 @dataclass(frozen=True)
@@ -183,3 +190,29 @@ class Module:
 
     path: str
     items: tuple[Item, ...]
+
+
+def show(e: Expr) -> str:
+    """A guard, cost or tolerance expression as `.cvr` text (for reports)."""
+    match e:
+        case Literal(value=str(v)):
+            return f'"{v}"'
+        case Literal(value=v):
+            return str(v)
+        case Var(name=n):
+            return n
+        case TargetParam(name=n):
+            return f"target.{n}"
+        case Builtin(name=n, args=args):
+            return f"{n}({', '.join(show(a) for a in args)})"
+        case Not(operand=x):
+            return f"not {show(x)}"
+        case Neg(operand=x):
+            return f"-{show(x)}"
+        case BinOp(op=op, left=a, right=b):
+            return f"{_operand(a)} {op} {_operand(b)}"
+    return str(e)
+
+
+def _operand(e: Expr) -> str:
+    return f"({show(e)})" if isinstance(e, BinOp) else show(e)

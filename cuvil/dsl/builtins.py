@@ -24,6 +24,9 @@ TENSOR, INT, FLOAT, BOOL, STR, TUPLE, ANY, NONE = (
 NUMBER = "number"  # a parameter kind: int or float (and a result: int for int arguments)
 INT_LITERAL, STR_LITERAL = "int literal", "string literal"  # parameter kinds
 GUARD, COST = "guard", "cost"
+# The parameters every compile target has (the default cost's), usable as `target.NAME` in
+# any cost; a `target` item may declare more.
+ROOFLINE_PARAMS = ("gflops", "gbps", "launch_us")
 _NUMERIC_ATTRS = ("int", "float", "number")
 
 
@@ -66,9 +69,21 @@ TABLE: tuple[BuiltinDef, ...] = (
     BuiltinDef("value", (TENSOR,), FLOAT, (GUARD,), "the value of a 0-d constant",
             analysis="class", fills=("float", "optfloat", "number")),
     BuiltinDef("has_target", (STR_LITERAL,), BOOL, (GUARD,), "the target is being compiled for"),
+    # Calibration facts (`cuvil.Quantize`): what observers saw of a value over the
+    # calibration batches; only values that were observed have them.
+    BuiltinDef("calibrated", (TENSOR,), BOOL, (GUARD,), "observed during calibration",
+               analysis="class"),
+    BuiltinDef("absmax", (TENSOR,), FLOAT, (GUARD,), "largest |value| observed (clipped by "
+               "the calibration method)", analysis="class", fills=("float", "number")),
+    BuiltinDef("scale", (TENSOR,), FLOAT, (GUARD,), "its int8 scale from calibration",
+               analysis="class", fills=("float", "number")),
+    BuiltinDef("zero_point", (TENSOR,), INT, (GUARD,), "its int8 zero point from calibration",
+               analysis="class", fills=("int", "number")),
     BuiltinDef("max", (NUMBER, NUMBER), NUMBER, (COST,), "the larger", max),
     BuiltinDef("min", (NUMBER, NUMBER), NUMBER, (COST,), "the smaller", min),
     BuiltinDef("roofline", (), FLOAT, (COST,), "this node's default cost, to scale or adjust"),
+    BuiltinDef("flops", (), FLOAT, (COST,), "this node's arithmetic (the catalog's count)"),
+    BuiltinDef("moved", (), FLOAT, (COST,), "bytes this node reads and writes"),
 )
 BUILTINS: dict[str, BuiltinDef] = {b.name: b for b in TABLE}
 

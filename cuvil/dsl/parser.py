@@ -186,8 +186,9 @@ class _ToAst(Transformer):
 
     # items
     def rule(self, c):
-        name, lhs, arrow, rhs, _where, guard = c
-        return ast.Rule(str(name), lhs, rhs, guard, arrow.type == "BOTH", "", "", self.pos(name))
+        name, lhs, arrow, rhs, _where, guard, _approx, tolerance = c
+        return ast.Rule(str(name), lhs, rhs, guard, arrow.type == "BOTH", "", "", self.pos(name),
+                        tolerance)
 
     def op_decl(self, c):
         name, *params, body = c

@@ -35,7 +35,7 @@ DEVICE_TARGET = {"cpu": "cpu", "cuda": "cuda"}
 VIEW_COST = 0.05
 FALLBACK_US = 20.0
 MAX_COST = 1e15
-_ROOFLINE = "<roofline>"  # not a name a `.cvr` parameter can have
+_NODE = ("roofline", "flops", "moved")  # built-ins about the node being costed
 
 
 @dataclass
@@ -102,7 +102,9 @@ class CostModel:
         opdef = registry.get(decl.op, self.defs)
         values: list[Any] = [*ins, *(attrs[a.name] for a in opdef.attrs)]
         env = dict(zip(decl.params, values, strict=False))
-        env[_ROOFLINE] = lambda: self.roofline(decl.op, attrs, ins, out, target)
+        env["<roofline>"] = lambda: self.roofline(decl.op, attrs, ins, out, target)
+        env["<flops>"] = lambda: self.flops(decl.op, attrs, ins, out)
+        env["<moved>"] = lambda: sum(self.bytes(t) for t in ins) + self.bytes(out)
         return float(self._eval(decl.expr, env, target, decl))
 
     def _eval(self, e, env: dict, target: dict, decl) -> Any:
@@ -122,8 +124,8 @@ class CostModel:
             case ast.BinOp(op=op, left=a, right=b):
                 return _binop(op, self._eval(a, env, target, decl),
                               self._eval(b, env, target, decl))
-            case ast.Builtin(name="roofline"):
-                return env[_ROOFLINE]()
+            case ast.Builtin(name=name) if name in _NODE:
+                return env[f"<{name}>"]()  # not names a `.cvr` parameter can have
             case ast.Builtin(name=name, args=args):
                 vals = [self._eval(a, env, target, decl) for a in args]
                 return self._builtin(name, vals, e)

@@ -86,8 +86,10 @@ class Encoding:
     handles: dict[str, str]  # IR value name -> egglog let name
 
 
-def encode_graph(graph: Graph, types: TypeTable) -> Encoding:
-    """One `let` per node, its analyses, and an empty origin (imported nodes)."""
+def encode_graph(graph: Graph, types: TypeTable, facts: dict | None = None) -> Encoding:
+    """One `let` per node, its analyses (with the calibration `facts` of node names), and
+    an empty origin (imported nodes)."""
+    facts = facts or {}
     handles: dict[str, str] = {}
     commands: list[str] = []
     for k, node in enumerate(graph):
@@ -98,5 +100,6 @@ def encode_graph(graph: Graph, types: TypeTable) -> Encoding:
         commands.append(f'(set (org_{term[1:]} "")')
         value = node.attrs["value"] if node.op == "scalar" else None
         commands += analysis_commands(handle, node.type, types,
-                                      is_const=node.op in ("const", "scalar"), value=value)
+                                      is_const=node.op in ("const", "scalar"), value=value,
+                                      facts=facts.get(node.name))
     return Encoding(types.flush() + commands, handles)

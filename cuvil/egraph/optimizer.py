@@ -21,6 +21,7 @@ from cuvil.egraph.extract import (
     greedy_dag,
     greedy_tree,
 )
+from cuvil.egraph.precision import precision_choices
 from cuvil.egraph.report import Iteration, OptimizeReport, RuleStat
 from cuvil.egraph.saturate import Saturation, saturate
 from cuvil.egraph.session import Limits, Session
@@ -239,4 +240,5 @@ def build_report(before: Graph, after: Graph, session: Session, run: Saturation,
     for rejected in session.typer.rejected.values():
         chain = " <- ".join(origin_chain(rejected.origin)) or "imported graph"
         report.rejected.append((chain, rejected.reason))
+    report.precision = precision_choices(session, selection, costs)
     return report

@@ -46,6 +46,7 @@ class OptimizeReport:
     nodes_after: int = 0
     notes: list[str] = field(default_factory=list)
     cache: str = ""  # the compile cache: "" (not used), "hit (key ...)" or "miss: why"
+    precision: list = field(default_factory=list)  # PrecisionChoice per int8-able value
     egglog: str = field(default="", repr=False)  # the program run, replayable by egglog
     graph: Graph | None = field(default=None, repr=False)
 
@@ -98,6 +99,9 @@ class OptimizeReport:
             grew = ", ".join(f"{r.label} ({r.matches} applied, {r.found} found)"
                              for r in self.growth(3))
             lines.append(f"grew the e-graph most: {grew or 'none'}")
+        if self.precision:
+            lines.append("precision (extraction's choice, by cost):")
+            lines += [f"  {choice}" for choice in self.precision]
         for chain, reason in self.rejected:
             lines.append(f"rejected: {chain}: {reason}")
         lines += [f"note: {n}" for n in self.notes]

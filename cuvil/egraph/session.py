@@ -101,7 +101,7 @@ class Session:
             if node.op in ("input", "const"):
                 key = node.name if node.op == "input" else node.attrs["ref"]
                 t.leaves[(node.op, key)] = node.type
-        encoding = encode_graph(self.graph, t.table)
+        encoding = encode_graph(self.graph, t.table, self.graph.facts)
         rulesets = sorted({r.ruleset for r in self.rules})
         self.program = [self.ctors.declarations(), *(f"(ruleset {r})" for r in rulesets),
                         *(r.text for r in self.rules), *encoding.commands]

@@ -17,8 +17,8 @@ from typing import Any
 import sympy
 
 from cuvil.dsl.builtins import BUILTINS
-from cuvil.egraph.guards import TYPE_ANALYSES
-from cuvil.egraph.schema import BOOL, I64, decode_attr, encode_f64, encode_string
+from cuvil.egraph.guards import CLASS_ANALYSES, TYPE_ANALYSES
+from cuvil.egraph.schema import BOOL, F64, I64, decode_attr, encode_f64, encode_string
 from cuvil.egraph.snapshot import ENode, Snapshot
 from cuvil.errors import CuvilError
 from cuvil.ir.text import format_value
@@ -78,13 +78,20 @@ def _egglog_value(v: Any, sort: str) -> str:
 
 
 def analysis_commands(handle: str, t: TensorType, table: TypeTable, is_const: bool = False,
-                      value: Any = None) -> list[str]:
-    """`set` commands giving e-class `handle` its type (and constness, scalar value)."""
+                      value: Any = None, facts: dict[str, Any] | None = None) -> list[str]:
+    """`set` commands giving e-class `handle` its type (and constness, scalar value, and
+    the calibration facts observed of it)."""
     out = [f"(set (ty {handle}) {table.id(t)})"]
     if "is_const" in table.uses:
         out.append(f"(set (is_const {handle}) {'true' if is_const else 'false'})")
     if "value" in table.uses and value is not None:
         out.append(f"(set (value {handle}) {encode_f64(value)})")
+    facts = {**facts, "calibrated": True} if facts else {}
+    for name, v in facts.items():
+        if name in table.uses and name in CLASS_ANALYSES:
+            sort = CLASS_ANALYSES[name]
+            text = encode_f64(v) if sort == F64 else _egglog_value(v, sort)
+            out.append(f"(set ({name} {handle}) {text})")
     return out
 
 

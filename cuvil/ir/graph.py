@@ -78,6 +78,8 @@ class Graph:
         self.report: Any = None
         self.import_report: Any = None  # what the frontend did (cuvil.frontend.ImportReport)
         self.output_tree: Any = None  # the model's own output containers (ir.outputs)
+        # what calibration observed of values: node name -> {"absmax", "scale", "zero_point"}
+        self.facts: dict[str, dict[str, Any]] = {}
         self._counter = 0
 
     # -- building ---------------------------------------------------------------------------
@@ -186,6 +188,7 @@ class Graph:
         g.defs = dict(self.defs)
         g.import_report = self.import_report
         g.output_tree = self.output_tree
+        g.facts = dict(self.facts)
         g._counter = self._counter
         return g
 

@@ -48,7 +48,7 @@ ELEMENTWISE, REDUCTION, GEMM, CONV, POOL, NORM, SHAPE, CONVERT, LEAF, OPAQUE, CO
 # view of its input; `move`: an elementwise copy that only moves elements; `transfer`: a
 # device move (an alias within one device); `fallback`: no kernel, the op runs in torch.
 FAMILIES = ("elementwise", "move", "alias", "transfer", "gemm", "conv", "rows", "pool",
-            "attention", "concat", "gather", "leaf", "composite", "fallback")
+            "attention", "concat", "gather", "qgemm", "qconv", "leaf", "composite", "fallback")
 _FAMILY_OF_KIND = {ELEMENTWISE: "elementwise", REDUCTION: "rows", GEMM: "gemm", CONV: "conv",
                    POOL: "pool", NORM: "rows", LEAF: "leaf", COMPOSITE: "composite"}
 
@@ -217,6 +217,7 @@ def _load() -> None:
             linalg,
             misc,
             nn,
+            quantized,
             reduce,
             shape,
         )

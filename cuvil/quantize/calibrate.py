@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.stats
 import torch
 
 from cuvil.errors import CuvilError
@@ -117,35 +118,41 @@ def percentile_threshold(hist: np.ndarray, top: float, percentile: float) -> flo
 
 def entropy_threshold(hist: np.ndarray, top: float, levels: int = 128) -> float:
     """The threshold whose `levels`-level quantization of the histogram loses least
-    information (smallest KL divergence to the clipped reference)."""
+    information, as TensorRT and ONNX Runtime compute it: P is the histogram below the
+    threshold with the outliers added to its last bin; Q is the same bins (without the
+    outliers) merged into `levels` groups, each group's count spread over the bins where P
+    is not zero; both are smoothed, and the smallest KL(P || Q) wins."""
     best, best_kl = len(hist), np.inf
     for i in range(levels, len(hist) + 1, 16):
-        ref = hist[:i].astype(np.float64).copy()
-        ref[i - 1] += hist[i:].sum()  # outliers clipped into the last bin
-        quantized = _requantize(ref, levels)
-        kl = _kl(ref, quantized)
+        sliced = hist[:i].astype(np.float64)
+        p = sliced.copy()
+        p[-1] += hist[i:].sum()
+        q = _spread(sliced, p != 0, levels)
+        p, q = _smooth(p), _smooth(q)
+        if p is None or q is None:
+            continue
+        kl = float(scipy.stats.entropy(p, q))
         if kl < best_kl:
             best, best_kl = i, kl
     return top * best / len(hist)
 
 
-def _requantize(hist: np.ndarray, levels: int) -> np.ndarray:
-    """`hist` merged into `levels` groups, each group's mass spread over its non-empty bins."""
-    out = np.zeros(len(hist))
-    for group in np.array_split(np.arange(len(hist)), levels):
-        counts = hist[group]
-        nonzero = counts > 0
-        if nonzero.any():
-            out[group[nonzero]] = counts.sum() / nonzero.sum()
+def _spread(counts: np.ndarray, nonzero: np.ndarray, levels: int) -> np.ndarray:
+    out = np.zeros(len(counts))
+    for group in np.array_split(np.arange(len(counts)), levels):
+        n = nonzero[group].sum()
+        if n:
+            out[group] = np.where(nonzero[group], counts[group].sum() / n, 0.0)
     return out
 
 
-def _kl(p: np.ndarray, q: np.ndarray) -> float:
-    p, q = p / max(p.sum(), 1e-12), q / max(q.sum(), 1e-12)
-    mask = p > 0
-    if np.any(q[mask] == 0):
-        return np.inf
-    return float(np.sum(p[mask] * np.log(p[mask] / q[mask])))
+def _smooth(dist: np.ndarray, eps: float = 1e-4) -> np.ndarray | None:
+    """Zero bins get `eps`, taken evenly from the others (None: nothing to smooth)."""
+    zeros = dist == 0
+    if zeros.all():
+        return None
+    taken = eps * zeros.sum() / (~zeros).sum()
+    return dist + np.where(zeros, eps, -taken)
 
 
 def calibrate(graph: Graph, batches: Iterable[Any], method: str = "minmax",

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Iterator
 
 from cuvil.dsl import ast
+from cuvil.dsl.builtins import ROOFLINE_PARAMS
 from cuvil.dsl.diagnostics import NOTE, Reporter
 from cuvil.dsl.expressions import ANY, ATTR_TYPES, BOOL, NUMBER, TENSOR, UNKNOWN, ExprTyper
 from cuvil.dsl.normalize import normalize, suggest
@@ -181,10 +182,15 @@ class _Checker:
                 self.reporter.error(term.pos, f"the {side} of rule '{rule.name}' must be an op "
                                               f"call: a pattern cannot be a bare {bare}")
         env = self.check_sides(rule)
+        types = {k: UNKNOWN if v.unknown else TENSOR if v.is_tensor
+                 else ATTR_TYPES.get(v.attr_kind, ANY) for k, v in env.items()}
         if rule.guard is not None:
-            types = {k: UNKNOWN if v.unknown else TENSOR if v.is_tensor
-                     else ATTR_TYPES.get(v.attr_kind, ANY) for k, v in env.items()}
             ExprTyper(self.reporter, types).check(rule.guard, BOOL)
+        if rule.tolerance is not None:
+            if rule.bidirectional:
+                self.reporter.error(rule.tolerance_pos(), "an approximate rule must be "
+                                                          "directional ('=>')")
+            ExprTyper(self.reporter, types, what="tolerance").check(rule.tolerance, NUMBER)
         if self.errors_since(mark) or self.terms.hit_broken:
             return []
         lhs, rhs = normalize(rule.lhs, self.lookup), normalize(rule.rhs, self.lookup)
@@ -192,7 +198,7 @@ class _Checker:
         if self.errors_since(mark):
             return []
         forward = CheckedRule(rule.name, lhs, rhs, rule.guard, rule.ruleset, rule.description,
-                              rule.pos)
+                              rule.pos, tolerance=rule.tolerance)
         if not rule.bidirectional:
             return [forward]
         return [forward, dataclasses.replace(forward, lhs=rhs, rhs=lhs, reverse=True)]
@@ -259,7 +265,7 @@ class _Checker:
             if param in env:
                 self.reporter.error(cost.pos, f"parameter '{param}' appears twice")
             env[param] = kind
-        params = {k for t in self.targets.values() for k, _ in t.params}
+        params = {*ROOFLINE_PARAMS, *(k for t in self.targets.values() for k, _ in t.params)}
         typer = ExprTyper(self.reporter, env, in_cost=True, target_params=params, what="cost")
         typer.check(cost.expr, NUMBER)
 

@@ -25,6 +25,7 @@ class CheckedRule:
     description: str
     pos: Pos
     reverse: bool = False  # the right-to-left half of a `<=>` rule
+    tolerance: Expr | None = None  # `approx`: the largest |lhs - rhs| the rule allows
 
     @property
     def where(self) -> str:

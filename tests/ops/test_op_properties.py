@@ -5,6 +5,7 @@ stands for computes, and inference over symbolic dims agrees with inference on s
 from __future__ import annotations
 
 import opcases_math
+import opcases_quantized
 import opcases_tensor
 import pytest
 import torch
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from cuvil.ir.types import DType, TensorType, sym
 from cuvil.ops import all_ops, element, registry
 
-CASES = {**opcases_math.CASES, **opcases_tensor.CASES}
+CASES = {**opcases_math.CASES, **opcases_tensor.CASES, **opcases_quantized.CASES}
 LEAVES = {"input", "const", "scalar", "torch_op"}  # tested in test_leaf_ops.py
 
 
@@ -83,7 +84,7 @@ def test_element_expression_computes_what_the_reference_computes(op, data):
     inputs, attrs = CASES[op].draw(data)
     attrs = opdef.complete_attrs(attrs)
     want = opdef.ref(inputs, attrs)
-    got = element.evaluate(opdef.element, {**dict(zip(opdef.inputs, inputs)), **attrs})
+    got = element.evaluate(opdef.element, {**dict(zip(opdef.inputs, inputs, strict=True)), **attrs})
     got = torch.as_tensor(got).to(want.dtype).expand(want.shape)
     tol = CASES[op].tol
     torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from cuvil.dsl import ast
 from cuvil.dsl.builtins import BUILTINS
 from cuvil.ir.types import TensorType
+from cuvil.ops.quantized import affine_qparams
 
 _COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
             ">": operator.gt, ">=": operator.ge}
@@ -109,6 +110,8 @@ def _builtin(name: str, args: tuple[ast.Expr, ...], facts: Facts) -> Any:
         if var not in facts.scalars:
             raise Unknown(f"{var} is not a 0-d constant")
         return facts.scalars[var]
+    if name in CALIBRATION:
+        return _calibration(name, var, facts)
     spec = BUILTINS.get(name)
     if spec is None or spec.value is None or var not in facts.types:
         raise Unknown(f"unknown built-in {name}")
@@ -116,6 +119,23 @@ def _builtin(name: str, args: tuple[ast.Expr, ...], facts: Facts) -> Any:
     if value is None:
         raise Unknown(f"{name} out of range")
     return value
+
+
+CALIBRATION = ("calibrated", "absmax", "scale", "zero_point")
+
+
+def _calibration(name: str, var: str | None, facts: Facts) -> Any:
+    """Calibration facts of an instance's input: as if calibrated on its own values (u8,
+    affine), so that no value falls outside the calibrated range."""
+    x = getattr(facts, "tensors", {}).get(var)
+    if x is None or not x.is_floating_point() or not x.numel():
+        if name == "calibrated":
+            return False
+        raise Unknown(f"{var} was not calibrated")
+    lo, hi = float(x.min()), float(x.max())
+    scale, zero = affine_qparams(lo, hi)
+    return {"calibrated": True, "absmax": max(abs(lo), abs(hi)), "scale": scale,
+            "zero_point": zero}[name]
 
 
 # -- hints ------------------------------------------------------------------------------------

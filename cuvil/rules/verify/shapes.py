@@ -131,7 +131,10 @@ def generator(*names: str) -> Callable[[Generator], Generator]:
 
 
 def generic(ctx, want: Want, attrs, args) -> Iterator[Want]:
-    """Ops without a generator: one input passes the wanted type through, several are free."""
+    """Ops without a generator: one input passes the wanted type through (a float one for a
+    float-only op), several are free."""
+    if len(args) == 1 and attrs.opdef.float_only and want.dtype is None:
+        want = want.with_(dtype=ctx.free_dtype(float_only=True))
     for _ in args:
         yield want if len(args) == 1 else Want(device=want.device)
 

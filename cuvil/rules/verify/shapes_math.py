@@ -102,6 +102,15 @@ def _matmul_ranks(ctx, want, args, bmm: bool) -> tuple[int, int]:
     return ctx.rng.choice(options)
 
 
+@generator("matmul_i8")
+def matmul_i8(ctx, want, attrs, args):
+    """x [.., m, k] (u8 or i8) times w [k, n] (i8)."""
+    out = ctx.fill(want.shape, want.rank if want.rank else ctx.rank(1, 3))
+    k = ctx.dim()
+    x = yield Want((*out[:-1], k), ctx.rng.choice((DType.u8, DType.i8)), None, want.device)
+    yield Want((k, out[-1]), DType.i8, None, x.device)
+
+
 @generator("matmul", "bmm")
 def matmul(ctx, want, attrs, args):
     """x [.., m, k] @ w [.., k, n]: the inner dims agree, the batch dims broadcast."""

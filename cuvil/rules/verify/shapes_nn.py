@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cuvil.ir.types import DType
 from cuvil.ops.nn import pair
-from cuvil.rules.verify.shapes import Invalid, Want, cover, generator
+from cuvil.rules.verify.shapes import Generator, Invalid, Want, cover, generator
 
 
 def window_in(out: int, k: int, s: int, p: int, d: int, rng) -> int:
@@ -95,3 +95,25 @@ def attention(ctx, want, attrs, args):
         mask = cover(full, {}, {0: rng.randint(2, len(full))}, rng)[0]
         dtype = DType.bool if rng.random() < 0.3 else q.dtype
         yield Want(mask, dtype, None, q.device)
+
+
+def _int8_product(inner: Generator) -> Generator:
+    """The float product's generator with integer operands: x u8 (what the int8 rules
+    quantize activations to), w i8."""
+
+    def generate(ctx, want, attrs, args):
+        steps = inner(ctx, want.with_(dtype=None), attrs, args)
+        dtypes = (DType.u8, DType.i8)
+        need, k = next(steps, None), 0
+        while need is not None:
+            got = yield need.with_(dtype=dtypes[min(k, 1)])
+            k += 1
+            try:
+                need = steps.send(got)
+            except StopIteration:
+                return
+
+    return generate
+
+
+generator("conv2d_i8")(_int8_product(conv2d))

@@ -198,10 +198,10 @@ class _Trials:
         except Exception as e:  # a generator that cannot handle this op: not the rule's fault
             self.why_not = f"{type(e).__name__}: {e}"
             return NO_INSTANCE
+        fill_values(inst, self.rng)  # before the guard: calibration facts read the values
         if not applies(self.rule.guard, self.computed, inst):
             self.guard_false += 1
             return NO_INSTANCE
-        fill_values(inst, self.rng)
         outcome = check(self.rule, inst, self.library)
         if outcome is SKIPPED:
             self.why_not = "the reference implementation rejected every instance"
@@ -257,6 +257,11 @@ def check(rule: CheckedRule, inst: Instance, library: RuleLibrary):
             return Counterexample(inst, Mismatch(f"the right side fails here: {e}"))
         scale = magnitude([*inst.tensors.values(), *seen])
         tol = tolerance([*inst.tensors.values(), *seen])  # the left side's own precision
+        if rule.tolerance is not None:  # `approx`: the error the rule declares, on top
+            try:
+                tol = (tol[0], tol[1] + float(compute(rule.tolerance, inst)) / scale)
+            except Unknown:
+                return Counterexample(inst, Mismatch("the rule's tolerance is unknown here"))
         mismatch = compare_values(left, right, tol, scale)
     return None if mismatch is None else Counterexample(inst, mismatch)
 

@@ -183,6 +183,33 @@ def direct_forms() -> tuple[Any, tuple]:
     return _graph_probe("direct_forms", (4, 8), build)
 
 
+class Int8Candidates(nn.Module):
+    """A convolution (+ relu), linear layers (+ relu) and a bare matmul, calibrated below:
+    the forms the int8 rules rewrite."""
+
+    def __init__(self, c: int = 8, d: int = 32):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1)
+        self.fc1, self.fc2 = nn.Linear(c * 16, d), nn.Linear(d, d)
+        self.w = nn.Parameter(torch.randn(d, d))
+
+    def forward(self, x):
+        y = self.conv2(torch.relu(self.conv1(x))).flatten(1)
+        return torch.relu(self.fc1(y)) @ self.w + self.fc2(torch.relu(self.fc1(y)))
+
+
+def int8_candidates() -> tuple[Any, tuple]:
+    """`Int8Candidates` imported and calibrated (a graph with facts: the int8 rules fire
+    only on calibrated values)."""
+    from cuvil.frontend import from_torch
+    from cuvil.quantize import Quantize
+
+    model, x = Int8Candidates().eval(), _randn(2, 8, 4, 4)
+    graph = Quantize(calibration=[(x,), (x * 0.5,)]).annotate(from_torch(model, (x,)))
+    return graph, (x,)
+
+
 def _randn(*shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=_seeded(1))
 
@@ -201,6 +228,7 @@ PROBES: dict[str, Callable[[], tuple[Any, tuple]]] = {
     "casts": lambda: (CastChains().eval(), (_randn(4, 16),)),
     "conversions": conversions,
     "direct_forms": direct_forms,
+    "int8": int8_candidates,
 }
 
 

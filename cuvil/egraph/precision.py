@@ -1,0 +1,146 @@
+"""Which precision extraction chose for each product it could have computed in int8, and why.
+
+An e-class that holds an int8 e-node (`matmul_i8`, `conv2d_i8`, or a `.cvr` op whose body
+computes one) also holds the float e-nodes it is equal to. Extraction took the cheaper;
+this reads the choice back: the op chosen, the cheapest int8 and float alternatives with
+their costs, the rule that made the int8 one and the error it declares (`approx`).
+
+    v3 (digits.py:54): int8 qlinear_relu 3.1 us < fp32 linear_relu 6.2 us
+        by linear_relu_int8 (rules/quantize/int8.cvr:26), |error| <= dim(x, -1) * (...)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cuvil.dsl import ast
+from cuvil.egraph.decode import origin_chain
+from cuvil.ops import registry
+
+INT8_OPS = ("matmul_i8", "conv2d_i8")
+
+
+@dataclass(frozen=True)
+class Alternative:
+    op: str
+    cost: float  # us, the e-node's own cost
+    rule: str = ""  # the rule that made it ("" for an imported node)
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    node: str  # the imported node whose value this is
+    source: str
+    chosen: str  # "int8" or "fp32"
+    int8: Alternative
+    fp32: Alternative | None
+    rule_where: str = ""
+    tolerance: str = ""
+
+    def __str__(self) -> str:
+        where = f" ({self.source})" if self.source else ""
+        alt = f"fp32 {self.fp32.op} {self.fp32.cost:.1f} us" if self.fp32 else "no fp32 form"
+        q = f"int8 {self.int8.op} {self.int8.cost:.1f} us"
+        line = f"{self.node}{where}: " + (f"{q} < {alt}" if self.chosen == "int8" else
+                                          f"{alt} kept: {q} is dearer")
+        bound = f", |error| <= {self.tolerance}" if self.tolerance else ""
+        return f"{line}\n    by {self.int8.rule} ({self.rule_where}){bound}"
+
+
+def precision_choices(session, selection, costs) -> list[PrecisionChoice]:
+    """One line per e-class of the result that has an int8 alternative. An alternative
+    costs its e-node and whatever else it needs below it, down to the values the int8
+    e-node reads (a float `relu` pays for the `linear` under it)."""
+    snap, typer = session.snapshot, session.typer
+    imported = {snap.let_class[h]: n for n, h in session.encoding.handles.items()}
+    rules = {r.label: r for r in session.library.rules}
+    own = _Costs(snap, typer, session.folder, costs)
+    out = []
+    for cls, chosen in selection.choice.items():
+        nodes = [snap.nodes[i] for i in snap.classes[cls]
+                 if snap.nodes[i].key not in typer.rejected]
+        quantized = [n for n in nodes if _is_int8(typer.ctors[n.ctor][0], session.defs)]
+        if not quantized or cls not in imported:
+            continue
+        stop = frozenset(c for n in quantized for c in n.children)
+        options = [(own.alternative(n, stop), n in quantized) for n in nodes]
+        int8 = [a for a, q in options if a and q]
+        fp32 = [a for a, q in options if a and not q]
+        best_q = min(int8, key=lambda a: a.cost)
+        node = session.graph[imported[cls]]
+        rule = rules.get(best_q.rule)
+        picked = "int8" if _is_int8(typer.ctors[snap.nodes[chosen.id].ctor][0],
+                                    session.defs) else "fp32"
+        out.append(PrecisionChoice(
+            node.name, node.source, picked, best_q, min(fp32, key=lambda a: a.cost, default=None),
+            rule.where if rule else "", ast.show(rule.tolerance) if rule and rule.tolerance
+            else ""))
+    return out
+
+
+@dataclass
+class _Costs:
+    snap: Any
+    typer: Any
+    folder: Any
+    costs: Any
+    memo: dict = field(default_factory=dict)  # (class, stop) -> cheapest tree cost
+
+    def alternative(self, node, stop: frozenset[str]) -> Alternative | None:
+        cost = self.tree(node, stop, frozenset())
+        if cost is None:
+            return None
+        chain = origin_chain(self.snap.origin.get(node.key, '""'))
+        return Alternative(self.typer.decode(node)[0], cost, chain[0] if chain else "")
+
+    def tree(self, node, stop: frozenset[str], seen: frozenset[str]) -> float | None:
+        """The e-node's cost plus its children's cheapest, stopping at `stop` classes."""
+        own = self.own(node)
+        if own is None:
+            return None
+        total = own
+        for c in node.children:
+            if c in stop:
+                continue
+            if c in seen:
+                return None
+            if (c, stop) not in self.memo:
+                best = [t for i in self.snap.classes[c]
+                        if (t := self.tree(self.snap.nodes[i], stop, seen | {c})) is not None]
+                self.memo[(c, stop)] = min(best, default=None)
+            if self.memo[(c, stop)] is None:
+                return None
+            total += self.memo[(c, stop)]
+        return total
+
+    def own(self, node) -> float | None:
+        snap, typer = self.snap, self.typer
+        opdef = typer.ctors[node.ctor][0]
+        if node.key in typer.rejected or node.cls not in snap.ty or \
+                not all(c in snap.ty for c in node.children):
+            return None
+        out = typer.table.types[snap.ty[node.cls]]
+        if opdef.kind == registry.LEAF or self.folder.foldable(node, out, typer):
+            return 0.0  # computed at compile time
+        op, attrs = typer.decode(node)
+        ins = [typer.table.types[snap.ty[c]] for c in node.children]
+        return self.costs.node_cost(op, attrs, ins, out)
+
+
+def _is_int8(opdef, defs: dict[str, Any]) -> bool:
+    """Whether the op computes an integer product: one of `INT8_OPS`, or a composite op
+    whose body (through the composite ops it uses) calls one."""
+    if opdef.name in INT8_OPS:
+        return True
+    if opdef.body is None:
+        return False
+    return any(call.op in INT8_OPS or (call.op in defs and _is_int8(defs[call.op], defs))
+               for call in _calls(opdef.body.body))
+
+
+def _calls(term):
+    if isinstance(term, ast.Call):
+        yield term
+        for arg in term.args:
+            yield from _calls(arg)
