@@ -4,6 +4,7 @@
     cuvil.run(graph, x)                                  # reference semantics
     best = cuvil.optimize(graph, rules="rules/")         # equality saturation + extraction
     fn = cuvil.compile(model, example_inputs)            # ... lowered to Numba kernels
+    cuvil.register_target("cpu1", params={...})          # a target of your own
     cuvil.graph_dump(fn, "model.svg")                    # DOT/SVG coloured by latency
 
 Heavy modules (torch, egglog, numba) load on first use, so `cuvil --version` is instant.
@@ -25,6 +26,7 @@ _LAZY = {
     "from_torch": "cuvil.frontend",
     "optimize": "cuvil.pipeline",
     "compile": "cuvil.pipeline",
+    "register_target": "cuvil.lower.custom",
     "Quantize": "cuvil.quantize",
     "graph_dump": "cuvil.dump",
     "zoo": "cuvil.zoo",

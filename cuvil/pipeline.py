@@ -38,12 +38,16 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
             target: str | Sequence[str] = "cpu", dynamic_shapes: Any = None,
             fallback: bool = True, threads: int | None = None, limits: Any = None,
             disable: Sequence[str] = (), trace: str | Path | None = None,
-            cache: bool = True, fuse_elementwise: bool = True, quantize: Any = None):
+            cache: bool = True, fuse_elementwise: bool = True, quantize: Any = None,
+            fallback_policy: str = "cpu"):
     """`model` compiled to Numba kernels: a callable with the model's results, faster.
 
     With `cache`, compiling the same program again (same traced graph and constants, rules
     and options; in any process) reuses the optimized graph and the compiled kernels. With
-    `quantize` (a `cuvil.Quantize`), calibration facts let the int8 rules fire.
+    `quantize` (a `cuvil.Quantize`), calibration facts let the int8 rules fire. With several
+    targets (`["cuda", "cpu"]`) every node runs on the target of the device extraction
+    placed it on; `fallback_policy="cpu"` runs a node its device has no kernel for on the
+    CPU, with copies in and out (listed in the report), `"error"` refuses it.
     """
     from cuvil.progress import compile_progress, display_name
     from cuvil.runtime import compile_graph
@@ -57,8 +61,9 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
                             "auto", _hints(graph, example_inputs))
         optimized = optimize_imported(graph, settings, tracer, cache)
         with tracer.stage("lower"):
-            compiled = compile_graph(optimized, target=settings.targets[0], fallback=fallback,
-                                     threads=threads, fuse_elementwise=fuse_elementwise)
+            compiled = compile_graph(optimized, target=settings.targets, fallback=fallback,
+                                     threads=threads, fuse_elementwise=fuse_elementwise,
+                                     fallback_policy=fallback_policy)
     compiled.compile_trace = tracer  # a runtime trace merges these pass timings
     _write_trace(tracer, trace)
     return compiled
@@ -105,7 +110,8 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
     library = load(settings.rules, tracer).without(settings.disable)
     options = Options(targets=settings.targets, limits=settings.limits,
                       extract=settings.extract, hints=settings.hints,
-                      device_params=device_params((*DEVICE_TARGET.values(), *settings.targets)))
+                      device_params=device_costs(settings.targets,
+                                                 (*DEVICE_TARGET.values(), *settings.targets)))
     result = optimize_graph(graph, library, options, tracer)
     if key is not None and result.report is not None:
         result.report.cache = f"miss: {compile_cache.why_missed(key)}"
@@ -131,6 +137,17 @@ def device_params(names: tuple[str, ...]) -> dict[str, dict[str, float]]:
         with contextlib.suppress(CuvilError):
             out[name] = dict(get_target(name).cost_params)
     return out
+
+
+def device_costs(chosen: tuple[str, ...], names: tuple[str, ...]) -> dict[str, dict]:
+    """`device_params(names)`, where each IR device is priced by the first chosen target
+    that computes it (`target="cpu1"` prices the `cpu` device with cpu1's parameters)."""
+    from cuvil.lower.target import get_target
+
+    params = device_params(names)
+    for name in reversed(chosen):
+        params[get_target(name).device] = params[name]
+    return params
 
 
 def _calibrated(graph: Graph, quantize: Any, tracer: Tracer) -> Graph:
@@ -176,9 +193,17 @@ def as_limits(limits: Any):
 
 
 def _targets(target: str | Sequence[str]) -> tuple[str, ...]:
+    """The target names, each one registered (a target with no backend is an error)."""
+    from cuvil.lower.custom import available_targets
+
     names = (target,) if isinstance(target, str) else tuple(target)
     if not names:
         raise CuvilError("at least one target is needed")
+    known = available_targets()
+    for name in names:
+        if name not in known:
+            raise CuvilError(f"no backend for target {name!r}; available targets: "
+                             f"{', '.join(known)} (cuvil.register_target adds one)")
     return names
 
 

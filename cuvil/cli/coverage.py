@@ -4,7 +4,8 @@
 given rules and gathers, per rule, its matches (summed over models), whether it is in an
 extracted graph, and the models where it fired. The default corpus is every `cuvil.zoo`
 model plus the probe models of `cuvil/cli/probes.py`, small models written for the forms
-the zoo lacks (a decomposed layer norm, attention written out, conv + batch norm, ...).
+the zoo lacks (a decomposed layer norm, attention written out, conv + batch norm, ...);
+a probe may be optimized for its own targets (the placement probe: `cuda` and `cpu`).
 
 A model is named by a spec: `zoo:NAME`, `probe:NAME`, a `.pt2` file or
 `package.module:factory` (see `cuvil/cli/models.py`).
@@ -83,6 +84,16 @@ def load_spec(spec: str) -> tuple[Any, tuple]:
     return load_model(spec)
 
 
+def spec_targets(spec: str) -> tuple[str, ...]:
+    """The targets a model spec is optimized for: a probe's own (`probes.TARGETS`, the
+    placement probe's `cuda` and `cpu`), else the CPU."""
+    if spec.startswith("probe:"):
+        from cuvil.cli import probes
+
+        return probes.TARGETS.get(spec[len("probe:"):], ("cpu",))
+    return ("cpu",)
+
+
 def coverage(rules: Any = None, models: Sequence[str] | None = None, *,
              disable: Sequence[str] = (), limits: Any = None,
              on_model: Callable[[str, Any], None] | None = None) -> CoverageReport:
@@ -100,7 +111,8 @@ def coverage(rules: Any = None, models: Sequence[str] | None = None, *,
     for spec in models if models is not None else default_models():
         try:
             model, inputs = load_spec(spec)
-            graph = optimize(model, inputs or None, rules=rules, disable=disable, limits=limits)
+            graph = optimize(model, inputs or None, rules=rules, disable=disable, limits=limits,
+                             target=spec_targets(spec))
         except CuvilError as e:
             report.failed.append((spec, str(e)))
             if on_model:

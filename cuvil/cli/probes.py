@@ -210,6 +210,24 @@ def int8_candidates() -> tuple[Any, tuple]:
     return graph, (x,)
 
 
+class PlacementCandidates(nn.Module):
+    """Products large enough to pay for the host link, with what follows them on the GPU:
+    a linear layer, two products added, relu and gelu, softmax, layer norm, a batched
+    product. Optimized for `["cuda", "cpu"]` (`TARGETS`), the placement rules fire."""
+
+    def __init__(self, d: int = 512):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.w1, self.w2 = nn.Parameter(torch.randn(d, d)), nn.Parameter(torch.randn(d, d))
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x, y):
+        h = torch.relu(self.fc(x))
+        s = nn.functional.gelu(h @ self.w1 + x @ self.w2)
+        p = torch.softmax(s, dim=-1) + self.norm(s)
+        return p, torch.bmm(y, y.transpose(1, 2))
+
+
 def _randn(*shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=_seeded(1))
 
@@ -229,7 +247,11 @@ PROBES: dict[str, Callable[[], tuple[Any, tuple]]] = {
     "conversions": conversions,
     "direct_forms": direct_forms,
     "int8": int8_candidates,
+    "placement": lambda: (PlacementCandidates().eval(), (_randn(256, 512), _randn(4, 128, 512))),
 }
+
+# The targets a probe is optimized for, when not the CPU alone.
+TARGETS: dict[str, tuple[str, ...]] = {"placement": ("cuda", "cpu")}
 
 
 def get(name: str) -> tuple[Any, tuple]:

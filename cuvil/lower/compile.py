@@ -13,6 +13,7 @@ from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph
 from cuvil.lower.codegen import ModuleBuilder, Program
 from cuvil.lower.context import LowerContext
+from cuvil.lower.devices import Targets, device_kind, place_groups
 from cuvil.lower.group import (
     Group,
     classify,
@@ -22,7 +23,6 @@ from cuvil.lower.group import (
 )
 from cuvil.lower.inline import inline_composites
 from cuvil.lower.report import FallbackReport
-from cuvil.lower.target import get_target
 from cuvil.lower.templates.spec import Unsupported
 
 
@@ -30,7 +30,7 @@ def lower_to_source(graph: Graph, *, target="cpu", threads: int = 2,
                     fuse_elementwise: bool = True) -> str:
     """The module `compile_graph` would generate, without compiling it."""
     g, instances = prepare(graph)
-    program, _, _ = generate(g, instances, get_target(target), threads, fuse_elementwise, {},
+    program, _, _ = generate(g, instances, Targets(target), threads, fuse_elementwise, {},
                              True)
     return program.text
 
@@ -44,17 +44,21 @@ def prepare(graph: Graph):
     return private_view_chains(normalize_layouts(g)), instances
 
 
-def generate(g: Graph, instances, tgt, threads: int, fuse: bool, forced: dict[str, str],
+def generate(g: Graph, instances, targets, threads: int, fuse: bool, forced: dict[str, str],
              fallback: bool) -> tuple[Program, LowerContext, list[Group]]:
-    """Partition, run the templates, build the module text."""
+    """Partition, place groups on their devices' targets, run the templates, build the
+    module text. `targets`: a `Targets`, or what it is built from."""
     from cuvil.lower.templates.attention import match as attention_match
 
+    targets = targets if isinstance(targets, Targets) else Targets(targets)
     ctx = LowerContext(g, threads, instances=instances)
-    groups = partition(g, instances, fuse, attention_match)
-    groups, specs = _lower_groups(_apply_forced(groups, g, forced), ctx, tgt)
+    groups = place_groups(partition(g, instances, fuse, attention_match), g)
+    groups, specs = _lower_groups(_apply_forced(groups, g, forced), ctx, targets)
     if not fallback:
-        _refuse_fallbacks(groups, g, tgt.name)
-    return ModuleBuilder(ctx, tgt, groups, specs, g.outputs).build(), ctx, groups
+        _refuse_fallbacks(groups, g, targets.primary.name)
+    _device_fallbacks(groups, g, targets)
+    builder = ModuleBuilder(ctx, targets.primary, groups, specs, g.outputs)
+    return builder.build(), ctx, groups
 
 
 def _apply_forced(groups: list[Group], g: Graph, forced: dict[str, str]) -> list[Group]:
@@ -67,14 +71,16 @@ def _apply_forced(groups: list[Group], g: Graph, forced: dict[str, str]) -> list
             if g[n].op == "scalar":
                 continue
             reason = forced.get(n, "split")
-            kind, why = classify(g[n], g)
+            kind, why = _classify(g, n)
             out.append(Group(kind, [n], reason=why) if reason == "split" else
                        Group("fallback", [n], reason=reason))
     return out
 
 
-def _lower_groups(groups: list[Group], ctx: LowerContext, tgt) -> tuple[list[Group], dict]:
-    """Run each group's template; a rejected group is split, a rejected node falls back."""
+def _lower_groups(groups: list[Group], ctx: LowerContext, targets: Targets
+                  ) -> tuple[list[Group], dict]:
+    """Run each group's template on its device's target; a rejected group is split, a
+    rejected node falls back."""
     done, specs = [], {}
     work = list(reversed(groups))
     while work:
@@ -82,11 +88,13 @@ def _lower_groups(groups: list[Group], ctx: LowerContext, tgt) -> tuple[list[Gro
         if group.template in ("alias", "fallback"):
             done.append(group)
             continue
+        tgt = targets.of(group, ctx.graph)
         gen = tgt.generator(group.template)
         try:
             if gen is None:
                 raise Unsupported(f"target {tgt.name} has no {group.template} kernels")
             specs[id(group)] = gen(group, ctx)
+            specs[id(group)].target = tgt.name
             done.append(group)
         except Unsupported as e:
             parts = [n for n in group.nodes if ctx.graph[n].op != "scalar"]
@@ -101,7 +109,25 @@ def _lower_groups(groups: list[Group], ctx: LowerContext, tgt) -> tuple[list[Gro
 
 
 def _kind(g: Graph, n: str) -> tuple[str, list[str]]:
-    return classify(g[n], g)[0], [n]
+    return _classify(g, n)[0], [n]
+
+
+def _classify(g: Graph, n: str) -> tuple[str, str]:
+    """(template, reason) of one node, for its device."""
+    return classify(g[n], g) if g[n].type.device == "cpu" else device_kind(g[n])
+
+
+def _device_fallbacks(groups: list[Group], g: Graph, targets: Targets) -> None:
+    """Fallbacks of nodes on a device run on the CPU, their operands copied there and back
+    (`fallback_policy="cpu"`), or are an error (`"error"`)."""
+    moved = [grp for grp in groups if grp.template == "fallback"
+             and g[grp.output].type.device != "cpu"]
+    for grp in moved:
+        grp.reason = f"{grp.reason or 'no kernel'}; runs on the CPU, copies in and out"
+    if moved and targets.policy == "error":
+        lines = [str(fallback_report(g, grp)) for grp in moved]
+        raise CuvilError(f"fallback_policy='error': {len(moved)} node(s) have no kernel on "
+                         f"their device: " + "; ".join(lines))
 
 
 def _refuse_fallbacks(groups: list[Group], g: Graph, target: str) -> None:

@@ -65,6 +65,7 @@ class CompileReport:
     optimizer: Any = None  # the optimizer's report, when the pipeline has one
     steps: list[StepReport] = field(default_factory=list)  # the calls of `entry`, in order
     graph: Any = field(default=None, repr=False)  # the optimized graph that was lowered
+    placement: dict[str, str] = field(default_factory=dict)  # kernel name -> its target
 
     @property
     def cache_hit(self) -> bool:
@@ -75,6 +76,19 @@ class CompileReport:
     @property
     def kernel_compile_s(self) -> float:
         return sum(k.compile_s for k in self.kernels)
+
+    def placement_summary(self) -> str:
+        """`3 kernel(s) on cuda, 1 on cpu; 4 transfer(s)`: where the kernels run."""
+        counts: dict[str, int] = {}
+        for k in self.kernels:
+            if k.template != "transfer":
+                where = self.placement.get(k.name, self.target)
+                counts[where] = counts.get(where, 0) + 1
+        moves = sum(1 for s in self.steps if s.template == "transfer")
+        parts = [f"{n} on {t}" for t, n in counts.items()]
+        return (f"kernel(s) {', '.join(parts) or 'none'}; {moves} transfer(s)"
+                + (f"; {len(self.fallbacks)} node(s) on the CPU instead" if self.fallbacks
+                   else ""))
 
     def __str__(self) -> str:
         lines = []
@@ -87,9 +101,13 @@ class CompileReport:
         for k in self.kernels:
             how = "numpy" if not k.jit else (
                 "cached" if k.cached else f"{k.compile_s * 1e3:.0f} ms")
+            where = self.placement.get(k.name, "")
+            where = f" on {where}" if where and "," in self.target else ""
             lines.append(f"  {k.name} [{k.template}{', parallel' if k.parallel else ''}] "
-                         f"{how}")
+                         f"{how}{where}")
             lines += [f"      {n}" for n in k.nodes]
+        if "," in self.target:
+            lines.append(f"  placement: {self.placement_summary()}")
         for f in self.fallbacks:
             lines.append(f"  fallback to torch: {f}")
         lines += [f"  fused: {d}" for d in self.fused]

@@ -30,6 +30,7 @@ class Target:
     gbps: float  # sustained memory bandwidth
     launch_us: float  # fixed cost of one kernel call
     generators: dict[str, Generator] = field(default_factory=dict)
+    device: str = "cpu"  # the IR device (`TensorType.device`) whose values it computes
     # decorators of generated kernels (serial / parallel)
     kernel_decorator: str = ("@njit(cache=True, nogil=True, error_model='numpy', "
                              "fastmath={fastmath})")
@@ -107,3 +108,12 @@ class CpuTarget(Target):
 
 
 register_target(CpuTarget, "cpu")
+
+
+def _cuda() -> Target:
+    from cuvil.lower.cuda.target import CudaTarget  # imports no Numba until it lowers
+
+    return CudaTarget()
+
+
+register_target(_cuda, "cuda")

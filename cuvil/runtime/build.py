@@ -25,9 +25,9 @@ from cuvil.ir.types import SYMBOLIC_DIM_SIZE
 from cuvil.lower.codegen import Program, describe_group, entry_module
 from cuvil.lower.compile import fallback_report, generate, prepare
 from cuvil.lower.context import LowerContext
+from cuvil.lower.devices import Targets
 from cuvil.lower.report import CompileReport, KernelReport
 from cuvil.lower.steps import step_reports
-from cuvil.lower.target import get_target
 from cuvil.lower.templates.spec import THREADS
 from cuvil.runtime.blas import single_threaded_blas
 from cuvil.runtime.compiled import CompiledGraph
@@ -38,10 +38,11 @@ from cuvil.runtime.threads import active_layer, choose_layer, thread_count
 
 def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
                   threads: int | None = None, cache_dir=None,
-                  fuse_elementwise: bool = True) -> CompiledGraph:
-    """Lower `graph` to kernels for `target`; see the module docstring."""
+                  fuse_elementwise: bool = True, fallback_policy: str = "cpu") -> CompiledGraph:
+    """Lower `graph` to kernels for `target` (a name, a `Target`, or several: each node is
+    lowered by the target of its device); see the module docstring."""
     start = time.perf_counter()
-    tgt = get_target(target)
+    tgt = Targets(target, fallback_policy)
     choose_layer()
     single_threaded_blas()
     n_threads = thread_count(threads)
@@ -58,7 +59,9 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
         for group, reason in failed:
             for n in group.nodes:
                 forced[n] = "split" if len(group.nodes) > 1 else reason
-    report = _report(tgt.name, program, ctx, groups, kernels, n_threads, lower_s, path)
+    report = _report(",".join(tgt.names), program, ctx, groups, kernels, n_threads, lower_s,
+                     path)
+    report.placement = placement(program, tgt)
     for k in report.kernels:
         k.module = str(paths[k.name])
     report.steps, report.graph = step_reports(program, ctx, graph), graph
@@ -68,10 +71,19 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
     report.memory_bytes = plan.nbytes(env, n_threads)
     report.naive_bytes = plan.naive_nbytes(env, n_threads)
     report.optimizer = graph.report
-    consts = [ctx.const_array(v) for v in program.entry_params
+    consts = [_const(program, ctx, v) for v in program.entry_params
               if program.arrays[v].kind == "const"]
     report.compile_s = time.perf_counter() - start
     return CompiledGraph(g, program, module.entry, consts, plan, report, n_threads)
+
+
+def _const(program: Program, ctx: LowerContext, value: str):
+    """A constant's array; a constant moved to the GPU is copied there once, here."""
+    if value not in program.uploads:
+        return ctx.const_array(value)
+    from cuvil.runtime.cuda import upload
+
+    return upload(ctx.const_array(program.uploads[value]))
 
 
 def _load(program: Program, cache_dir) -> tuple[ModuleType, Path, dict[str, Path]]:
@@ -139,8 +151,15 @@ def _buffers(program: Program) -> list[Buffer]:
             for s_i, step in enumerate(program.steps):
                 if value in step.args:
                     i = min(i, s_i)
-            buffers.append(Buffer(value, a.dtype, a.shape, i, max(last.get(value, i), i)))
+            buffers.append(Buffer(value, a.dtype, a.shape, i, max(last.get(value, i), i),
+                                  a.device))
     return buffers
+
+
+def placement(program: Program, targets: Targets) -> dict[str, str]:
+    """Kernel name -> the target that runs it (what the report's placement lists)."""
+    primary = targets.primary.name
+    return {k.name: k.spec.target or primary for k in program.kernels}
 
 
 def _report(target, program, ctx, groups, kernels, threads, lower_s, path) -> CompileReport:

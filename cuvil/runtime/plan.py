@@ -26,6 +26,7 @@ class Buffer:
     shape: tuple[Dim | str, ...]  # physical; "threads" is the thread count
     first: int  # step that writes it
     last: int  # last step that reads it
+    device: str = "cpu"  # `cuda`: a device array (slots are never shared across devices)
 
 
 def numel(shape: tuple, env: dict[str, int], threads: int) -> int:
@@ -37,6 +38,7 @@ class MemoryPlan:
         self.buffers = buffers
         self.slot_of: dict[str, int] = {}
         self.slot_dtype: list[DType] = []
+        self.slot_device: list[str] = []
         ref = {}
         for b in buffers:
             ref[b.value] = reference_numel(b.shape)
@@ -44,7 +46,8 @@ class MemoryPlan:
         sizes: list[int] = []
         for b in sorted(buffers, key=lambda b: (b.first, b.last)):
             free = [s for s, h in enumerate(holders)
-                    if (h is None or h.last < b.first) and self.slot_dtype[s] == b.dtype]
+                    if (h is None or h.last < b.first) and self.slot_dtype[s] == b.dtype
+                    and self.slot_device[s] == b.device]
             if free:
                 slot = min(free, key=lambda s: (sizes[s] < ref[b.value],
                                                 abs(sizes[s] - ref[b.value]), s))
@@ -55,6 +58,7 @@ class MemoryPlan:
                 holders.append(b)
                 sizes.append(ref[b.value])
                 self.slot_dtype.append(b.dtype)
+                self.slot_device.append(b.device)
             self.slot_of[b.value] = slot
 
     @property
@@ -78,10 +82,19 @@ class MemoryPlan:
 
     def allocate(self, env: dict[str, int], threads: int) -> dict[str, np.ndarray]:
         """One view per value into freshly allocated slots sized for `env`."""
-        slots = [np.empty(n, dt.numpy) for n, dt in
-                 zip(self.slot_sizes(env, threads), self.slot_dtype, strict=True)]
+        slots = [_empty(n, dt, dev) for n, dt, dev in
+                 zip(self.slot_sizes(env, threads), self.slot_dtype, self.slot_device,
+                     strict=True)]
         views = {}
         for b in self.buffers:
             shape = tuple(threads if d == "threads" else eval_dim(d, env) for d in b.shape)
             views[b.value] = slots[self.slot_of[b.value]][:math.prod(shape)].reshape(shape)
         return views
+
+
+def _empty(n: int, dtype: DType, device: str):
+    if device == "cpu":
+        return np.empty(n, dtype.numpy)
+    from cuvil.runtime.cuda import device_empty  # numba.cuda: only for device buffers
+
+    return device_empty(n, dtype.numpy)

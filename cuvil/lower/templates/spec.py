@@ -48,3 +48,4 @@ class KernelSpec:
     scratch: dict[str, Scratch] = field(default_factory=dict)
     note: str = ""
     python: bool = False  # plain numpy code: nothing to compile
+    target: str = ""  # the target that generated it (set by lowering; "" = the graph's)

@@ -1,0 +1,53 @@
+"""`cuda_kernel`: a generated kernel compiled with `numba.cuda.jit` and launched over its
+output (the last argument): `BLOCK` threads a block, enough blocks to give every output
+element a thread (at most `MAX_BLOCKS`); the kernels loop grid-stride, so any grid is
+correct. The launcher looks like a Numba dispatcher to `compile_graph` (`compile(sig)`,
+`overloads`, `stats.cache_hits`): on a GPU it compiles eagerly for the call's types; under
+the simulator there is nothing to compile.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+from numba import config, cuda
+
+BLOCK = 256  # threads a block: the GEMM's 16 x 16 tile
+MAX_BLOCKS = 65536
+
+
+def simulated() -> bool:
+    """Whether kernels run under Numba's CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`)."""
+    return bool(config.ENABLE_CUDASIM)
+
+
+class CudaLauncher:
+    """A `numba.cuda` kernel and its launch configuration."""
+
+    def __init__(self, fn, fastmath):
+        self.py_func = fn
+        self.kernel = cuda.jit(fastmath=bool(fastmath))(fn)
+        self.overloads: dict = {}
+        self.stats = SimpleNamespace(cache_hits={})
+        self.__name__ = fn.__name__
+
+    def compile(self, sig) -> None:
+        if not simulated() and sig not in self.overloads:
+            self.kernel.compile(sig)
+        self.overloads[sig] = True
+
+    def grid(self, n: int) -> int:
+        return max(1, min(math.ceil(n / BLOCK), MAX_BLOCKS))
+
+    def __call__(self, *args) -> None:
+        self.kernel[self.grid(args[-1].size), BLOCK](*args)
+
+
+def cuda_kernel(fastmath=False):
+    """The decorator of a generated CUDA kernel (see the module docstring)."""
+
+    def wrap(fn) -> CudaLauncher:
+        return CudaLauncher(fn, fastmath)
+
+    return wrap

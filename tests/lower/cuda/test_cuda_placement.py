@@ -1,0 +1,70 @@
+"""Placement end to end: the stock placement rules with `target=["cuda", "cpu"]`, the
+extraction's choice, and a compiled model running across both devices (simulated GPU)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import cuvil
+from cuvil.cli import probes
+
+STOCK = Path(cuvil.__file__).parent / "stock_rules"
+# a GPU with a free link and free launches: tiny test shapes still pay for placement
+FREE_GPU = "target cuda(link_gbps=1000000, launch_us=0, gflops=1000000, gbps=1000000)\n"
+
+
+def test_extraction_places_the_products_on_cuda():
+    model, inputs = probes.get("placement")
+    graph = cuvil.optimize(model, inputs, target=["cuda", "cpu"])
+    on_cuda = {n.op for n in graph if n.type.device == "cuda"}
+    assert {"matmul", "bmm", "softmax", "layer_norm"} <= on_cuda, str(graph)
+    back = [n for n in graph if n.op == "to_device" and n.type.device == "cpu"]
+    assert len(back) == 2  # the two results: every round trip in between cancelled
+    fired = graph.report.rules
+    assert fired["matmul_on_cuda"].in_result and fired["add_after_to_cpu"].in_result
+
+
+def test_the_cpu_alone_places_nothing():
+    model, inputs = probes.get("placement")
+    graph = cuvil.optimize(model, inputs, target="cpu")
+    assert all(n.type.device == "cpu" for n in graph)
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(8, 16), nn.Linear(16, 8)
+
+    def forward(self, x):
+        return torch.softmax(self.fc2(torch.relu(self.fc1(x))), dim=-1)
+
+
+def test_a_model_compiled_for_cuda_and_cpu_matches_torch():
+    torch.manual_seed(0)
+    model, x = Small().eval(), torch.randn(3, 8)
+    fast = cuvil.compile(model, (x,), rules=[STOCK, FREE_GPU], target=["cuda", "cpu"],
+                         cache=False)
+    with torch.no_grad():
+        torch.testing.assert_close(fast(x), model(x), atol=1e-5, rtol=1e-5)
+    placed = set(fast.report.placement.values())
+    assert placed >= {"cuda"}, str(fast.report)
+    assert not fast.report.fallbacks, fast.report.fallbacks
+    assert "placement:" in str(fast.report)
+    moves = [s for s in fast.report.steps if s.template == "transfer"]
+    assert len(moves) == 2  # x in, the result out: the weights were uploaded once
+
+
+def test_gpu_bench_without_a_gpu_says_so_in_one_line():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: bench/gpu.py would measure")
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, str(root / "bench" / "gpu.py")], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1 and "no CUDA GPU" in done.stdout
