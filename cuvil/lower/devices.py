@@ -92,8 +92,9 @@ def device_kind(node) -> tuple[str, str]:
 
 
 def fuse_device_chains(groups: list[Group], graph: Graph) -> list[Group]:
-    """Merge a device elementwise group into its consumer's when it is that group's only
-    reader and not a graph output: one kernel, no intermediate array."""
+    """Merge a device elementwise or GEMM group with the elementwise group that is its only
+    reader, when its value is not a graph output: one kernel (a GEMM with an epilogue), no
+    intermediate array."""
     readers: dict[str, set[str]] = {}
     for node in graph:
         for i in node.inputs:
@@ -104,18 +105,29 @@ def fuse_device_chains(groups: list[Group], graph: Graph) -> list[Group]:
     for group in groups:
         merged = group
         if _device_elementwise(group, graph):
-            for value in graph[group.output].inputs:
+            for value in _inputs(merged, graph):
                 src = owner.get(value)
-                if (src is not None and src is not merged and _device_elementwise(src, graph)
+                if (src is not None and src is not merged and _fusable_into(src, graph)
                         and value not in outputs and readers.get(value, set()) <= set(merged.nodes)
                         and src.output == value):
                     kept.remove(src)
-                    merged = Group("elementwise", [*src.nodes, *merged.nodes],
+                    merged = Group(src.template, [*src.nodes, *merged.nodes],
                                    fused=[*src.nodes, *merged.nodes])
         kept.append(merged)
         for n in merged.nodes:
             owner[n] = merged
     return kept
+
+
+def _inputs(group: Group, graph: Graph) -> list[str]:
+    inside = set(group.nodes)
+    return [i for n in group.nodes for i in graph[n].inputs if i not in inside]
+
+
+def _fusable_into(src: Group, graph: Graph) -> bool:
+    """An elementwise group, or a GEMM (its epilogue), on a device."""
+    return _device_elementwise(src, graph) or (
+        src.template == "gemm" and device_of(src, graph) != "cpu")
 
 
 def _device_elementwise(group: Group, graph: Graph) -> bool:

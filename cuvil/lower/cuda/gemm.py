@@ -9,24 +9,44 @@ memory and accumulating in the output's dtype. Operands in default layout, float
 from __future__ import annotations
 
 from cuvil.ir.types import TensorType
-from cuvil.lower.cuda.elementwise import FLOATS
+from cuvil.lower.cuda.elementwise import FLOATS, device_text, load
 from cuvil.lower.physical import layout_perm, np_name
+from cuvil.lower.templates.elementwise import ExprBuilder
 from cuvil.lower.templates.spec import KernelSpec, Unsupported
 
 TILE = 16
 
 
 def generate(group, ctx) -> KernelSpec:
+    """The product, then the group's elementwise nodes on each element (the epilogue)."""
     nodes = group.node_list(ctx)
-    if len(nodes) != 1 or nodes[0].op not in ("matmul", "bmm"):
-        raise Unsupported("the CUDA GEMM lowers one matmul")
-    mm = nodes[0]
+    if not nodes or nodes[0].op not in ("matmul", "bmm"):
+        raise Unsupported("the CUDA GEMM lowers one matmul and what follows it")
+    mm, rest = nodes[0], nodes[1:]
     x, w = (ctx.type(i) for i in mm.inputs)
+    out = nodes[-1].type
     _check(x, w, mm.type)
-    batched = w.rank > 2
-    body = _tile_loop(x.rank, batched, np_name(mm.type.dtype))
-    return KernelSpec("gemm", ["x0", "x1", "out"], [*mm.inputs, mm.name], body,
-                      parallel=False, fastmath="fast", note=f"tiled {TILE}x{TILE}")
+    if rest and (out.shape != mm.type.shape or layout_perm(out) != tuple(range(out.rank))):
+        raise Unsupported("an epilogue that changes the product's shape")
+    params, args, store = _epilogue(ctx, mm, rest, out)
+    body = _tile_loop(x.rank, w.rank > 2, np_name(mm.type.dtype), store)
+    note = f"tiled {TILE}x{TILE}" + (f" + {', '.join(n.op for n in rest)}" if rest else "")
+    return KernelSpec("gemm", ["x0", "x1", *params, "out"],
+                      [*mm.inputs, *args, group.output], device_text(body),
+                      parallel=False, fastmath="fast", note=note)
+
+
+def _epilogue(ctx, mm, rest, out: TensorType) -> tuple[list[str], list[str], list[str]]:
+    """(params, args, store lines): `out` at the current (`q0..`, `col`) index."""
+    rank = out.rank
+    index = [f"q{k}" for k in range(rank - 1)] + ["col"]
+    if not rest:
+        return [], [], [f"out[{', '.join(index)}] = acc"]
+    expr = ExprBuilder(ctx, out, {mm.name: "acc"}, first_arg=2).build(rest)
+    logical = {q: index[q] for q in range(rank)}
+    loads = {op.arg: load(op, (index, logical)) for op in expr.operands}
+    lines = expr.body(loads, "value") + [f"out[{', '.join(index)}] = value"]
+    return [op.arg for op in expr.operands], list(expr.args), lines
 
 
 def _check(x: TensorType, w: TensorType, out: TensorType) -> None:
@@ -50,12 +70,21 @@ def _split(name: str, flat: str, rank: int, last: str) -> str:
     return f"{name}[{', '.join([*idx, last])}]"
 
 
-def _tile_loop(rank: int, batched: bool, dtype: str) -> list[str]:
-    """The kernel body (see the module docstring); `rank` is the output's."""
+def _leading(flat: str, rank: int) -> list[str]:
+    """Lines splitting the flat index over the output's leading dims into `q0..`."""
+    lines = [f"f = {flat}"]
+    for k in range(rank - 2, 0, -1):
+        lines += [f"q{k} = f % out.shape[{k}]", f"f = f // out.shape[{k}]"]
+    return lines + ["q0 = f"]
+
+
+def _tile_loop(rank: int, batched: bool, dtype: str, store: list[str]) -> list[str]:
+    """The kernel body (see the module docstring); `rank` is the output's, `store` writes
+    `acc` at (`q0..`, `col`)."""
     w_rank = rank if batched else 2
     if batched:
         rows = f"x0.shape[{rank - 2}]"
-        lead = lambda a, r: f"b * {a}.shape[{rank - 2}] + {r}"  # noqa: E731
+        lead = lambda a, r: f"b * {a}.shape[{rank - 2}] + {r}"  # noqa: E731  (dims of a)
         batch = " * ".join(f"x0.shape[{k}]" for k in range(rank - 2)) or "1"
     else:
         rows = " * ".join(f"x0.shape[{k}]" for k in range(rank - 1))
@@ -84,6 +113,6 @@ def _tile_loop(rank: int, batched: bool, dtype: str) -> list[str]:
         f"        for kk in range({TILE}):", "            acc += sa[ty, kk] * sb[kk, tx]",
         "        cuda.syncthreads()",
         "    if row < m and col < n:",
-        f"        {_split('out', lead('out', 'row'), rank, 'col')} = acc",
+        *["        " + ln for ln in [*_leading(lead("out", "row"), rank), *store]],
         "    t += cuda.gridDim.x",
     ]

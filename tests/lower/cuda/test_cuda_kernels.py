@@ -99,15 +99,31 @@ def test_cuda_layer_norm_matches_reference(lower):
     check(on_cuda(shapes, build), shapes, lower, {"rows"})
 
 
+@pytest.mark.parametrize("rank", [2, 3])
+def test_cuda_gemm_epilogue_matches_reference(rank, lower):
+    """bias + relu + a residual, in the GEMM kernel: one kernel, one output array."""
+    lead = (2, 3)[:rank - 1]
+    shapes = [(*lead, 6), (6, 5), (5,), (*lead, 5)]
+
+    def build(g, x, w, b, r):
+        return g.add("add", [g.add("relu", [g.add("add", [g.add("matmul", [x, w]), b])]), r])
+
+    compiled = check(on_cuda(shapes, build), shapes, lower, {"gemm"})
+    assert not any(k.template == "elementwise" for k in compiled.report.kernels)
+    assert "matmul + add + relu + add" in "\n".join(compiled.report.fused)
+
+
 def test_device_buffers_and_transfers(lower):
-    """Values on cuda live in device arrays; the boundaries are copies; the chain is fused."""
+    """Values on cuda live in device arrays; the boundaries are copies; chains are fused."""
     shapes = [(5, 7), (7, 9)]
 
     def build(g, x, w):
-        return g.add("tanh", [g.add("relu", [g.add("matmul", [x, w])])])
+        y = g.add("tanh", [g.add("relu", [g.add("matmul", [x, w])])])
+        return g.add("exp", [g.add("softmax", [y], {"dim": -1})])
 
-    compiled = check(on_cuda(shapes, build), shapes, lower, {"gemm", "elementwise", "transfer"})
-    assert "relu + tanh" in "\n".join(compiled.report.fused)
+    compiled = check(on_cuda(shapes, build), shapes, lower,
+                     {"gemm", "rows", "elementwise", "transfer"})
+    assert "matmul + relu + tanh" in "\n".join(compiled.report.fused)
     assert "from cuvil.runtime.cuda import" in compiled.source
     assert "k1_gemm [gemm] " in str(compiled.report) and " on cuda" in str(compiled.report)
 
