@@ -47,6 +47,7 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
     single_threaded_blas()
     n_threads = thread_count(threads)
     g, instances = prepare(graph)
+    _devices_available(g)
     forced: dict[str, str] = {}  # node -> "split" or a fallback reason
     for _ in range(len(g) + 1):
         program, ctx, groups = generate(g, instances, tgt, n_threads, fuse_elementwise,
@@ -75,6 +76,14 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
               if program.arrays[v].kind == "const"]
     report.compile_s = time.perf_counter() - start
     return CompiledGraph(g, program, module.entry, consts, plan, report, n_threads)
+
+
+def _devices_available(g: Graph) -> None:
+    """A graph with values on `cuda` needs a GPU, or Numba's CUDA simulator."""
+    if any(node.type.device == "cuda" for node in g):
+        from cuvil.runtime.cuda import require_gpu
+
+        require_gpu()
 
 
 def _const(program: Program, ctx: LowerContext, value: str):

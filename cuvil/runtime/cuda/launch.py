@@ -13,6 +13,8 @@ from types import SimpleNamespace
 
 from numba import config, cuda
 
+from cuvil.errors import CuvilError
+
 BLOCK = 256  # threads a block: the GEMM's 16 x 16 tile
 MAX_BLOCKS = 65536
 
@@ -20,6 +22,13 @@ MAX_BLOCKS = 65536
 def simulated() -> bool:
     """Whether kernels run under Numba's CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`)."""
     return bool(config.ENABLE_CUDASIM)
+
+
+def require_gpu() -> None:
+    """A `CuvilError` in one line unless a GPU (or the simulator) runs CUDA kernels."""
+    if not simulated() and not cuda.is_available():
+        raise CuvilError("the graph has values on cuda but numba.cuda finds no GPU here; "
+                         "compile for 'cpu', or set NUMBA_ENABLE_CUDASIM=1 to simulate one")
 
 
 class CudaLauncher:

@@ -3,6 +3,7 @@ extraction's choice, and a compiled model running across both devices (simulated
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +69,27 @@ def test_gpu_bench_without_a_gpu_says_so_in_one_line():
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("\n") == 1 and "no CUDA GPU" in done.stdout
+
+
+NO_GPU = """
+import cuvil
+from cuvil.ir import Graph, TensorType
+from cuvil.runtime import compile_graph
+g = Graph("g")
+x = g.add("to_device", [g.input("x", TensorType((3, 4), "f32"))], {"device": "cuda"})
+g.set_outputs(g.add("to_device", [g.add("relu", [x])], {"device": "cpu"}))
+try:
+    compile_graph(g, target=["cuda", "cpu"])
+except cuvil.CuvilError as e:
+    print(e)
+"""
+
+
+def test_cuda_values_without_a_gpu_are_a_one_line_error():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    done = subprocess.run([sys.executable, "-c", NO_GPU], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1 and "finds no GPU" in done.stdout
