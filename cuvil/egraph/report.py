@@ -59,6 +59,26 @@ class OptimizeReport:
         ranked = sorted(self.rules.values(), key=lambda r: (-r.matches, -r.found, r.label))
         return [r for r in ranked[:top] if r.matches or r.found]
 
+    def placement(self) -> str:
+        """`12 node(s) on cuda, 3 on cpu; 4 transfer(s)`: where extraction put the graph's
+        ops, when any is off the CPU ("" otherwise)."""
+        if self.graph is None:
+            return ""
+        counts: dict[str, int] = {}
+        moves = 0
+        for node in self.graph:
+            if node.op in ("input", "const", "scalar"):
+                continue
+            if node.op == "to_device":
+                moves += 1
+            else:
+                counts[node.type.device] = counts.get(node.type.device, 0) + 1
+        if set(counts) <= {"cpu"}:
+            return ""
+        return ", ".join(f"{n} node(s) on {d}" for d, n in sorted(counts.items(),
+                                                                  key=lambda kv: -kv[1])) \
+            + f"; {moves} transfer(s)"
+
     def rule_line(self, label: str) -> str:
         stat = self.rules.get(label)
         return f"{label} ({stat.where})" if stat else label
@@ -99,6 +119,8 @@ class OptimizeReport:
             grew = ", ".join(f"{r.label} ({r.matches} applied, {r.found} found)"
                              for r in self.growth(3))
             lines.append(f"grew the e-graph most: {grew or 'none'}")
+        if self.placement():
+            lines.append(f"placement (extraction's choice): {self.placement()}")
         if self.precision:
             lines.append("precision (extraction's choice, by cost):")
             lines += [f"  {choice}" for choice in self.precision]

@@ -29,12 +29,15 @@ def test_extraction_places_the_products_on_cuda():
     assert len(back) == 2  # the two results: every round trip in between cancelled
     fired = graph.report.rules
     assert fired["matmul_on_cuda"].in_result and fired["add_after_to_cpu"].in_result
+    assert "placement (extraction's choice): " in str(graph.report)
+    assert " on cuda" in graph.report.placement()
 
 
 def test_the_cpu_alone_places_nothing():
     model, inputs = probes.get("placement")
     graph = cuvil.optimize(model, inputs, target="cpu")
     assert all(n.type.device == "cpu" for n in graph)
+    assert graph.report.placement() == "" and "placement" not in str(graph.report)
 
 
 class Small(nn.Module):
