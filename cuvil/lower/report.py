@@ -66,6 +66,7 @@ class CompileReport:
     steps: list[StepReport] = field(default_factory=list)  # the calls of `entry`, in order
     graph: Any = field(default=None, repr=False)  # the optimized graph that was lowered
     placement: dict[str, str] = field(default_factory=dict)  # kernel name -> its target
+    uploads: int = 0  # constants copied to a device once, when the graph was built
 
     @property
     def cache_hit(self) -> bool:
@@ -78,7 +79,8 @@ class CompileReport:
         return sum(k.compile_s for k in self.kernels)
 
     def placement_summary(self) -> str:
-        """`3 kernel(s) on cuda, 1 on cpu; 4 transfer(s)`: where the kernels run."""
+        """`kernel(s) 3 on cuda, 1 on cpu; 2 transfer(s) per call, 4 constant(s) uploaded
+        once`: where the kernels run, what crosses the link."""
         counts: dict[str, int] = {}
         for k in self.kernels:
             if k.template != "transfer":
@@ -86,7 +88,8 @@ class CompileReport:
                 counts[where] = counts.get(where, 0) + 1
         moves = sum(1 for s in self.steps if s.template == "transfer")
         parts = [f"{n} on {t}" for t, n in counts.items()]
-        return (f"kernel(s) {', '.join(parts) or 'none'}; {moves} transfer(s)"
+        return (f"kernel(s) {', '.join(parts) or 'none'}; {moves} transfer(s) per call"
+                + (f", {self.uploads} constant(s) uploaded once" if self.uploads else "")
                 + (f"; {len(self.fallbacks)} node(s) on the CPU instead" if self.fallbacks
                    else ""))
 

@@ -62,7 +62,7 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
                 forced[n] = "split" if len(group.nodes) > 1 else reason
     report = _report(",".join(tgt.names), program, ctx, groups, kernels, n_threads, lower_s,
                      path)
-    report.placement = placement(program, tgt)
+    report.placement, report.uploads = placement(program, tgt), len(program.uploads)
     for k in report.kernels:
         k.module = str(paths[k.name])
     report.steps, report.graph = step_reports(program, ctx, graph), graph

@@ -62,6 +62,7 @@ def test_a_model_compiled_for_cuda_and_cpu_matches_torch():
     assert "placement:" in str(fast.report)
     moves = [s for s in fast.report.steps if s.template == "transfer"]
     assert len(moves) == 2  # x in, the result out: the weights were uploaded once
+    assert "2 transfer(s) per call, 4 constant(s) uploaded once" in str(fast.report)
 
 
 def test_gpu_bench_without_a_gpu_says_so_in_one_line():
