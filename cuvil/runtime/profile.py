@@ -50,9 +50,12 @@ class TimedEntry:
         self.calls: list[Call] = []
         self._spans: list[tuple[int, int, int]] = []
         self._last = 0
+        self._sync = _device_sync(compiled._program)
 
     def lap(self, step: int) -> None:
-        """Step `step` ran from the previous lap until now (this lap's cost not counted)."""
+        """Step `step` ran from the previous lap until now (this lap's cost not counted);
+        GPU kernels run asynchronously, so a graph with device arrays waits for them."""
+        self._sync()
         now = time.perf_counter_ns()
         if step >= 0:
             self._spans.append((step, self._last, now))
@@ -66,6 +69,15 @@ class TimedEntry:
         start = time.perf_counter_ns()
         self._profiled(*args, self.lap)
         self.calls.append(Call(start, time.perf_counter_ns(), self._spans))
+
+
+def _device_sync(program):
+    """What makes a step's time its own: `cuda.synchronize` when values live on the GPU."""
+    if all(a.device == "cpu" for a in program.arrays.values()):
+        return lambda: None
+    from cuvil.runtime.cuda import synchronize
+
+    return synchronize
 
 
 def timed_twin(compiled) -> tuple[Any, TimedEntry]:

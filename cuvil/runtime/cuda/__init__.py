@@ -7,8 +7,8 @@ set `NUMBA_ENABLE_CUDASIM=1` before that to run everything under Numba's CUDA si
 """
 
 from cuvil.runtime.cuda.device import verf, vexp, vsigmoid, vtanh
-from cuvil.runtime.cuda.launch import cuda_kernel, require_gpu, simulated
+from cuvil.runtime.cuda.launch import cuda_kernel, require_gpu, simulated, synchronize
 from cuvil.runtime.cuda.memory import device_empty, is_device, to_host, transfer, upload
 
-__all__ = ["cuda_kernel", "device_empty", "is_device", "require_gpu", "simulated", "to_host",
-           "transfer", "upload", "verf", "vexp", "vsigmoid", "vtanh"]
+__all__ = ["cuda_kernel", "device_empty", "is_device", "require_gpu", "simulated",
+           "synchronize", "to_host", "transfer", "upload", "verf", "vexp", "vsigmoid", "vtanh"]

@@ -24,6 +24,11 @@ def simulated() -> bool:
     return bool(config.ENABLE_CUDASIM)
 
 
+def synchronize() -> None:
+    """Wait for every kernel launched so far (profiling times each step this way)."""
+    cuda.synchronize()
+
+
 def require_gpu() -> None:
     """A `CuvilError` in one line unless a GPU (or the simulator) runs CUDA kernels."""
     if not simulated() and not cuda.is_available():

@@ -63,6 +63,9 @@ def test_a_model_compiled_for_cuda_and_cpu_matches_torch():
     moves = [s for s in fast.report.steps if s.template == "transfer"]
     assert len(moves) == 2  # x in, the result out: the weights were uploaded once
     assert "2 transfer(s) per call, 4 constant(s) uploaded once" in str(fast.report)
+    prof = fast.profile((x,), runs=2)  # every step timed, the GPU's waited for
+    torch.testing.assert_close(prof.outputs, model(x).detach(), atol=1e-5, rtol=1e-5)
+    assert len(prof.calls) == 2 and len(prof.calls[0].spans) == len(fast.report.steps)
 
 
 def test_gpu_bench_without_a_gpu_says_so_in_one_line():
