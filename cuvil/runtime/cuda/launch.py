@@ -41,7 +41,9 @@ class CudaLauncher:
 
     def __init__(self, fn, fastmath):
         self.py_func = fn
-        self.kernel = cuda.jit(fastmath=bool(fastmath))(fn)
+        # cache=True: the kernel's module is a file named by its text, so Numba's on-disk
+        # cache of the compiled kernel is valid in every later process
+        self.kernel = cuda.jit(fastmath=bool(fastmath), cache=True)(fn)
         self.overloads: dict = {}
         self.stats = SimpleNamespace(cache_hits={})
         self.__name__ = fn.__name__
