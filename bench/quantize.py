@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/quantize.py [--model cnn|mlp|both] [--batch 32]
                                        [--method minmax|entropy|percentile] [--quick]
+    .venv/bin/python bench/quantize.py --layers    # what `int8_gops` is tuned on
 
 Systems (each skipped with a one-line reason when it cannot run here):
 
@@ -13,12 +14,20 @@ Systems (each skipped with a one-line reason when it cannot run here):
 * pt2e int8        PT2E with `X86InductorQuantizer` (torchao's: torch 2.14 no longer has
                    torch.ao.quantization's PT2E), lowered with `lower_pt2e_quantized_to_x86`
 * cuvil fp32       `cuvil.compile(model, inputs)`
-* cuvil int8       `cuvil.compile(model, inputs, quantize=cuvil.Quantize(...))`, once
-                   `cuvil.Quantize` exists (issue 12)
+* cuvil int8       `cuvil.compile(model, inputs, quantize=cuvil.Quantize(...))`: int8
+                   where the cost model picks it, one int8 kernel per int8 layer
+* cuvil int8 (every layer)  the same with every int8 op's cost near 0: int8 wherever a
+                   rule fires (what forcing int8 would give)
 
 Accuracy is on the 450 test images, in batches of `--batch` (the last padded); latency is
 one batch, alternating systems in rounds (`models.block_times`); size is the bytes of the
-weights a system keeps (torch: parameters, buffers and constants; ORT: the model file).
+weights a system keeps (torch: parameters, buffers and constants; ORT: the model file;
+Cuvil int8: the constants its graph reads).
+
+`--layers`: for each layer an int8 rule can rewrite, at batch 1 and `--batch`, the cost
+model's estimates of both precisions and its choice, against each layer's kernel time
+measured in fp32 and in int8 (a second compile with every int8 op's cost near 0; median
+of 300 profiled calls): the choice is right where it picks the faster one.
 """
 
 from __future__ import annotations
@@ -26,6 +35,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
+import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -191,21 +203,39 @@ def cuvil_fp32(d: digits.Digits, inputs, method: str) -> System:
     return timed(build, "cuvil fp32")
 
 
-def cuvil_int8(d: digits.Digits, inputs, method: str) -> System:
-    # --- the cuvil int8 slot (issue 12): filled in once cuvil.Quantize exists ---
-    if not hasattr(cuvil, "Quantize"):
-        raise RuntimeError("not yet integrated (no cuvil.Quantize)")
+def cuvil_kb(fast) -> float:
+    """The constants the compiled graph reads (int8 weights where a layer is int8)."""
+    graph = fast.graph
+    refs = {n.attrs["ref"] for n in graph if n.op == "const"}
+    return sum(graph.constants[r].numel() * graph.constants[r].element_size()
+               for r in refs) / 1024
+
+
+def cuvil_int8(d: digits.Digits, inputs, method: str, every_layer: bool = False) -> System:
+    """Extraction picks int8 per layer where the cost model says it is cheaper (or, with
+    `every_layer`, wherever a rule fires); each int8 layer is one `qgemm`/`qconv` kernel."""
+    name = "cuvil int8 (every layer)" if every_layer else "cuvil int8"
 
     def build():
         options = cuvil.Quantize(calibration=d.calibration(), method=method, per_channel=True,
                                  weights="int8", activations="int8")
-        fast = cuvil.compile(d.model, inputs, quantize=options)
-        return (lambda x: fast(x)), None
+        rules = {"rules": all_int8_rules()} if every_layer else {}
+        fast = cuvil.compile(d.model, inputs, quantize=options, **rules)
+        chosen = [f"{c.node}: {c.chosen}" for c in fast.report.optimizer.precision]
+        kernels = [s.template for s in fast.report.steps if s.kind == "kernel"]
+        print(f"{name} {type(d.model).__name__}: {', '.join(chosen)}; kernels "
+              f"{' '.join(kernels)}; fallbacks {len(fast.report.fallbacks)}")
+        return (lambda x: fast(x)), cuvil_kb(fast)
 
-    return timed(build, "cuvil int8")
+    return timed(build, name)
 
 
-SYSTEMS = (torch_fp32, ort_fp32, ort_int8, pt2e_int8, cuvil_fp32, cuvil_int8)
+def cuvil_int8_every_layer(d: digits.Digits, inputs, method: str) -> System:
+    return cuvil_int8(d, inputs, method, every_layer=True)
+
+
+SYSTEMS = (torch_fp32, ort_fp32, ort_int8, pt2e_int8, cuvil_fp32, cuvil_int8,
+           cuvil_int8_every_layer)
 TMP = tempfile.mkdtemp(prefix="cuvil-quantize-bench-")
 
 
@@ -227,6 +257,56 @@ def run_model(label: str, d: digits.Digits, batch: int, method: str, seconds: fl
         for s in built:
             acc = predict_accuracy(s.run, d.x_test, d.y_test, batch)
             rows.append((label, s, acc, times[s.name]))
+    return rows
+
+
+HEAVY = ("gemm", "conv", "qgemm", "qconv")
+
+
+def all_int8_rules() -> Path:
+    """The stock rules with every int8 op's cost near 0: int8 wherever a rule fires."""
+    from cuvil.rules.loader import stock_rules_dir
+
+    rules = Path(TMP) / "rules-all-int8"
+    if not rules.exists():
+        shutil.copytree(stock_rules_dir(), rules)
+        f = rules / "quantize" / "int8.cvr"
+        f.write_text(re.sub(r"^(cost q\w+\([^)]*\)) = .*$", r"\1 = 0.001", f.read_text(),
+                            flags=re.M))
+    return rules
+
+
+def layer_us(fast, inputs, runs: int) -> list[tuple[str, float]]:
+    """(template, median us) of each kernel step that computes a layer, in order."""
+    prof = fast.profile(inputs, runs=runs)
+    out = []
+    for i, step in enumerate(prof.steps):
+        if step.template in HEAVY:
+            spans = [e - s for call in prof.calls for k, s, e in call.spans if k == i]
+            out.append((step.template, statistics.median(spans) / 1e3))
+    return out
+
+
+def layers(label: str, d: digits.Digits, batch: int, runs: int) -> list[str]:
+    """Per int8-able layer: the cost model's estimates and choice, and the measured kernel
+    times in fp32 and in int8 (every layer forced to int8 in a second compile)."""
+    inputs = d.inputs(batch)
+    q = cuvil.Quantize(calibration=d.calibration())
+    chosen = cuvil.compile(d.model, inputs, quantize=q)
+    forced = cuvil.compile(d.model, inputs, quantize=q, rules=all_int8_rules())
+    fp32 = cuvil.compile(d.model, inputs)
+    est = sorted(chosen.report.optimizer.precision,
+                 key=lambda c: int(re.sub(r"\D", "", c.node) or 0))
+    t32, t8 = layer_us(fp32, inputs, runs), layer_us(forced, inputs, runs)
+    if not len(est) == len(t32) == len(t8):
+        return [f"{label} b{batch}: layers do not line up ({len(est)}, {len(t32)}, {len(t8)})"]
+    rows = []
+    for c, (k32, us32), (k8, us8) in zip(est, t32, t8, strict=True):
+        verdict = "yes" if (c.chosen == "int8") == (us8 < us32) else \
+            "missed (int8 faster)" if c.chosen == "fp32" else "NO: int8 slower"
+        rows.append(f"| {label} | {batch} | {c.node} | {c.fp32.cost:.1f} | {c.int8.cost:.1f} "
+                    f"| {c.chosen} | {k32} {us32:.1f} | {k8} {us8:.1f} | {us8 / us32:.2f} "
+                    f"| {verdict} |")
     return rows
 
 
@@ -252,6 +332,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--method", choices=("minmax", "entropy", "percentile"), default="minmax")
     ap.add_argument("--quick", action="store_true", help="short timing blocks")
+    ap.add_argument("--layers", action="store_true",
+                    help="per layer: cost estimates vs measured fp32 and int8 kernel times")
     args = ap.parse_args()
     logging.getLogger().setLevel(logging.ERROR)  # the exporters' and quantizers' advice
     logging.getLogger("torch").setLevel(logging.ERROR)
@@ -261,6 +343,13 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, "
           f"calibration {args.method} on 8 x 32 training images, load average "
           f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    if args.layers:
+        print("| model | batch | layer | est fp32 us | est int8 us | chosen | fp32 us | "
+              "int8 us | int8 / fp32 | choice right |\n" + "|---" * 10 + "|")
+        for label in chosen:
+            for batch in (1, args.batch):
+                print("\n".join(layers(label, models[label](), batch, 300)))
+        return
     rows = []
     for label in chosen:
         rows += run_model(label, models[label](), args.batch, args.method,

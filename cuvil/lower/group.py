@@ -5,8 +5,9 @@ Every non-leaf node starts in a group of its own kind (`elementwise`, `gemm`, `c
 what runs through torch). Then, in order:
 
 1. each composite instance becomes one group when its body fits a template (a GEMM with an
-   elementwise epilogue, an elementwise DAG, attention, or a single op); otherwise its nodes
-   stay apart and it is the composition of its parts' kernels;
+   elementwise epilogue, an int8 layer: quantize, int8 product, dequantizing epilogue
+   (`qlayer`), an elementwise DAG, attention, or a single op); otherwise its nodes stay
+   apart and it is the composition of its parts' kernels;
 2. the attention pattern `softmax(q @ k^T * s + mask) @ v` becomes one group;
 3. with `fuse_elementwise`, an elementwise node absorbs elementwise producers whose value
    it alone reads and whose shape and layout equal its own (a lowering decision the report
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from cuvil.ir.graph import Graph, Node
 from cuvil.ir.types import default_layout
+from cuvil.lower import qlayer
 from cuvil.lower.inline import Instance
 from cuvil.lower.physical import is_identity_layout, kernel_dtype, layout_perm
 from cuvil.ops import registry
@@ -217,7 +219,7 @@ def _group_instance(part: Partition, inst: Instance, attention_match) -> None:
         return
     kinds = {m: part.group_of[m].template for m in members}
     root = graph[members[-1]]
-    template = _instance_template(graph, members, kinds, root)
+    template = _instance_template(part, members, kinds, root)
     softmax = [m for m in members if graph[m].op == "softmax"]
     if template is None and attention_match is not None and len(softmax) == 1:
         found = attention_match(graph, part, graph[softmax[0]])
@@ -226,10 +228,17 @@ def _group_instance(part: Partition, inst: Instance, attention_match) -> None:
         part.merge([part.group_of[m] for m in members], template, inst.node.name)
 
 
-def _instance_template(graph: Graph, members: list[str], kinds: dict[str, str],
+def _instance_template(part: Partition, members: list[str], kinds: dict[str, str],
                        root: Node) -> str | None:
+    graph = part.graph
     if len(members) == 1:
         return kinds[members[0]] if kinds[members[0]] != "fallback" else None
+    int8 = [m for m in members if kinds[m] in ("qgemm", "qconv")]
+    if int8:  # an int8 layer (quantize, product, epilogue) is one kernel, else its parts
+        layer = qlayer.match(graph, members, part.users, part.outputs)
+        fits = layer is not None and all(kinds[m] == "elementwise" for m in members
+                                         if m != layer.product.name)
+        return layer.template if fits and kinds[int8[0]] == layer.template else None
     same = all(graph[m].type.shape == root.type.shape and
                graph[m].type.layout == root.type.layout for m in members)
     rest = [m for m in members if kinds[m] != "elementwise"]

@@ -104,7 +104,8 @@ class CpuTarget(Target):
             self.generators = {name: _template(module) for name, module in [
                 ("elementwise", "elementwise"), ("gemm", "gemm"), ("rows", "reduction"),
                 ("conv", "conv"), ("pool", "pool"), ("attention", "attention"),
-                ("concat", "movement"), ("gather", "movement")]}
+                ("concat", "movement"), ("gather", "movement"), ("qgemm", "qgemm"),
+                ("qconv", "qconv")]}
 
 
 register_target(CpuTarget, "cpu")

@@ -1,7 +1,7 @@
 """Quantized GEMM and convolution kernels: u8 activations x s8 weights, int32 sums, and a
 fused epilogue (dequantize, bias, ReLU; or requantize to u8/s8 for the next int8 op).
-`cuvil.runtime.quantized` packs weights and calls these from Python; generated code calls
-`qgemm_into` / `qgemm_prepared` / `qconv2d_into` directly, like `blas.gemm`.
+`cuvil.runtime.quantized` packs weights and calls these from Python; generated code (the
+`qgemm`/`qconv` templates) calls `qgemm_layer` / `qconv_layer` directly, like `blas.gemm`.
 
     y[m, n] = x_scale * w_scale[n] * sum_k (xq[m, k] - x_zero) * wq[k, n] + bias[n]
 
@@ -325,6 +325,22 @@ def qgemm_into(x, zx, w, ep, out, parts):
     qgemm_prepared(x, prepare(w, zx, ep[0]), ep, out, parts)
 
 
+@njit(nogil=True)
+def quantize_rows(x, scale, zero, out):
+    """out[:, :K] = clamp(rint(x / scale) + zero, 0, 255) as u8 for 2-d f32 x [M, K], the
+    rest of out's row (K padding) 0. A true f32 division, as torch's `quantize` does: a
+    product with 1/scale moves 3% of the digits pixels across a rounding boundary."""
+    s, z = np.float32(scale), np.float32(zero)
+    lo, hi = np.float32(0), np.float32(255)
+    k = x.shape[1]
+    for i in range(x.shape[0]):
+        xr, o = x[i], out[i]
+        for j in range(k):
+            o[j] = np.uint8(min(max(np.rint(xr[j] / s) + z, lo), hi))
+        for j in range(k, o.shape[0]):
+            o[j] = 0
+
+
 @njit(nogil=True, fastmath=True)
 def quantize_into(x, inv_scale, zero, qmin, qmax, out):
     """out = clamp(rint(x / scale) + zero) for 2-d x, in f32 arithmetic (vectorized); out
@@ -361,7 +377,7 @@ def _im2col_q(xt, cols, geo, pad, oh, ow):
 
 
 @njit(nogil=True)
-def _conv_image(x, shift, zx, w, ep, geo, out, xt, cols, tmp, parts):
+def _conv_image(x, shift, zx, pw, ep, geo, out, xt, cols, tmp, parts):
     """One image: x [C, H, W] (u8, or s8 with shift 128) -> HWC u8 -> im2col -> GEMM into
     tmp [OH*OW, OC] -> out [OC, OH, OW]. (The epilogue writing `out` through a transposed
     view took 2x the product's time: strided stores.)"""
@@ -372,7 +388,7 @@ def _conv_image(x, shift, zx, w, ep, geo, out, xt, cols, tmp, parts):
             for j in range(wd):
                 xt[i, j, c] = np.uint8((np.int32(x[c, i, j]) + shift) & 255)
     _im2col_q(xt, cols, geo, zx, oh, ow)
-    qgemm_into(cols, zx, w, ep, tmp, parts)
+    qgemm_prepared(cols, pw, ep, tmp, parts)
     o2 = out.reshape((oc, oh * ow))
     for p in range(oh * ow):
         for k in range(oc):
@@ -380,10 +396,22 @@ def _conv_image(x, shift, zx, w, ep, geo, out, xt, cols, tmp, parts):
 
 
 @njit(nogil=True, parallel=True)
-def _conv_images(x, shift, zx, w, ep, geo, out, xt, cols, tmp, parts):
+def _conv_images(x, shift, zx, pw, ep, geo, out, xt, cols, tmp, parts):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
-            _conv_image(x[n], shift, zx, w, ep, geo, out[n], xt[t], cols[t], tmp[t], 1)
+            _conv_image(x[n], shift, zx, pw, ep, geo, out[n], xt[t], cols[t], tmp[t], 1)
+
+
+@njit(nogil=True)
+def qconv2d_prepared(x, shift, zx, pw, ep, geo, out, xt, cols, tmp, parts):
+    """`qconv2d_into` with the weight tuple `prepare` made for the zero point zx."""
+    nb = x.shape[0]
+    parts = min(parts, cols.shape[0])
+    if parts > 1 and nb >= parts and nb * out[0].size * pw[4] * 4 >= QGEMM_PAR_WORK:
+        _conv_images(x, shift, zx, pw, ep, geo, out, xt, cols, tmp, parts)
+        return
+    for n in range(nb):
+        _conv_image(x[n], shift, zx, pw, ep, geo, out[n], xt[0], cols[0], tmp[0], parts)
 
 
 @njit(nogil=True)
@@ -391,13 +419,37 @@ def qconv2d_into(x, shift, zx, w, ep, geo, out, xt, cols, tmp, parts):
     """out [N, OC, OH, OW] = conv(x [N, C, H, W] u8/s8); zx is the u8 zero point (s8's +
     `shift` 128); scratch per thread: xt [H, W, C] u8, cols [OH*OW, 4*kb] u8, tmp
     [OH*OW, OC] of out's type."""
-    nb = x.shape[0]
-    parts = min(parts, cols.shape[0])
-    if parts > 1 and nb >= parts and nb * out[0].size * w[4] * 4 >= QGEMM_PAR_WORK:
-        _conv_images(x, shift, zx, w, ep, geo, out, xt, cols, tmp, parts)
-        return
-    for n in range(nb):
-        _conv_image(x[n], shift, zx, w, ep, geo, out[n], xt[0], cols[0], tmp[0], parts)
+    qconv2d_prepared(x, shift, zx, prepare(w, zx, ep[0]), ep, geo, out, xt, cols, tmp, parts)
+
+
+@njit(nogil=True, inline="always")
+def _f32_epilogue(relu):
+    """`quantized.epilogue(x_scale, relu)` as built in compiled code: no literal types, so
+    every caller shares one specialization of the drivers."""
+    return (1.0, relu, np.bool_(False), 1.0, np.int64(0), np.int64(0), np.int64(255))
+
+
+@njit(nogil=True)
+def qgemm_layer(x, qp, data, start, scale, bias, xq, out, parts):
+    """One int8 linear layer, as the `qgemm` template's kernels call it: x [M, K] f32 into
+    xq [M, 4*kb] u8 (`quantize_rows`, qp = [scale, u8 zero point, -, relu]), then out
+    [M, N] f32 = the product with the weight tuple `prepare` made, ReLU if qp[3]."""
+    quantize_rows(x, qp[0], qp[1], xq)
+    pw = (data, start, scale, bias, xq.shape[1] // 4, bias.shape[0])
+    qgemm_prepared(xq, pw, _f32_epilogue(qp[3] != 0), out, parts)
+
+
+@njit(nogil=True)
+def qconv_layer(x, qp, geo, data, start, scale, bias, xq, xt, cols, tmp, out, parts):
+    """One int8 conv2d layer, as the `qconv` template's kernels call it: x [N, C, H, W] f32
+    into xq (u8, x's shape), then `qconv2d_prepared` with the u8 zero point qp[2] as
+    padding; geo int64 [kh, kw, sh, sw, ph, pw, dh, dw]."""
+    nb, c, h, w = x.shape
+    quantize_rows(x.reshape((nb * c, h * w)), qp[0], qp[1], xq.reshape((nb * c, h * w)))
+    pw = (data, start, scale, bias, cols.shape[2] // 4, bias.shape[0])
+    g = (geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7])
+    ep = _f32_epilogue(qp[3] != 0)
+    qconv2d_prepared(xq, np.int64(0), np.int64(qp[2]), pw, ep, g, out, xt, cols, tmp, parts)
 
 
 def source_hash() -> str:

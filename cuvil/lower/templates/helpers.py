@@ -1,8 +1,13 @@
 """Shared functions generated kernels may call, imported by the module when used.
 
-They live in `cuvil.runtime.blas`, `.conv` and `.vmath`, compiled once per installation;
-each import line quotes its file's hash so that kernels cached against an older version are
-not reused.
+They live in `cuvil.runtime.blas`, `.conv`, `.vmath` and `.int8`, compiled once per
+installation; each import line quotes its file's hash so that kernels cached against an
+older version are not reused.
+
+A few runtime functions are called at compile time instead, to arrange a constant the way
+a helper reads it (`PREPARERS`: the int8 kernels' packed weights). Lowering sits below the
+runtime, so it names them by module, as generated text names helpers, and loads them only
+when a template calls `preparer`.
 """
 
 from __future__ import annotations
@@ -12,7 +17,18 @@ HELPERS = {"gemv": "cuvil.runtime.blas", "gemm": "cuvil.runtime.blas",
            **{f"{kind}_{layout}": "cuvil.runtime.conv" for kind in
               ("conv2d", "conv1x1", "depthwise") for layout in ("nchw", "nhwc")},
            "conv2d_nchw_few": "cuvil.runtime.conv",
-           **{name: "cuvil.runtime.vmath" for name in ("vexp", "vtanh", "verf", "vsigmoid")}}
+           **{name: "cuvil.runtime.vmath" for name in ("vexp", "vtanh", "verf", "vsigmoid")},
+           **{name: "cuvil.runtime.int8" for name in ("qgemm_layer", "qconv_layer")}}
+
+PREPARERS = {"pack_weight": "cuvil.runtime.quantized",
+             "pack_conv_weight": "cuvil.runtime.quantized", "prepare": "cuvil.runtime.int8"}
+
+
+def preparer(name: str):
+    """The runtime function `name` of `PREPARERS`, for a template to call at compile time."""
+    import importlib
+
+    return getattr(importlib.import_module(PREPARERS[name]), name)
 
 
 def used_helpers(body: str) -> list[str]:

@@ -1,0 +1,47 @@
+"""The int8 convolution template: one quantized conv2d layer (`cuvil.lower.qlayer`:
+quantize, `conv2d_i8`, dequantize, per-channel weight scale, bias, ReLU), NCHW, groups 1,
+as one call of `cuvil.runtime.int8.qconv_layer`:
+
+    quantize x [N, C, H, W] f32 into a u8 scratch xq     true division, as torch's quantize
+    per image: HWC transpose, im2col (the zero point as padding), the u8 x s8 GEMM with
+    the fused epilogue (sx * ws, bias, ReLU), the NCHW write-back
+
+The weight is packed at compile time (`cuvil.runtime.quantized.pack_conv_weight`, K over
+(kh, kw, c)) and prepared for the static input quantization, as in `qgemm`; the geometry
+is data too, so every int8 convolution shares one compiled kernel. Scratch per thread: the
+image in HWC, its im2col rows, the f32 product before the write-back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cuvil.ir.types import DType
+from cuvil.lower.templates.qgemm import NOTE, input_qparams, layer_of, packed_constants
+from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch
+from cuvil.ops.nn import pair
+
+
+def generate(group, ctx) -> KernelSpec:
+    layer = layer_of(group, ctx, "qconv")
+    x, out = ctx.type(layer.input), ctx.type(group.output)
+    oc, _, kh, kw = ctx.type(layer.weight).shape
+    nb, c, h, w = x.shape
+    a = layer.product.attrs
+    geo = (kh, kw, *pair(a["stride"]), *pair(a["padding"]), *pair(a["dilation"]))
+    consts, kb = packed_constants(ctx, layer, "pack_conv_weight", oc)
+    qp = input_qparams(ctx, layer)
+    geometry = ctx.prepare(f"{layer.product.name}.geometry", np.array(geo, np.int64))
+    ohw = out.shape[2] * out.shape[3]
+    scratch = {ctx.add_scratch(f"{layer.product.name}.{name}", Scratch(dtype, shape)): name
+               for name, dtype, shape in [("xq", DType.u8, (nb, c, h, w)),
+                                          ("xt", DType.u8, ("threads", h, w, c)),
+                                          ("cols", DType.u8, ("threads", ohw, 4 * kb)),
+                                          ("tmp", DType.f32, ("threads", ohw, oc))]}
+    names = ", ".join(scratch.values())
+    body = [f"qconv_layer(x0, x5, x6, x1, x2, x3, x4, {names}, out, threads)"]
+    return KernelSpec("qconv", [f"x{i}" for i in range(7)] + [*scratch.values(), "threads",
+                                                               "out"],
+                      [layer.input, *consts, qp, geometry, *scratch, THREADS, group.output],
+                      body, parallel=False, scratch={v: ctx.scratch[v] for v in scratch},
+                      note=f"NCHW, {NOTE}")
