@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from models import block_times  # noqa: E402
 
-from cuvil.runtime import blas, int8  # noqa: E402
+from cuvil.runtime import blas, int8, int8_tile  # noqa: E402
 from cuvil.runtime.quantized import epilogue, pack_weight, quantize  # noqa: E402
 from cuvil.runtime.threads import choose_layer  # noqa: E402
 
@@ -48,17 +48,18 @@ def vnni_report() -> str:
     shows its assembly)."""
     import numba
 
-    tile = int8.tile_kernel(int8.MR, int8.WIDE // int8.LANES)
+    tile = int8_tile.tile_kernel(int8.MR, int8_tile.WIDE // int8_tile.LANES)
 
     @numba.njit
     def run(x, w, z, t):
-        tile(x, 0, 1, w, 0, 4 * int8.WIDE, 1, z, t)
+        tile(x, 0, 1, w, 0, 4 * int8_tile.WIDE, 1, z, t)
 
-    run(np.zeros((1, 4), np.uint8), np.zeros(4 * int8.WIDE, np.int8),
-        np.zeros(int8.WIDE, np.int32), np.zeros(int8.MR * int8.WIDE, np.int32))
+    run(np.zeros((1, 4), np.uint8), np.zeros(4 * int8_tile.WIDE, np.int8),
+        np.zeros(int8_tile.WIDE, np.int32), np.zeros(int8.MR * int8_tile.WIDE, np.int32))
     asm = next(iter(run.inspect_asm().values()))
     counts = {op: asm.count(op) for op in ("vpdpbusd", "vpmaddubsw", "vpmaddwd", "vpmulld")}
-    return (f"target VNNI lanes: {int8.VNNI or 'none'}; micro-kernel {int8.MR}x{int8.WIDE}: "
+    return (f"target VNNI lanes: {int8_tile.VNNI or 'none'}; "
+            f"micro-kernel {int8.MR}x{int8_tile.WIDE}: "
             + ", ".join(f"{k} x{v}" for k, v in counts.items() if v))
 
 

@@ -19,14 +19,12 @@ change here gives them new cache entries.
 
 from __future__ import annotations
 
-import hashlib
 import os
-from pathlib import Path
 
 import numpy as np
 from numba import prange
 
-from cuvil.runtime.numba_cache import njit
+from cuvil.runtime.numba_cache import njit, runtime_hash
 
 GEMV_PAR_WORK = 1 << 16  # multiply-adds below which one thread is faster
 GEMM_PAR_WORK = 1 << 20  # multiply-adds below which one BLAS call on one thread is faster
@@ -140,5 +138,5 @@ def gemm_batched(a, b, c, parts):
 
 
 def source_hash() -> str:
-    """A hash of this file, which generated modules quote to key their caches."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    """The runtime's source hash, which generated modules quote to key their caches."""
+    return runtime_hash()

@@ -15,14 +15,11 @@ product's rows.
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
 import numpy as np
 from numba import prange
 
 from cuvil.runtime.blas import GEMM_PAR_WORK, gemm
-from cuvil.runtime.numba_cache import njit
+from cuvil.runtime.numba_cache import njit, runtime_hash
 
 
 @njit(nogil=True, inline="always")
@@ -62,8 +59,9 @@ def im2col_nchw(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
 
 
 @njit(nogil=True, fastmath=True)
-def im2col_nhwc(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
-    """x [H, W, C] -> cols [OH*OW, KH*KW*C]."""
+def im2col_nhwc(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, fill):
+    """x [H, W, C] -> cols [OH*OW, KH*KW*C]; `fill` outside the image (0, or an int8
+    input's zero point)."""
     h, w, ch = x.shape
     for i in range(oh):
         for j in range(ow):
@@ -78,7 +76,7 @@ def im2col_nhwc(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
                             cols[row, base + c] = x[hh, ww, c]
                     else:
                         for c in range(ch):
-                            cols[row, base + c] = 0
+                            cols[row, base + c] = fill
 
 
 @njit(nogil=True, fastmath=True)
@@ -93,7 +91,7 @@ def _nchw_image(x, wp, out, cols, xt, tmp, geo):
         for i in range(h):
             for j in range(w):
                 xt[i, j, c] = x[c, i, j]
-    im2col_nhwc(xt, cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
+    im2col_nhwc(xt, cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, 0)
     np.dot(cols, wp, tmp)
     o2 = out.reshape((oc, oh * ow))
     for p in range(oh * ow):
@@ -174,7 +172,7 @@ def _images_nhwc(x, wp, out, cols, geo, parts):
     nb, oh, ow, oc = out.shape
     for t in prange(parts):
         for n in range(t, nb, parts):
-            im2col_nhwc(x[n], cols[t], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
+            im2col_nhwc(x[n], cols[t], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, 0)
             gemm(cols[t], wp, out[n].reshape((oh * ow, oc)), 1)
 
 
@@ -189,7 +187,7 @@ def conv2d_nhwc(x, wp, out, cols, geo, parts):
         _images_nhwc(x, wp, out, cols, geo, parts)
         return
     for n in range(nb):
-        im2col_nhwc(x[n], cols[0], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
+        im2col_nhwc(x[n], cols[0], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, 0)
         gemm(cols[0], wp, out[n].reshape((oh * ow, oc)), parts)
 
 
@@ -277,8 +275,5 @@ def depthwise_nhwc(x, wd, out, geo, parts):
 
 
 def source_hash() -> str:
-    """A hash of this file and of `blas` (whose code these drivers link)."""
-    from cuvil.runtime import blas
-
-    text = Path(__file__).read_bytes() + blas.source_hash().encode()
-    return hashlib.sha256(text).hexdigest()[:12]
+    """The runtime's source hash, which generated modules quote to key their caches."""
+    return runtime_hash()

@@ -1,14 +1,22 @@
-"""`njit` for Cuvil's own compiled drivers (`blas`, `conv`, `vmath`), cached on disk under
-the Cuvil cache directory (`<cache>/numba/`), never next to the installed package.
+"""`njit` for Cuvil's own compiled drivers (`blas`, `conv`, `vmath`, `int8`), cached on
+disk under the Cuvil cache directory (`<cache>/numba/<runtime hash>/`), never next to the
+installed package.
 
 Numba's `cache=True` writes to a `__pycache__` beside the source file; an installed package
 may be read-only, and a shared one would mix users' entries. A locator placed first in
 Numba's list sends files from this package to the cache directory and leaves every other
 function (generated kernel modules already live in `<cache>/kernels/`) as Numba has it.
+
+Numba checks only a cached function's own file, but drivers inline code of other runtime
+files (`conv` calls `blas`, `int8` the IR tile of `int8_tile`). So the directory is named
+by `runtime_hash()`, the hash of every runtime source file: any change there recompiles
+every driver, once. Generated modules quote the same hash in their import lines.
 """
 
 from __future__ import annotations
 
+import hashlib
+from functools import cache
 from pathlib import Path
 
 import numba
@@ -17,6 +25,16 @@ from numba.core.caching import CacheImpl, UserProvidedCacheLocator
 from cuvil.paths import cache_dir
 
 PACKAGE = Path(__file__).resolve().parents[1]
+RUNTIME = Path(__file__).resolve().parent
+
+
+@cache
+def runtime_hash() -> str:
+    """A hash of the runtime package's Python source (the drivers and what they inline)."""
+    h = hashlib.sha256()
+    for path in sorted(RUNTIME.rglob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
 
 
 class PackageLocator(UserProvidedCacheLocator):
@@ -25,7 +43,8 @@ class PackageLocator(UserProvidedCacheLocator):
     def __init__(self, py_func, py_file):
         self._py_file = py_file
         self._lineno = py_func.__code__.co_firstlineno
-        self._cache_path = str(cache_dir() / "numba" / self.get_suitable_cache_subpath(py_file))
+        self._cache_path = str(cache_dir() / "numba" / runtime_hash() /
+                               self.get_suitable_cache_subpath(py_file))
 
     @classmethod
     def from_function(cls, py_func, py_file):

@@ -13,10 +13,7 @@ eight squarings. Arguments are clamped to [-104, 89], beyond which f32 results a
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-
-from cuvil.runtime.numba_cache import njit
+from cuvil.runtime.numba_cache import njit, runtime_hash
 
 # Inlined into the calling kernel, whose fastmath flags apply (never `ninf`: masks use -inf).
 _OPTS = dict(inline="always", error_model="numpy")
@@ -60,4 +57,5 @@ def verf(x):
 
 
 def source_hash() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    """The runtime's source hash, which generated modules quote to key their caches."""
+    return runtime_hash()

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from numba import njit
 
 from cuvil.errors import CuvilError
-from cuvil.runtime import int8
+from cuvil.runtime import int8_tile
 from cuvil.runtime.quantized import pack_conv_weight, pack_weight, qconv2d, qgemm, quantize
 
 
@@ -144,7 +144,7 @@ def test_conv2d_against_torch(shape, kernel, stride, padding, dilation, dtype, z
 
 
 def _tile_runner(mr, nv, lanes, vnni):
-    tile = int8.tile_kernel(mr, nv, lanes, vnni)
+    tile = int8_tile.tile_kernel(mr, nv, lanes, vnni)
 
     @njit
     def run(x, rows, w, kb, z, t):
@@ -158,7 +158,7 @@ def _tile_runner(mr, nv, lanes, vnni):
 def test_micro_kernel_flavours(lanes, vnni, mr, nv, rows):
     """Each flavour of the micro-kernel: t = z + x . w per row (rows past `rows` repeat
     the last), for the AVX-512 and AVX-VNNI intrinsics and the plain IR."""
-    if vnni and not int8.VNNI:
+    if vnni and not int8_tile.VNNI:
         pytest.skip("this CPU has no VNNI")
     cols, kb = nv * lanes, 9
     x, wq = _data(rows, 4 * kb, cols, seed=mr * nv)

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.vmath import vtanh  # cuvil.runtime.vmath b336c9be8ea3
+from cuvil.runtime.vmath import vtanh  # cuvil.runtime.vmath 853632bc4846
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas 77db1f3093ed
+from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas 853632bc4846
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

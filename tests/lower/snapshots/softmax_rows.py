@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit, prange
-from cuvil.runtime.vmath import vexp  # cuvil.runtime.vmath b336c9be8ea3
+from cuvil.runtime.vmath import vexp  # cuvil.runtime.vmath 853632bc4846
 
 ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}
 
