@@ -5,8 +5,9 @@ with `roofline()`), else the default roofline
 `launch_us + max(flops / (1e3 * gflops), bytes / (1e3 * gbps))` with the parameters of the
 target that owns the node's device. A composite op pays one launch and the flops of its
 whole body, but moves only its inputs and output: that is why fusion wins. Conversions pay
-for the bytes they move (`to_device` over the host link). Leaves are free, pure views
-nearly so. Costs are finite and non-negative.
+for the bytes they move (`to_device` over the host link), except a constant moved to a
+device: the runtime uploads it once, so a call pays 1/`UPLOAD_CALLS` of it
+(`upload_cost`). Leaves are free, pure views nearly so. Costs are finite and non-negative.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ DEFAULT_PARAMS = {
 DEVICE_TARGET = {"cpu": "cpu", "cuda": "cuda"}
 VIEW_COST = 0.05
 FALLBACK_US = 20.0
+UPLOAD_CALLS = 1000  # the calls a constant's one upload to a device is amortized over
 MAX_COST = 1e15
 _NODE = ("roofline", "flops", "moved")  # built-ins about the node being costed
 
@@ -92,6 +94,13 @@ class CostModel:
         work = self.flops(op, attrs, ins, out)
         launch = p["launch_us"] + (FALLBACK_US if op == "torch_op" else 0.0)
         return launch + max(work / (1e3 * p["gflops"]), moved / (1e3 * p["gbps"]))
+
+    def upload_cost(self, out: TensorType) -> float:
+        """`to_device` of a constant: the runtime copies it to the device once, when the
+        graph is built (`cuvil.runtime.build`), so one call pays its link time amortized
+        over `UPLOAD_CALLS` calls, and no launch."""
+        link = self.params("cuda").get("link_gbps", 25.0)
+        return _clamp(self.bytes(out) / (1e3 * link) / UPLOAD_CALLS)
 
     def flops(self, op: str, attrs: dict, ins: list[TensorType], out: TensorType) -> float:
         value = registry.flops(op, ins, out, attrs, self.defs)

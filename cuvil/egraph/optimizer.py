@@ -31,6 +31,7 @@ from cuvil.rules.library import RuleLibrary
 from cuvil.trace import Tracer
 
 TIE_BREAK = 1e-6  # us added to rewritten e-nodes
+CONSTANT_LEAVES = ("const", "scalar")
 
 
 @dataclass
@@ -51,8 +52,13 @@ def cost_model(graph: Graph, library: RuleLibrary, options: Options) -> CostMode
 
 
 def graph_cost(graph: Graph, costs: CostModel) -> float:
-    return sum(costs.node_cost(n.op, n.attrs, [graph[i].type for i in n.inputs], n.type)
-               for n in graph)
+    total = 0.0
+    for n in graph:
+        if n.op == "to_device" and graph[n.inputs[0]].op in CONSTANT_LEAVES:
+            total += costs.upload_cost(n.type)
+        else:
+            total += costs.node_cost(n.op, n.attrs, [graph[i].type for i in n.inputs], n.type)
+    return total
 
 
 def problem(session: Session, costs: CostModel) -> Problem:
@@ -66,17 +72,27 @@ def problem(session: Session, costs: CostModel) -> Problem:
             node = snap.nodes[node_id]
             if node.key in typer.rejected or not all(c in snap.ty for c in node.children):
                 continue
-            if session.folder.foldable(node, out, typer):
-                cost = 0.0  # computed once, at compile time
-            else:
-                op, attrs = typer.decode(node)
-                ins = [typer.table.types[snap.ty[c]] for c in node.children]
-                cost = costs.node_cost(op, attrs, ins, out)
-                if snap.origin.get(node.key, '""') != '""':
-                    cost += TIE_BREAK  # equal costs keep the imported node
+            cost = _enode_cost(session, costs, node, out)
             classes.setdefault(cls, []).append(Candidate(node_id, cls, cost, node.children))
     roots = [snap.let_class[session.encoding.handles[n]] for n in session.graph.outputs]
     return Problem(classes, list(dict.fromkeys(roots)))
+
+
+def _enode_cost(session: Session, costs: CostModel, node, out) -> float:
+    """An e-node's cost per call: nothing when it is folded at compile time, the amortized
+    upload when it moves a constant to a device (copied once, when the graph is built)."""
+    snap, typer, constant = session.snapshot, session.typer, session.folder.constant
+    if session.folder.foldable(node, out, typer):
+        return 0.0  # computed once, at compile time
+    op, attrs = typer.decode(node)
+    if op == "to_device" and out.device != "cpu" and all(c in constant for c in node.children):
+        cost = costs.upload_cost(out)
+    else:
+        ins = [typer.table.types[snap.ty[c]] for c in node.children]
+        cost = costs.node_cost(op, attrs, ins, out)
+    if snap.origin.get(node.key, '""') != '""':
+        cost += TIE_BREAK  # equal costs keep the imported node
+    return cost
 
 
 def select(prob: Problem, options: Options, seconds_left: float) -> Selection:

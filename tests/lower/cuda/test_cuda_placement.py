@@ -14,6 +14,7 @@ from torch import nn
 
 import cuvil
 from cuvil.cli import probes
+from cuvil.ir import Graph, TensorType
 
 STOCK = Path(cuvil.__file__).parent / "stock_rules"
 # a GPU with a free link and free launches: tiny test shapes still pay for placement
@@ -100,3 +101,33 @@ def test_cuda_values_without_a_gpu_are_a_one_line_error():
                           timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("\n") == 1 and "finds no GPU" in done.stdout
+
+
+# a slow host link and cheap GPU kernels: a weight moved over the link at every call would
+# cost more than the product on the host; moved once, it pays
+SLOW_LINK = "target cuda(link_gbps=2, launch_us=0.1, gflops=1000000, gbps=1000000)\n"
+
+
+def weight_gemm(weight_is_input: bool) -> Graph:
+    g = Graph("weight_gemm")
+    x = g.input("x", TensorType((4, 64), "f32"))
+    w = (g.input("w", TensorType((64, 64), "f32")) if weight_is_input
+         else g.const(torch.randn(64, 64, generator=torch.Generator().manual_seed(1))))
+    g.set_outputs(g.add("relu", [g.add("matmul", [x, w])]))
+    return g
+
+
+def test_a_constant_weight_is_uploaded_once_so_its_gemm_goes_to_cuda(lower):
+    """The cost model charges a constant's upload amortized (the runtime copies it once),
+    so the weight-heavy product runs on the GPU; the same product with the weight an input
+    (copied every call) stays on the host."""
+    rules = [STOCK, SLOW_LINK]
+    as_input = cuvil.optimize(weight_gemm(True), rules=rules, target=["cuda", "cpu"])
+    assert all(n.type.device == "cpu" for n in as_input), str(as_input)
+    g = weight_gemm(False)
+    placed = cuvil.optimize(g, rules=rules, target=["cuda", "cpu"])
+    assert {n.op for n in placed if n.type.device == "cuda"} >= {"matmul"}, str(placed)
+    compiled = lower(placed, target=["cuda", "cpu"])
+    assert compiled.report.uploads == 1 and not compiled.report.fallbacks
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(compiled(x), cuvil.run(g, x), atol=1e-4, rtol=1e-4)
