@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from cuvil.egraph.limits import check_strategy
 from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph
 from cuvil.trace import Tracer
@@ -21,14 +22,17 @@ def optimize(graph: Any, example_inputs: Sequence[Any] | None = None, *, rules: 
              target: str | Sequence[str] = "cpu", limits: Any = None,
              dynamic_shapes: Any = None, disable: Sequence[str] = (),
              trace: str | Path | None = None, extract: str = "auto",
-             quantize: Any = None) -> Graph:
-    """The cheapest graph equal to `graph` under `rules`; `.report` says what happened."""
+             quantize: Any = None, strategy: str = "latency") -> Graph:
+    """The cheapest graph equal to `graph` under `rules`; `.report` says what happened.
+    `strategy` says what cheapest is: one call's `"latency"`, or `"throughput"` of a stream
+    of calls (`cuvil/egraph/strategy.py`)."""
+    strategy = check_strategy(strategy)
     tracer = Tracer()
     with tracer.stage("import"):
         imported = as_graph(graph, example_inputs, dynamic_shapes)
     imported = _calibrated(imported, quantize, tracer)
     settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable), extract,
-                        _hints(imported, example_inputs))
+                        _hints(imported, example_inputs), strategy)
     result = optimize_imported(imported, settings, tracer, cache=False)
     _write_trace(tracer, trace)
     return result
@@ -39,7 +43,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
             fallback: bool = True, threads: int | None = None, limits: Any = None,
             disable: Sequence[str] = (), trace: str | Path | None = None,
             cache: bool = True, fuse_elementwise: bool = True, quantize: Any = None,
-            fallback_policy: str = "cpu"):
+            fallback_policy: str = "cpu", strategy: str = "latency"):
     """`model` compiled to Numba kernels: a callable with the model's results, faster.
 
     With `cache`, compiling the same program again (same traced graph and constants, rules
@@ -47,18 +51,20 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     `quantize` (a `cuvil.Quantize`), calibration facts let the int8 rules fire. With several
     targets (`["cuda", "cpu"]`) every node runs on the target of the device extraction
     placed it on; `fallback_policy="cpu"` runs a node its device has no kernel for on the
-    CPU, with copies in and out (listed in the report), `"error"` refuses it.
+    CPU, with copies in and out (listed in the report), `"error"` refuses it. `strategy`
+    is `optimize`'s.
     """
     from cuvil.progress import compile_progress, display_name
     from cuvil.runtime import compile_graph
 
+    strategy = check_strategy(strategy)
     tracer = Tracer()
     with compile_progress(tracer, display_name(model)):
         with tracer.stage("import"):
             graph = as_graph(model, example_inputs, dynamic_shapes)
         graph = _calibrated(graph, quantize, tracer)
         settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable),
-                            "auto", _hints(graph, example_inputs))
+                            "auto", _hints(graph, example_inputs), strategy)
         optimized = optimize_imported(graph, settings, tracer, cache)
         with tracer.stage("lower"):
             compiled = compile_graph(optimized, target=settings.targets, fallback=fallback,
@@ -79,11 +85,12 @@ class Settings:
     disable: tuple[str, ...]
     extract: str
     hints: dict[str, int]
+    strategy: str = "latency"
 
     def key_options(self) -> dict[str, Any]:
         return {"targets": _target_params(self.targets), "limits": repr(self.limits),
                 "extract": self.extract, "disable": self.disable,
-                "hints": sorted(self.hints.items())}
+                "hints": sorted(self.hints.items()), "strategy": self.strategy}
 
     def defs(self) -> dict[str, Any]:
         """The composite ops of the rules, by name (a cached graph names those it uses)."""
@@ -110,6 +117,7 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
     library = load(settings.rules, tracer).without(settings.disable)
     options = Options(targets=settings.targets, limits=settings.limits,
                       extract=settings.extract, hints=settings.hints,
+                      strategy=settings.strategy,
                       device_params=device_costs(settings.targets,
                                                  (*DEVICE_TARGET.values(), *settings.targets)))
     result = optimize_graph(graph, library, options, tracer)

@@ -3,7 +3,8 @@
 One stage per module: `schema` (terms in egglog), `encode` (graph -> program), `rules`
 and `guards` (checked rules -> egglog rules), `session` (stepping egglog), `typing` and
 `fold` (analyses between steps), `saturate` (schedules and limits), `cost`, `extract`,
-`decode`, `report`; `optimizer` runs them in order, `worker` isolates a run.
+`decode`, `report`, `strategy` (latency or throughput); `optimizer` runs them in order,
+`worker` isolates a run.
 
 Names load on first use: unpickling a cached report must not import egglog and scipy.
 """

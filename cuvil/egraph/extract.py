@@ -9,7 +9,8 @@ extractor is tree-based and pays it once per use). Three extractors:
   children's sets. Fast, handles cycles (a candidate whose children already need its own
   class is skipped), not always optimal.
 - `exact`: an integer program (scipy's HiGHS `milp`, with a time limit): one binary per
-  e-node and per e-class, order variables forbid cycles. Reports the optimality gap.
+  e-node and per e-class, order variables forbid cycles. Reports the optimality gap. With
+  `minimax` it minimizes the busiest resource's load instead of the sum (`throughput`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_array
 
+MINIMAX_TIE = 1e-3  # weight of the total next to the busiest load (minimax objective)
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -28,6 +31,7 @@ class Candidate:
     cls: str
     cost: float
     children: tuple[str, ...]
+    resource: str = ""  # what it keeps busy: a device, or "link" (the `throughput` strategy)
 
 
 @dataclass
@@ -43,6 +47,14 @@ class Selection:
     method: str
     gap: float | None = None  # exact mode: relative optimality gap (0 = proven optimal)
     notes: list[str] = field(default_factory=list)
+
+
+def resource_loads(choice: dict[str, Candidate], roots: list[str]) -> dict[str, float]:
+    """What each resource does per call: the costs of the chosen e-nodes it runs."""
+    loads: dict[str, float] = {}
+    for cand in _needed(choice, roots).values():
+        loads[cand.resource] = loads.get(cand.resource, 0.0) + cand.cost
+    return loads
 
 
 def dag_cost(choice: dict[str, Candidate], roots: list[str]) -> float:
@@ -141,8 +153,10 @@ def _reachable(problem: Problem) -> list[str]:
     return sorted(seen, key=order.__getitem__)
 
 
-def exact(problem: Problem, time_limit: float = 10.0) -> Selection:
-    """Optimal DAG extraction by integer programming (falls back to greedy on failure)."""
+def exact(problem: Problem, time_limit: float = 10.0, minimax: bool = False) -> Selection:
+    """Optimal DAG extraction by integer programming (falls back to greedy on failure).
+    With `minimax`, the objective is the busiest resource's load (`resource_loads`), ties
+    broken by the total: the `throughput` strategy."""
     classes = _reachable(problem)
     col = {c: i for i, c in enumerate(classes)}
     cands = [cand for c in classes for cand in problem.classes[c]]
@@ -170,11 +184,17 @@ def exact(problem: Problem, time_limit: float = 10.0) -> Selection:
             constraint([(i, 1.0), (y0 + col[child], -1.0)], -np.inf, 0.0)
             constraint([(o0 + col[cand.cls], 1.0), (o0 + col[child], -1.0), (i, -big)],
                        1.0 - big, np.inf)
-    n = n_x + 2 * n_c
+    n = n_x + 2 * n_c + int(minimax)
     cost = np.zeros(n)
     cost[:n_x] = [c.cost for c in cands]
     lower, upper = np.zeros(n), np.ones(n)
     upper[o0:] = n_c
+    if minimax:  # t = n - 1 bounds every resource's load; minimize it
+        cost[:n_x] *= MINIMAX_TIE
+        cost[n - 1], upper[n - 1] = 1.0, np.inf
+        for resource in sorted({c.resource for c in cands}):
+            constraint([(i, c.cost) for i, c in enumerate(cands) if c.resource == resource]
+                       + [(n - 1, -1.0)], -np.inf, 0.0)
     for r in problem.roots:
         lower[y0 + col[r]] = 1.0
     for i, cand in enumerate(cands):

@@ -1,10 +1,20 @@
-"""The optimizer's limits: plain data, importable without egglog (a cache key holds them)."""
+"""The optimizer's limits and extraction strategies: plain data, importable without egglog
+or scipy (a cache key holds them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from cuvil.errors import CuvilError
+
+STRATEGIES = ("latency", "throughput")  # what extraction minimizes: cuvil/egraph/strategy.py
+
+
+def check_strategy(name: object) -> str:
+    """`name` if it is a strategy, else a one-line `CuvilError` naming the known ones."""
+    if name not in STRATEGIES:
+        raise CuvilError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
+    return str(name)
 
 
 @dataclass

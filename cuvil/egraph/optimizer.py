@@ -25,6 +25,7 @@ from cuvil.egraph.precision import precision_choices
 from cuvil.egraph.report import Iteration, OptimizeReport, RuleStat
 from cuvil.egraph.saturate import Saturation, saturate
 from cuvil.egraph.session import Limits, Session
+from cuvil.egraph.strategy import resource, select_throughput
 from cuvil.egraph.worker import Post, can_fork, run_isolated
 from cuvil.ir.graph import Graph
 from cuvil.rules.library import RuleLibrary
@@ -43,6 +44,7 @@ class Options:
     hints: dict | None = None  # symbol -> size the cost model assumes
     isolate: bool = True  # saturate in a forked worker that the deadline can kill
     device_params: dict | None = None  # target name -> cost parameters (registered targets)
+    strategy: str = "latency"  # or "throughput" (cuvil/egraph/strategy.py)
 
 
 def cost_model(graph: Graph, library: RuleLibrary, options: Options) -> CostModel:
@@ -72,30 +74,43 @@ def problem(session: Session, costs: CostModel) -> Problem:
             node = snap.nodes[node_id]
             if node.key in typer.rejected or not all(c in snap.ty for c in node.children):
                 continue
-            cost = _enode_cost(session, costs, node, out)
-            classes.setdefault(cls, []).append(Candidate(node_id, cls, cost, node.children))
+            cost, where = _enode_cost(session, costs, node, out)
+            classes.setdefault(cls, []).append(Candidate(node_id, cls, cost, node.children,
+                                                         where))
     roots = [snap.let_class[session.encoding.handles[n]] for n in session.graph.outputs]
     return Problem(classes, list(dict.fromkeys(roots)))
 
 
-def _enode_cost(session: Session, costs: CostModel, node, out) -> float:
-    """An e-node's cost per call: nothing when it is folded at compile time, the amortized
-    upload when it moves a constant to a device (copied once, when the graph is built)."""
+def _enode_cost(session: Session, costs: CostModel, node, out) -> tuple[float, str]:
+    """(an e-node's cost per call, the resource it keeps busy): nothing when it is folded
+    at compile time, the amortized upload when it moves a constant to a device (copied
+    once, when the graph is built)."""
     snap, typer, constant = session.snapshot, session.typer, session.folder.constant
     if session.folder.foldable(node, out, typer):
-        return 0.0  # computed once, at compile time
+        return 0.0, out.device  # computed once, at compile time
     op, attrs = typer.decode(node)
+    ins = [typer.table.types[snap.ty[c]] for c in node.children]
     if op == "to_device" and out.device != "cpu" and all(c in constant for c in node.children):
         cost = costs.upload_cost(out)
     else:
-        ins = [typer.table.types[snap.ty[c]] for c in node.children]
         cost = costs.node_cost(op, attrs, ins, out)
     if snap.origin.get(node.key, '""') != '""':
         cost += TIE_BREAK  # equal costs keep the imported node
-    return cost
+    return cost, resource(op, ins, out)
 
 
 def select(prob: Problem, options: Options, seconds_left: float) -> Selection:
+    """The cheapest extraction under `options.strategy` (`cuvil/egraph/strategy.py`)."""
+    chosen = _select_latency(prob, options, seconds_left)
+    if options.strategy != "throughput":
+        return chosen
+    size = sum(len(c) for c in prob.classes.values())
+    seconds = max(0.1, min(options.limits.exact_time, seconds_left))
+    return select_throughput(prob, chosen, size, options.extract, options.limits.exact_nodes,
+                             seconds)
+
+
+def _select_latency(prob: Problem, options: Options, seconds_left: float) -> Selection:
     size = sum(len(c) for c in prob.classes.values())
     if size > options.limits.dag_nodes:
         tree = greedy_tree(prob)

@@ -131,3 +131,21 @@ def test_a_constant_weight_is_uploaded_once_so_its_gemm_goes_to_cuda(lower):
     assert compiled.report.uploads == 1 and not compiled.report.fallbacks
     x = torch.randn(4, 64, generator=torch.Generator().manual_seed(2))
     torch.testing.assert_close(compiled(x), cuvil.run(g, x), atol=1e-4, rtol=1e-4)
+
+
+def test_throughput_placement_runs_across_both_devices_and_matches_reference(lower):
+    """strategy="throughput" puts one product on each device (a GPU about as fast as the
+    host, tests/egraph/test_strategy.py); the graph it extracts computes the same values."""
+    g = Graph("two_products")
+    gen = torch.Generator().manual_seed(0)
+    x = g.input("x", TensorType((16, 64), "f32"))
+    w1, w2 = (g.const(torch.randn(64, 64, generator=gen)) for _ in range(2))
+    g.set_outputs(g.add("add", [g.add("matmul", [x, w1]), g.add("matmul", [x, w2])]))
+    even = "target cuda(launch_us=0, link_gbps=1000000, gflops=1000000, gbps=10)\n"
+    placed = cuvil.optimize(g, rules=[STOCK, even], target=["cuda", "cpu"],
+                            strategy="throughput")
+    compiled = lower(placed, target=["cuda", "cpu"])
+    assert set(compiled.report.placement.values()) == {"cpu", "cuda"}, str(compiled.report)
+    assert not compiled.report.fallbacks
+    xs = torch.randn(16, 64, generator=gen)
+    torch.testing.assert_close(compiled(xs), cuvil.run(g, xs), atol=1e-4, rtol=1e-4)
