@@ -198,6 +198,20 @@ def conv1x1_nhwc(x, wp, out, parts):
 
 
 @njit(nogil=True, fastmath=True)
+def pad_plane(xp, pad, ph, pw):
+    """pad [H + 2ph, W + 2pw] = the plane xp [H, W] inside a zero border."""
+    h, w = xp.shape
+    pad[:ph] = 0
+    pad[ph + h:] = 0
+    for i in range(h):
+        row = pad[ph + i]
+        row[:pw] = 0
+        row[pw + w:] = 0
+        for j in range(w):
+            row[pw + j] = xp[i, j]
+
+
+@njit(nogil=True, fastmath=True)
 def _dw_planes(x, wd, out, q0, q1, geo):
     kh, kw, sh, sw, ph, pw, dh, dw = geo
     nb, ch, h, w = x.shape

@@ -1,8 +1,9 @@
 """The convolution template: conv2d + elementwise epilogue, in NCHW or NHWC.
 
 The convolution itself is a call of a driver in `cuvil.runtime.conv` (im2col + BLAS per
-image, a single product for 1x1 NHWC, direct loops for depthwise), compiled once per
+image, a single product for 1x1 NHWC, direct loops for NHWC depthwise), compiled once per
 installation; the generated kernel passes the geometry and applies the group's epilogue.
+A depthwise NCHW convolution is written out whole by `depthwise`, epilogue fused.
 The weight must be a constant; it is pre-arranged for the layout at compile time.
 """
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from cuvil.ir.types import NHWC
 from cuvil.lower.physical import layout_perm
+from cuvil.lower.templates import depthwise
 from cuvil.lower.templates.gemm import BLAS_DTYPES, epilogue, split_heavy
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
 from cuvil.ops.nn import pair
@@ -31,6 +33,11 @@ def generate(group, ctx) -> KernelSpec:
         raise Unsupported("conv2d with a computed weight")
     if x.dtype not in BLAS_DTYPES:
         raise Unsupported(f"conv2d in {x.dtype}")
+    if depthwise.applies(conv, ctx) and depthwise.fusable(conv, rest, ctx):
+        weight = logical_const(ctx, conv.inputs[1])
+        arranged = ctx.prepare(f"{conv.inputs[1]}.nchw.depthwise", weight.reshape(
+            weight.shape[0], -1))
+        return depthwise.generate(group, conv, rest, ctx, arranged, geometry(conv, ctx))
     packed, call, scratch, note = _driver(conv, ctx)
     layout = "nhwc" if x.layout == NHWC else "nchw"
     arranged = ctx.prepare(f"{conv.inputs[1]}.{layout}.{note}", packed)
@@ -49,7 +56,7 @@ def _driver(conv, ctx):
     x, w = (ctx.type(i) for i in conv.inputs)
     oc, cg, kh, kw = w.shape
     a = conv.attrs
-    geo = (kh, kw, *pair(a["stride"]), *pair(a["padding"]), *pair(a["dilation"]))
+    geo = geometry(conv, ctx)
     nhwc, cin, groups = x.layout == NHWC, x.shape[1], a["groups"]
     layout = "nhwc" if nhwc else "nchw"
     weight = logical_const(ctx, conv.inputs[1])
@@ -75,6 +82,13 @@ def _driver(conv, ctx):
             weight.reshape(oc, kh * kw)
         return packed, f"depthwise_{layout}(x0, x1, out, {geo}, threads)", {}, "depthwise"
     raise Unsupported(f"conv2d with groups={groups}")
+
+
+def geometry(conv, ctx) -> tuple[int, ...]:
+    """(kh, kw, stride h/w, padding h/w, dilation h/w)."""
+    kh, kw = ctx.type(conv.inputs[1]).shape[2:]
+    a = conv.attrs
+    return (kh, kw, *pair(a["stride"]), *pair(a["padding"]), *pair(a["dilation"]))
 
 
 def _scratch(ctx, conv, x, shapes: dict) -> dict[str, str]:

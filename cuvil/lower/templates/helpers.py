@@ -16,7 +16,7 @@ HELPERS = {"gemv": "cuvil.runtime.blas", "gemm": "cuvil.runtime.blas",
            "gemm_batched": "cuvil.runtime.blas",
            **{f"{kind}_{layout}": "cuvil.runtime.conv" for kind in
               ("conv2d", "conv1x1", "depthwise") for layout in ("nchw", "nhwc")},
-           "conv2d_nchw_few": "cuvil.runtime.conv",
+           "conv2d_nchw_few": "cuvil.runtime.conv", "pad_plane": "cuvil.runtime.conv",
            **{name: "cuvil.runtime.vmath" for name in ("vexp", "vtanh", "verf", "vsigmoid")},
            **{name: "cuvil.runtime.int8" for name in ("qgemm_layer", "qconv_layer")}}
 
