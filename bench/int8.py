@@ -84,7 +84,7 @@ def case(m: int, k: int, n: int, threads: int, seconds: float) -> dict:
     c32 = np.empty((m, n), np.float32)
     qw = pack_weight(wq.int_repr().numpy().T, ws.numpy())
     ep = epilogue(xs)
-    pw = int8.prepare(qw.args(bn), xz, xs)
+    pw = int8.prepare(qw.args(bn), xz)
     xq = quantize(xn, xs, xz, "u8")
     xbuf, c8 = np.empty_like(xq), np.empty((m, n), np.float32)
 

@@ -1,4 +1,4 @@
-"""Where Cuvil keeps its files: the cache directory, and a hash of Cuvil's own source.
+"""Where Cuvil keeps its files: the cache directory, and hashes of Cuvil's own source.
 
 The cache directory is `$CUVIL_CACHE_DIR`, else the user cache directory for `cuvil` as
 platformdirs resolves it (`$XDG_CACHE_HOME/cuvil`, else `~/.cache/cuvil` on Linux). It holds
@@ -34,3 +34,12 @@ def source_hash() -> str:
     for path in sorted((PACKAGE / "stock_rules").rglob("*.cvr")):
         h.update(path.read_bytes())
     return h.hexdigest()[:32]
+
+
+def package_hash(package: str) -> str:
+    """A hash of one subpackage's Python source (`"runtime"`: what compiled drivers and
+    the kernels that import them are keyed on), read from the files, importing nothing."""
+    h = hashlib.sha256()
+    for path in sorted((PACKAGE / package).rglob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]

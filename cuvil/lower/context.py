@@ -3,11 +3,15 @@
 Constants are numpy arrays in physical layout (an `NHWC` constant is stored permuted).
 Generators may add derived constants (`prepare`: a transposed weight, folded batch-norm
 factors), computed once at compile time and passed to kernels like any other constant.
+A constant in a format only the runtime knows (the int8 kernels' packed weights) is
+declared instead (`derive`): a recipe name, its inputs and the arrays' types; the runtime's
+build step computes it (`cuvil.runtime.derived`) and checks it against those types.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,6 +27,16 @@ PAR_MIN = 1 << 15
 PAR_STATIC_MIN = 1 << 17
 
 
+@dataclass(frozen=True, eq=False)
+class Derived:
+    """Constants the runtime computes at build time: `recipe` (a name the runtime's
+    `derived.RECIPES` maps to a function) of `inputs`, giving the arrays `parts`."""
+
+    recipe: str
+    inputs: dict
+    parts: tuple[str, ...]
+
+
 class LowerContext:
     def __init__(self, graph: Graph, threads: int, par_min: int = PAR_MIN,
                  instances: dict | None = None):
@@ -34,6 +48,7 @@ class LowerContext:
         self.extra_types: dict[str, TensorType] = {}
         self.arrays: dict[str, np.ndarray] = {}
         self.scratch: dict[str, Scratch] = {}
+        self.derived: dict[str, tuple[Derived, str]] = {}  # value -> (recipe, part)
         self.users = {k: list(dict.fromkeys(v)) for k, v in graph.users().items()}
 
     def worth_parallel(self, shape: tuple, work_per_element: float = 1.0) -> bool:
@@ -56,6 +71,8 @@ class LowerContext:
 
     def const_array(self, value: str) -> np.ndarray:
         """The physical numpy array of a constant (graph constant, scalar or prepared)."""
+        if value in self.derived:
+            raise KeyError(f"{value} is computed by the runtime (ctx.derived)")
         if value not in self.arrays:
             node = self.graph[value]
             if node.op == "scalar":
@@ -73,6 +90,19 @@ class LowerContext:
         self.arrays[name] = array
         self.extra_types[name] = TensorType(array.shape, _dtype(array.dtype), "contiguous")
         return name
+
+    def derive(self, key: str, recipe: str, inputs: dict,
+               parts: dict[str, TensorType]) -> list[str]:
+        """Declare constants the runtime computes (`Derived`); their value names, in the
+        order of `parts` (part name -> the array's type)."""
+        derived = Derived(recipe, inputs, tuple(parts))
+        names = []
+        for part, t in parts.items():
+            name = _ident(f"{key}.{part}")
+            self.extra_types[name] = t
+            self.derived[name] = (derived, part)
+            names.append(name)
+        return names
 
     def add_scratch(self, key: str, scratch: Scratch) -> str:
         name = _ident(key)

@@ -1,11 +1,19 @@
 """The int8 layer the quantization rules make, recognised in an inlined composite:
 
-    relu?(add?(mul(dequantize(P(quantize(x, scale=sx, zero_point=zx), wq), scale=s), ws), b))
+    quantize?(relu?(add?(mul(dequantize(P(quantize?(x, scale=sx, zero_point=zx), wq),
+                                        scale=s), ws), b)), scale=sy, zero_point=zy)
 
 with P `matmul_i8` (wq int8 [K, N], ws and b f32 over N) or `conv2d_i8` (NCHW, groups 1,
 wq int8 [OC, C, KH, KW], ws and b f32 [OC, 1, 1]); wq, ws and b constants, x f32. The int8
 kernels (`cuvil.runtime.int8`) compute exactly this in one call: quantize x, the u8 x s8
-product with int32 sums, and `sum * s * ws + b` (then ReLU) written as f32.
+product with int32 sums, and `sum * s * ws + b` (then ReLU) written as f32. Between int8
+layers (`rules/quantize/requant.cvr`) the input may be u8 already (no inner quantize: the
+previous layer requantized it) and the output requantized to u8 (the outer quantize): the
+kernels' requantize epilogue writes it.
+
+The packed weight is the runtime's format: the templates declare its arrays (`packed_types`)
+and the runtime's build step computes them (`cuvil.runtime.derived`), which checks that
+they have the declared types.
 
 Partitioning asks `match` whether a composite instance is such a layer (then it is one
 `qgemm` or `qconv` group), and the templates ask it again for the parts they lower, so a
@@ -17,11 +25,23 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from cuvil.ir.graph import Graph, Node
-from cuvil.ir.types import DType
+from cuvil.ir.types import DType, TensorType
 from cuvil.lower.physical import is_identity_layout
 
 PRODUCTS = {"matmul_i8": "qgemm", "conv2d_i8": "qconv"}
 EPILOGUE_OPS = ("dequantize", "mul", "add", "relu")
+MAX_K = 65536  # |sum (x - zx) w| <= K * 255 * 128 must fit the kernels' int32 sums
+PACK_COLUMNS = 16  # the packed weight's columns are padded to a multiple of this
+
+
+def packed_types(k: int, n: int) -> dict[str, TensorType]:
+    """The arrays the int8 kernels take for a [K, N] weight prepared for a static input
+    quantization: the weight in panels (K padded to 4, N to `PACK_COLUMNS`), the
+    accumulators' start per padded column, the column scales and the bias."""
+    kb, npad = (k + 3) // 4, -(-n // PACK_COLUMNS) * PACK_COLUMNS
+    return {"qdata": TensorType((4 * kb * npad,), DType.i8),
+            "qstart": TensorType((npad,), DType.i32),
+            "qscale": TensorType((n,), DType.f32), "qbias": TensorType((n,), DType.f32)}
 
 
 @dataclass(frozen=True)
@@ -29,17 +49,18 @@ class Int8Layer:
     """The parts of one int8 layer (node names, and what the kernel needs of them)."""
 
     template: str  # "qgemm" or "qconv"
-    quantize: Node
+    quantize: Node | None  # None: the input is u8 already
     product: Node
     scale: str  # ws, the weight's scale per output channel (a constant)
     bias: str | None  # b (a constant), if the layer adds one
     relu: bool
     out_scale: float  # the dequantize's scale: s in `sum * s * ws + b`
     nodes: frozenset[str]  # every node of the pattern
+    requant: Node | None = None  # the quantize of the output to u8, if any
 
     @property
     def input(self) -> str:
-        return self.quantize.inputs[0]
+        return (self.quantize or self.product).inputs[0]
 
     @property
     def weight(self) -> str:
@@ -48,7 +69,7 @@ class Int8Layer:
     @property
     def shift(self) -> int:
         """What moves the quantized input to u8: 128 for an s8 one."""
-        return 128 if self.quantize.attrs["dtype"] == "i8" else 0
+        return 128 if self.quantize and self.quantize.attrs["dtype"] == "i8" else 0
 
 
 def match(graph: Graph, nodes: list[str], users: dict, outputs) -> Int8Layer | None:
@@ -56,7 +77,9 @@ def match(graph: Graph, nodes: list[str], users: dict, outputs) -> Int8Layer | N
     Every value but the root must be read only inside the pattern (`users`, `outputs`)."""
     if not nodes:
         return None
-    chain = _epilogue_chain(graph, graph[nodes[-1]])
+    root = graph[nodes[-1]]
+    requant = root if root.op == "quantize" and root.attrs["dtype"] == "u8" else None
+    chain = _epilogue_chain(graph, graph[root.inputs[0]] if requant else root)
     if chain is None:
         return None
     relu, bias, scale, deq = chain
@@ -64,13 +87,12 @@ def match(graph: Graph, nodes: list[str], users: dict, outputs) -> Int8Layer | N
     if product is None or product.op not in PRODUCTS:
         return None
     quantize = graph.nodes.get(product.inputs[0])
-    if quantize is None or quantize.op != "quantize":
-        return None
-    inner = [quantize.name, product.name, deq.name, *(n.name for n in (scale, bias, relu) if n)]
-    root = graph[nodes[-1]]
+    if quantize is None or quantize.op != "quantize" or quantize.name not in nodes:
+        quantize = None  # the input is the previous layer's u8 output
+    inner = [n.name for n in (quantize, product, deq, scale, bias, relu, requant) if n]
     layer = Int8Layer(PRODUCTS[product.op], quantize, product, scale.inputs[1],
                       bias.inputs[1] if bias else None, relu is not None,
-                      deq.attrs["scale"], frozenset(inner))
+                      deq.attrs["scale"], frozenset(inner), requant)
     if set(nodes) != layer.nodes or not _private(inner[:-1], users, outputs, layer.nodes):
         return None
     return layer if _fits(graph, layer, root) else None
@@ -108,21 +130,30 @@ def _private(values: list[str], users: dict, outputs, nodes: frozenset[str]) -> 
     return all(v not in outputs and set(users.get(v, ())) <= nodes for v in values)
 
 
+def _requant_fits(q: Node | None) -> bool:
+    return q is None or (q.attrs["scale"] > 0 and 0 <= q.attrs["zero_point"] <= 255)
+
+
 def _fits(graph: Graph, layer: Int8Layer, root: Node) -> bool:
     """Types, layouts and constant shapes the int8 kernels take."""
     q, p = layer.quantize, layer.product
-    x, w, out = graph[q.inputs[0]].type, graph[p.inputs[1]].type, root.type
-    if x.dtype is not DType.f32 or out.dtype is not DType.f32 or \
-            q.attrs["dtype"] not in ("u8", "i8") or graph[p.inputs[1]].op != "const" or \
+    x, w, out = graph[layer.input].type, graph[p.inputs[1]].type, root.type
+    if x.dtype is not (DType.f32 if q else DType.u8) or \
+            out.dtype is not (DType.u8 if layer.requant else DType.f32) or \
+            (q and q.attrs["dtype"] not in ("u8", "i8")) or graph[p.inputs[1]].op != "const" or \
+            not _requant_fits(layer.requant) or \
             not 0 <= p.attrs["x_zero"] + layer.shift <= 255 or \
             not (is_identity_layout(x) and is_identity_layout(out)):
         return False
     if layer.template == "qconv":
-        if p.attrs["groups"] != 1 or x.rank != 4 or w.rank != 4:
+        if p.attrs["groups"] != 1 or x.rank != 4 or w.rank != 4 or \
+                w.shape[1] * w.shape[2] * w.shape[3] > MAX_K:
             return False
         channel = lambda t: t.rank >= 3 and t.shape[-3] == w.shape[0] and \
             all(d == 1 for i, d in enumerate(t.shape) if i != t.rank - 3)  # noqa: E731
     else:
+        if w.shape[0] > MAX_K:
+            return False
         channel = lambda t: t.rank >= 1 and t.shape[-1] == w.shape[1] and \
             all(d == 1 for d in t.shape[:-1])  # noqa: E731
     consts = [layer.scale] + ([layer.bias] if layer.bias else [])

@@ -29,6 +29,7 @@ from cuvil.lower.devices import Targets
 from cuvil.lower.report import CompileReport, KernelReport
 from cuvil.lower.steps import step_reports
 from cuvil.lower.templates.spec import THREADS
+from cuvil.runtime import derived
 from cuvil.runtime.blas import single_threaded_blas
 from cuvil.runtime.compiled import CompiledGraph
 from cuvil.runtime.module_cache import load_module
@@ -72,7 +73,8 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
     report.memory_bytes = plan.nbytes(env, n_threads)
     report.naive_bytes = plan.naive_nbytes(env, n_threads)
     report.optimizer = graph.report
-    consts = [_const(program, ctx, v) for v in program.entry_params
+    done: dict = {}
+    consts = [_const(program, ctx, v, done) for v in program.entry_params
               if program.arrays[v].kind == "const"]
     report.compile_s = time.perf_counter() - start
     return CompiledGraph(g, program, module.entry, consts, plan, report, n_threads)
@@ -86,8 +88,11 @@ def _devices_available(g: Graph) -> None:
         require_gpu()
 
 
-def _const(program: Program, ctx: LowerContext, value: str):
-    """A constant's array; a constant moved to the GPU is copied there once, here."""
+def _const(program: Program, ctx: LowerContext, value: str, done: dict):
+    """A constant's array (computed here when lowering declared it, `derived`); a constant
+    moved to the GPU is copied there once, here."""
+    if value in ctx.derived:
+        return derived.compute(ctx, value, done)
     if value not in program.uploads:
         return ctx.const_array(value)
     from cuvil.runtime.cuda import upload

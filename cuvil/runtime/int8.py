@@ -37,12 +37,12 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
+from cuvil.lower.qlayer import MAX_K  # noqa: F401 (one definition: lowering checks it too)
 from cuvil.runtime.conv import im2col_nhwc
 from cuvil.runtime.int8_tile import LANES, NARROW, PANEL, tile_kernel
 from cuvil.runtime.numba_cache import njit, runtime_hash
 
 MR = 6  # rows per tile
-MAX_K = 65536  # |sum (x - zx) w| <= K * 255 * 128 must fit in int32
 QGEMM_PAR_WORK = 1 << 21  # multiply-adds below which one thread is faster
 
 
@@ -108,22 +108,29 @@ def _tiles(x, r0, rows, data, off, width, kb, z, t):
             _tile(nv, False, x, r0 + r, 1, data, w0, 4 * width, kb, zj, tj[r * tw:])
 
 
-@njit(nogil=True, fastmath=True, inline="always")
+@njit(nogil=True, inline="always")
 def _row(ts, s, b, o, cn, ep):
-    """o[c] = ts[c] * s[c] + b[c] (then ReLU), or that requantized, for c < cn (all f32)."""
-    relu, requant, inv_ys, yz, qmin, qmax = ep[1:]
+    """o[c] = (ts[c] * x_scale) * s[c] + b[c] (then ReLU), or that requantized
+    (rint(y / y_scale) + y_zero, clamped), for c < cn: f32 operations in the order of the
+    graph's dequantize, mul, add, relu and quantize, no contraction into FMAs, so that a
+    requantized u8 value is the one the reference executor computes."""
+    xs = np.float32(ep[0])
+    relu, requant, ys, yz, qmin, qmax = ep[1:]
+    zero = np.float32(0)
     if requant:
-        inv, z = np.float32(inv_ys), np.float32(yz)
-        lo, hi = np.float32(max(qmin, yz) if relu else qmin), np.float32(qmax)
+        inv, z = np.float32(ys), np.float32(yz)
+        lo, hi = np.float32(qmin), np.float32(qmax)
         for c in range(cn):
-            o[c] = min(max(np.rint((np.float32(ts[c]) * s[c] + b[c]) * inv) + z, lo), hi)
+            y = np.float32(ts[c]) * xs * s[c] + b[c]
+            y = max(y, zero) if relu else y
+            o[c] = min(max(np.rint(y / inv) + z, lo), hi)
     else:
         for c in range(cn):
-            y = np.float32(ts[c]) * s[c] + b[c]
-            o[c] = max(y, np.float32(0)) if relu else y
+            y = np.float32(ts[c]) * xs * s[c] + b[c]
+            o[c] = max(y, zero) if relu else y
 
 
-@njit(nogil=True, fastmath=True)
+@njit(nogil=True)
 def _epilogue(t, tw, out, r0, rows, n0, ncols, scale, bias, ep):
     """out[r0 + r, n0 + c] from the tiles' sums in t; whole tiles take loops of constant
     length (unrolled, no remainder: 2x faster than a loop of tw)."""
@@ -170,15 +177,14 @@ def _parallel(x, w, ep, out, parts, by_rows):
 
 
 @njit(nogil=True)
-def prepare(w, zx, xs):
-    """The weight tuple for one input zero point and scale (static quantization knows both
-    at compile time): accumulators start at -zx * colsum (padded to whole panels), and the
-    per-column scale is xs * w_scale."""
+def prepare(w, zx):
+    """The weight tuple for one input zero point (static quantization knows it at compile
+    time): accumulators start at -zx * colsum (padded to whole panels)."""
     data, colsum, wscale, bias, kb, n = w
     z = np.zeros((n + NARROW - 1) // NARROW * NARROW, np.int32)  # whole panels' columns
     for c in range(n):
         z[c] = -zx * colsum[c]
-    return (data, z, np.float32(xs) * wscale, bias, kb, n)
+    return (data, z, wscale, bias, kb, n)
 
 
 @njit(nogil=True)
@@ -198,7 +204,7 @@ def qgemm_into(x, zx, w, ep, out, parts):
     """out [M, N] = epilogue((x [M, >=4*kb] u8 - zx) @ packed w): w = QWeight.args(bias),
     ep = quantized.epilogue(...); row blocks (or, for few rows, panels) split between
     `parts` threads."""
-    qgemm_prepared(x, prepare(w, zx, ep[0]), ep, out, parts)
+    qgemm_prepared(x, prepare(w, zx), ep, out, parts)
 
 
 @njit(nogil=True)
@@ -273,37 +279,66 @@ def qconv2d_into(x, shift, zx, w, ep, geo, out, xt, cols, tmp, parts):
     """out [N, OC, OH, OW] = conv(x [N, C, H, W] u8/s8); zx is the u8 zero point (s8's +
     `shift` 128); scratch per thread: xt [H, W, C] u8, cols [OH*OW, 4*kb] u8, tmp
     [OH*OW, OC] of out's type."""
-    qconv2d_prepared(x, shift, zx, prepare(w, zx, ep[0]), ep, geo, out, xt, cols, tmp, parts)
+    qconv2d_prepared(x, shift, zx, prepare(w, zx), ep, geo, out, xt, cols, tmp, parts)
 
 
 @njit(nogil=True, inline="always")
-def _f32_epilogue(relu):
-    """`quantized.epilogue(x_scale, relu)` as built in compiled code: no literal types, so
-    every caller shares one specialization of the drivers."""
-    return (1.0, relu, np.bool_(False), 1.0, np.int64(0), np.int64(0), np.int64(255))
+def _layer_epilogue(qp):
+    """`quantized.epilogue(...)` from a layer's parameters qp (f32: [x scale, x zero point
+    (u8), the product's zero point (u8), relu, dequantize scale, requantize, y scale, y
+    zero point]), built in compiled code: no literal types, so every layer shares one
+    specialization of the drivers."""
+    return (np.float64(qp[4]), qp[3] != 0, qp[5] != 0, np.float64(qp[6]), np.int64(qp[7]),
+            np.int64(0), np.int64(255))
+
+
+@njit(nogil=True)
+def _gemm_layer(xq, qp, data, start, scale, bias, out, parts):
+    pw = (data, start, scale, bias, xq.shape[1] // 4, bias.shape[0])
+    qgemm_prepared(xq, pw, _layer_epilogue(qp), out, parts)
 
 
 @njit(nogil=True)
 def qgemm_layer(x, qp, data, start, scale, bias, xq, out, parts):
     """One int8 linear layer, as the `qgemm` template's kernels call it: x [M, K] f32 into
-    xq [M, 4*kb] u8 (`quantize_rows`, qp = [scale, u8 zero point, -, relu]), then out
-    [M, N] f32 = the product with the weight tuple `prepare` made, ReLU if qp[3]."""
+    xq [M, 4*kb] u8 (`quantize_rows`), then out [M, N] = the product with the weight tuple
+    `prepare` made and the epilogue of qp (`_layer_epilogue`): f32, or u8 requantized."""
     quantize_rows(x, qp[0], qp[1], xq)
-    pw = (data, start, scale, bias, xq.shape[1] // 4, bias.shape[0])
-    qgemm_prepared(xq, pw, _f32_epilogue(qp[3] != 0), out, parts)
+    _gemm_layer(xq, qp, data, start, scale, bias, out, parts)
+
+
+@njit(nogil=True)
+def qgemm_layer_q(x, qp, data, start, scale, bias, xq, out, parts):
+    """`qgemm_layer` of an input already in u8 (the previous layer requantized it): read in
+    place when K is a multiple of 4, else copied into xq with zeros padding K."""
+    if x.shape[1] == xq.shape[1]:
+        _gemm_layer(x, qp, data, start, scale, bias, out, parts)
+        return
+    k = x.shape[1]
+    for i in range(x.shape[0]):
+        xq[i, :k] = x[i]
+        xq[i, k:] = 0
+    _gemm_layer(xq, qp, data, start, scale, bias, out, parts)
 
 
 @njit(nogil=True)
 def qconv_layer(x, qp, geo, data, start, scale, bias, xq, xt, cols, tmp, out, parts):
     """One int8 conv2d layer, as the `qconv` template's kernels call it: x [N, C, H, W] f32
-    into xq (u8, x's shape), then `qconv2d_prepared` with the u8 zero point qp[2] as
-    padding; geo int64 [kh, kw, sh, sw, ph, pw, dh, dw]."""
+    into xq (u8, x's shape), then `qconv_layer_q`."""
     nb, c, h, w = x.shape
     quantize_rows(x.reshape((nb * c, h * w)), qp[0], qp[1], xq.reshape((nb * c, h * w)))
+    qconv_layer_q(xq, qp, geo, data, start, scale, bias, xq, xt, cols, tmp, out, parts)
+
+
+@njit(nogil=True)
+def qconv_layer_q(x, qp, geo, data, start, scale, bias, xq, xt, cols, tmp, out, parts):
+    """One int8 conv2d layer of a u8 input x [N, C, H, W]: `qconv2d_prepared` with the u8
+    zero point qp[2] as padding; geo int64 [kh, kw, sh, sw, ph, pw, dh, dw]; xq unused
+    (the `qconv_layer` signature); tmp of out's type (f32, or u8 requantized)."""
     pw = (data, start, scale, bias, cols.shape[2] // 4, bias.shape[0])
     g = (geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7])
-    ep = _f32_epilogue(qp[3] != 0)
-    qconv2d_prepared(xq, np.int64(0), np.int64(qp[2]), pw, ep, g, out, xt, cols, tmp, parts)
+    qconv2d_prepared(x, np.int64(0), np.int64(qp[2]), pw, _layer_epilogue(qp), g, out, xt,
+                     cols, tmp, parts)
 
 
 def source_hash() -> str:

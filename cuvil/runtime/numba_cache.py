@@ -15,26 +15,21 @@ every driver, once. Generated modules quote the same hash in their import lines.
 
 from __future__ import annotations
 
-import hashlib
 from functools import cache
 from pathlib import Path
 
 import numba
 from numba.core.caching import CacheImpl, UserProvidedCacheLocator
 
-from cuvil.paths import cache_dir
+from cuvil.paths import cache_dir, package_hash
 
 PACKAGE = Path(__file__).resolve().parents[1]
-RUNTIME = Path(__file__).resolve().parent
 
 
 @cache
 def runtime_hash() -> str:
     """A hash of the runtime package's Python source (the drivers and what they inline)."""
-    h = hashlib.sha256()
-    for path in sorted(RUNTIME.rglob("*.py")):
-        h.update(path.read_bytes())
-    return h.hexdigest()[:12]
+    return package_hash("runtime")
 
 
 class PackageLocator(UserProvidedCacheLocator):

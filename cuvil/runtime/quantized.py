@@ -12,8 +12,8 @@ check the inputs, allocate the outputs and call the int8 kernels of `cuvil.runti
 
 Activations are u8 (any zero point) or s8 (symmetric or not); weights s8 with zero point 0.
 Generated code calls `int8.qgemm_into` / `int8.qconv2d_into` itself, with the weight tuple
-`QWeight.args(bias)` and `epilogue(...)` made here at compile time; when the input's scale
-and zero point are static too, `int8.prepare(args, x_zero, x_scale)` once and
+`QWeight.args(bias)` and `epilogue(...)` made here at compile time; when the input's zero
+point is static too, `int8.prepare(args, x_zero)` once and
 `int8.qgemm_prepared` per call (two small allocations less).
 """
 
@@ -92,7 +92,7 @@ def epilogue(x_scale: float, relu: bool = False, out_scale: float | None = None,
         return (float(x_scale), bool(relu), False, 1.0, 0, qmin, qmax)
     if not out_scale > 0:
         raise CuvilError(f"out_scale must be > 0, got {out_scale}")
-    return (float(x_scale), bool(relu), True, 1.0 / float(out_scale), _zero(out_zero, out_dtype),
+    return (float(x_scale), bool(relu), True, float(out_scale), _zero(out_zero, out_dtype),
             qmin, qmax)
 
 

@@ -1,13 +1,10 @@
 """Shared functions generated kernels may call, imported by the module when used.
 
 They live in `cuvil.runtime.blas`, `.conv`, `.vmath` and `.int8`, compiled once per
-installation; each import line quotes its file's hash so that kernels cached against an
-older version are not reused.
-
-A few runtime functions are called at compile time instead, to arrange a constant the way
-a helper reads it (`PREPARERS`: the int8 kernels' packed weights). Lowering sits below the
-runtime, so it names them by module, as generated text names helpers, and loads them only
-when a template calls `preparer`.
+installation; each import line quotes the runtime's source hash (`cuvil.paths.package_hash`,
+read from the files: lowering sits below the runtime and never imports it) so that kernels
+cached against an older version are not reused. Constants in a format only the runtime
+knows are declared, not computed, here (`LowerContext.derive`).
 """
 
 from __future__ import annotations
@@ -18,17 +15,8 @@ HELPERS = {"gemv": "cuvil.runtime.blas", "gemm": "cuvil.runtime.blas",
               ("conv2d", "conv1x1", "depthwise") for layout in ("nchw", "nhwc")},
            "conv2d_nchw_few": "cuvil.runtime.conv", "pad_plane": "cuvil.runtime.conv",
            **{name: "cuvil.runtime.vmath" for name in ("vexp", "vtanh", "verf", "vsigmoid")},
-           **{name: "cuvil.runtime.int8" for name in ("qgemm_layer", "qconv_layer")}}
-
-PREPARERS = {"pack_weight": "cuvil.runtime.quantized",
-             "pack_conv_weight": "cuvil.runtime.quantized", "prepare": "cuvil.runtime.int8"}
-
-
-def preparer(name: str):
-    """The runtime function `name` of `PREPARERS`, for a template to call at compile time."""
-    import importlib
-
-    return getattr(importlib.import_module(PREPARERS[name]), name)
+           **{name: "cuvil.runtime.int8" for name in ("qgemm_layer", "qgemm_layer_q", "qconv_layer",
+                                                      "qconv_layer_q")}}
 
 
 def used_helpers(body: str) -> list[str]:
@@ -40,11 +28,11 @@ def used_helpers(body: str) -> list[str]:
 
 def helper_text(names: list[str]) -> list[str]:
     """Import lines that make the helpers `names` available to the module's kernels."""
-    import importlib
+    from cuvil.paths import package_hash
 
     lines = []
     for module in dict.fromkeys(HELPERS[n] for n in names):
         wanted = ", ".join(n for n in names if HELPERS[n] == module)
-        digest = importlib.import_module(module).source_hash()
+        digest = package_hash(module.split(".")[1])
         lines.append(f"from {module} import {wanted}  # {module} {digest}")
     return lines

@@ -4,10 +4,14 @@ as one call of `cuvil.runtime.int8.qconv_layer`:
 
     quantize x [N, C, H, W] f32 into a u8 scratch xq     true division, as torch's quantize
     per image: HWC transpose, im2col (the zero point as padding), the u8 x s8 GEMM with
-    the fused epilogue (sx * ws, bias, ReLU), the NCHW write-back
+    the fused epilogue (sx * ws, bias, ReLU; requantized to u8 when the layer's output
+    is), the NCHW write-back
 
-The weight is packed at compile time (`cuvil.runtime.quantized.pack_conv_weight`, K over
-(kh, kw, c)) and prepared for the static input quantization, as in `qgemm`; the geometry
+An input already in u8 (the previous layer requantized it) skips the quantize
+(`qconv_layer_q`).
+
+The weight is packed at compile time (K over (kh, kw, c)) and prepared for the static input
+quantization, as in `qgemm` (recipe `int8_conv`, computed by the runtime's build step); the geometry
 is data too, so every int8 convolution shares one compiled kernel. Scratch per thread: the
 image in HWC, its im2col rows, the f32 product before the write-back.
 """
@@ -17,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from cuvil.ir.types import DType
-from cuvil.lower.templates.qgemm import NOTE, input_qparams, layer_of, packed_constants
+from cuvil.lower.templates.qgemm import input_qparams, layer_of, note, packed_constants
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch
 from cuvil.ops.nn import pair
 
@@ -29,19 +33,21 @@ def generate(group, ctx) -> KernelSpec:
     nb, c, h, w = x.shape
     a = layer.product.attrs
     geo = (kh, kw, *pair(a["stride"]), *pair(a["padding"]), *pair(a["dilation"]))
-    consts, kb = packed_constants(ctx, layer, "pack_conv_weight", oc)
+    consts, kb = packed_constants(ctx, layer, "int8_conv", kh * kw * c, oc)
     qp = input_qparams(ctx, layer)
     geometry = ctx.prepare(f"{layer.product.name}.geometry", np.array(geo, np.int64))
     ohw = out.shape[2] * out.shape[3]
+    xq = (nb, c, h, w) if layer.quantize else (1, 1, 1, 1)  # a u8 input is read in place
     scratch = {ctx.add_scratch(f"{layer.product.name}.{name}", Scratch(dtype, shape)): name
-               for name, dtype, shape in [("xq", DType.u8, (nb, c, h, w)),
+               for name, dtype, shape in [("xq", DType.u8, xq),
                                           ("xt", DType.u8, ("threads", h, w, c)),
                                           ("cols", DType.u8, ("threads", ohw, 4 * kb)),
-                                          ("tmp", DType.f32, ("threads", ohw, oc))]}
+                                          ("tmp", out.dtype, ("threads", ohw, oc))]}
     names = ", ".join(scratch.values())
-    body = [f"qconv_layer(x0, x5, x6, x1, x2, x3, x4, {names}, out, threads)"]
+    call = "qconv_layer" if layer.quantize else "qconv_layer_q"
+    body = [f"{call}(x0, x5, x6, x1, x2, x3, x4, {names}, out, threads)"]
     return KernelSpec("qconv", [f"x{i}" for i in range(7)] + [*scratch.values(), "threads",
                                                                "out"],
                       [layer.input, *consts, qp, geometry, *scratch, THREADS, group.output],
                       body, parallel=False, scratch={v: ctx.scratch[v] for v in scratch},
-                      note=f"NCHW, {NOTE}")
+                      note=f"NCHW, {note(layer)}")

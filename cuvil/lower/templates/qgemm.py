@@ -3,12 +3,15 @@
 `cuvil.runtime.int8.qgemm_layer`:
 
     quantize x [M, K] f32 into a u8 scratch xq [M, K4]   true division, K padded to 4
-    out [M, N] = (xq - zx) @ wq * (sx * ws) + b, ReLU    u8 x s8 VNNI, int32 sums
+    out [M, N] = ((xq - zx) @ wq) * sx * ws + b, ReLU    u8 x s8 VNNI, int32 sums
+    requantized when the layer's output is u8:           rint(out / sy) + zy, clamped
 
-Leading dims of x flatten into M. At compile time the int8 weight is packed
-(`cuvil.runtime.quantized.pack_weight`) and, the input's scale and zero point being static,
-`int8.prepare`d: the accumulators' start `-zx * colsum` and the column scales `sx * ws`
-are constants of the kernel. Shapes, scales, zero points and the ReLU flag reach the
+An input already in u8 (the previous layer requantized it) is read in place
+(`qgemm_layer_q`; copied to xq only to pad K to 4). Leading dims of x flatten into M. The
+int8 weight is packed and, the input's zero point being static, prepared at compile time:
+the accumulators' start `-zx * colsum` is a constant of the kernel. That format is the runtime's,
+so the template declares these constants (`ctx.derive`, recipe `int8_gemm`) and the
+runtime's build step computes them. Shapes, scales, zero points and the ReLU flag reach the
 kernel as data, never as literals: every layer of one input rank shares one compiled
 kernel, and the runtime's drivers one specialization (a literal tuple would make Numba
 compile them anew, ~6 s, for each).
@@ -18,16 +21,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from cuvil.errors import CuvilError
 from cuvil.ir.types import DType, numel
 from cuvil.lower import qlayer
 from cuvil.lower.templates.conv import logical_const
 from cuvil.lower.templates.gemm import _product
-from cuvil.lower.templates.helpers import preparer
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
 
-# The kernel's note, the same for every layer (ReLU, bias and zero points are data): the
-# note is part of the kernel module's text, which identical kernels share.
 NOTE = "u8 x s8, fused dequantize, bias, relu"
 
 
@@ -50,43 +49,49 @@ def channel_vector(ctx, value: str | None, n: int) -> np.ndarray | None:
     return np.ascontiguousarray(ctx.const_array(value), np.float32).reshape(n)
 
 
-def packed_constants(ctx, layer, pack: str, n: int) -> tuple[list[str], int]:
-    """Pack the weight, prepare it for the static input quantization and register the
-    arrays: (their value names [data, start, scale, bias], K / 4 rounded up)."""
-    weight = logical_const(ctx, layer.weight)
-    try:
-        packed = preparer(pack)(weight, channel_vector(ctx, layer.scale, n))
-    except CuvilError as e:
-        raise Unsupported(str(e)) from e
-    zx = layer.product.attrs["x_zero"] + layer.shift
-    args = packed.args(channel_vector(ctx, layer.bias, n))
-    data, start, scale, bias, kb, _ = preparer("prepare")(args, zx, layer.out_scale)
-    key = layer.product.name
-    names = [ctx.prepare(f"{key}.{part}", array) for part, array in
-             (("qdata", data), ("qstart", start), ("qscale", scale), ("qbias", bias))]
-    return names, kb
+def packed_constants(ctx, layer, recipe: str, k: int, n: int) -> tuple[list[str], int]:
+    """Declare the weight packed and prepared for the static input quantization (`recipe`,
+    computed by the runtime): (the value names [data, start, scale, bias], K / 4 rounded
+    up)."""
+    inputs = {"weight": logical_const(ctx, layer.weight),
+              "scale": channel_vector(ctx, layer.scale, n),
+              "bias": channel_vector(ctx, layer.bias, n),
+              "x_zero": layer.product.attrs["x_zero"] + layer.shift}
+    names = ctx.derive(layer.product.name, recipe, inputs, qlayer.packed_types(k, n))
+    return names, (k + 3) // 4
 
 
 def input_qparams(ctx, layer) -> str:
-    """[scale, zero point, the product's zero point (both as u8), relu] of the layer, f32:
-    data, not literals, so that the kernel's text is the same for every layer."""
-    q, shift = layer.quantize.attrs, layer.shift
-    values = [q["scale"], q["zero_point"] + shift, layer.product.attrs["x_zero"] + shift,
-              float(layer.relu)]
-    return ctx.prepare(f"{layer.quantize.name}.qparams", np.array(values, np.float32))
+    """[x scale, x zero point, the product's zero point (both as u8), relu, dequantize
+    scale, requantize, y scale, y zero point] of the layer, f32: data, not literals, so
+    that the kernel's text is the same for every layer (`int8._layer_epilogue`)."""
+    q, rq, shift = layer.quantize, layer.requant, layer.shift
+    values = [q.attrs["scale"] if q else 1.0, (q.attrs["zero_point"] if q else 0) + shift,
+              layer.product.attrs["x_zero"] + shift, float(layer.relu), layer.out_scale,
+              float(rq is not None), rq.attrs["scale"] if rq else 1.0,
+              rq.attrs["zero_point"] if rq else 0]
+    return ctx.prepare(f"{layer.product.name}.qparams", np.array(values, np.float32))
+
+
+def note(layer) -> str:
+    """The kernel's note, the same for every layer of one kind (ReLU, bias and zero points
+    are data): the note is part of the kernel module's text, which identical kernels share."""
+    return f"{'u8' if layer.quantize is None else 'f32'} in, {NOTE}" + \
+        (", requantized to u8" if layer.requant else "")
 
 
 def generate(group, ctx) -> KernelSpec:
     layer = layer_of(group, ctx, "qgemm")
-    x, n = ctx.type(layer.input), ctx.type(layer.weight).shape[1]
-    consts, kb = packed_constants(ctx, layer, "pack_weight", n)
+    x, (k, n) = ctx.type(layer.input), ctx.type(layer.weight).shape
+    consts, kb = packed_constants(ctx, layer, "int8_gemm", k, n)
     qp = input_qparams(ctx, layer)
-    rows = numel(x.shape[:-1])
+    rows = numel(x.shape[:-1]) if layer.quantize or k % 4 else 1  # u8 rows: read in place
     xq = ctx.add_scratch(f"{layer.product.name}.xq", Scratch(DType.u8, (rows, 4 * kb)))
     last = x.rank - 1
+    call = "qgemm_layer" if layer.quantize else "qgemm_layer_q"
     body = [f"mrows = {_product('x0', last)}",
-            f"qgemm_layer(x0.reshape((mrows, x0.shape[{last}])), x5, x1, x2, x3, x4, xq, "
+            f"{call}(x0.reshape((mrows, x0.shape[{last}])), x5, x1, x2, x3, x4, xq, "
             f"out.reshape((mrows, out.shape[{last}])), threads)"]
     return KernelSpec("qgemm", ["x0", "x1", "x2", "x3", "x4", "x5", "xq", "threads", "out"],
                       [layer.input, *consts, qp, xq, THREADS, group.output], body,
-                      parallel=False, scratch={xq: ctx.scratch[xq]}, note=NOTE)
+                      parallel=False, scratch={xq: ctx.scratch[xq]}, note=note(layer))
