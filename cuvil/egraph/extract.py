@@ -19,8 +19,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_array
 
 MINIMAX_TIE = 1e-3  # weight of the total next to the busiest load (minimax objective)
 
@@ -202,6 +200,9 @@ def exact(problem: Problem, time_limit: float = 10.0, minimax: bool = False) -> 
             upper[i] = 0.0
     integrality = np.ones(n)
     integrality[o0:] = 0
+    from scipy.optimize import Bounds, LinearConstraint, milp  # 0.5 s: only when solving
+    from scipy.sparse import coo_array
+
     matrix = coo_array((vals, (rows, cols)), shape=(len(lo), n)).tocsr()
     res = milp(cost, constraints=LinearConstraint(matrix, lo, hi), integrality=integrality,
                bounds=Bounds(lower, upper), options={"time_limit": time_limit})

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cuvil.dsl import ast
-from cuvil.egraph.decode import origin_chain
 from cuvil.ops import registry
 
 INT8_OPS = ("matmul_i8", "conv2d_i8")
@@ -91,6 +90,8 @@ class _Costs:
         cost = self.tree(node, stop, frozenset())
         if cost is None:
             return None
+        from cuvil.egraph.decode import origin_chain  # egglog: not for a cache hit's report
+
         chain = origin_chain(self.snap.origin.get(node.key, '""'))
         return Alternative(self.typer.decode(node)[0], cost, chain[0] if chain else "")
 
