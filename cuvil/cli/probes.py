@@ -228,6 +228,20 @@ class PlacementCandidates(nn.Module):
         return p, torch.bmm(y, y.transpose(1, 2))
 
 
+class PlacementCnn(nn.Module):
+    """A convolution, the three poolings and attention, for the placement rules of the ops
+    the CUDA target also lowers (`conv`, `pool`, `attention`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 16, 3, padding=1, bias=False)
+
+    def forward(self, x, q):
+        h = nn.functional.max_pool2d(torch.relu(self.conv(x)), 2)
+        h = nn.functional.adaptive_avg_pool2d(nn.functional.avg_pool2d(h, 2), 1)
+        return h, nn.functional.scaled_dot_product_attention(q, q, q)
+
+
 def _randn(*shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=_seeded(1))
 
@@ -248,10 +262,13 @@ PROBES: dict[str, Callable[[], tuple[Any, tuple]]] = {
     "direct_forms": direct_forms,
     "int8": int8_candidates,
     "placement": lambda: (PlacementCandidates().eval(), (_randn(256, 512), _randn(4, 128, 512))),
+    "placement_cnn": lambda: (PlacementCnn().eval(), (_randn(2, 8, 16, 16),
+                                                      _randn(2, 2, 16, 8))),
 }
 
 # The targets a probe is optimized for, when not the CPU alone.
-TARGETS: dict[str, tuple[str, ...]] = {"placement": ("cuda", "cpu")}
+TARGETS: dict[str, tuple[str, ...]] = {"placement": ("cuda", "cpu"),
+                                        "placement_cnn": ("cuda", "cpu")}
 
 
 def get(name: str) -> tuple[Any, tuple]:

@@ -125,9 +125,9 @@ def _inputs(group: Group, graph: Graph) -> list[str]:
 
 
 def _fusable_into(src: Group, graph: Graph) -> bool:
-    """An elementwise group, or a GEMM (its epilogue), on a device."""
+    """An elementwise group, or a GEMM or a convolution (its epilogue), on a device."""
     return _device_elementwise(src, graph) or (
-        src.template == "gemm" and device_of(src, graph) != "cpu")
+        src.template in ("gemm", "conv") and device_of(src, graph) != "cpu")
 
 
 def _device_elementwise(group: Group, graph: Graph) -> bool:

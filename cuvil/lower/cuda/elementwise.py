@@ -41,6 +41,19 @@ def generate(group, ctx) -> KernelSpec:
                       parallel=False)
 
 
+def epilogue(ctx, head: str, rest, out: TensorType, index: tuple[list[str], dict[int, str]],
+             first_arg: int) -> tuple[list[str], list[str], list[str]]:
+    """(params, args, store lines): `out` at `index` (`output_indices`) from `acc`, the
+    value of node `head`, through the elementwise nodes `rest` after it (an epilogue)."""
+    store = f"out[{', '.join(index[0])}]"
+    if not rest:
+        return [], [], [f"{store} = acc"]
+    expr = ExprBuilder(ctx, out, {head: "acc"}, first_arg=first_arg).build(rest)
+    loads = {op.arg: load(op, index) for op in expr.operands}
+    lines = expr.body(loads, "value") + [f"{store} = value"]
+    return [op.arg for op in expr.operands], list(expr.args), lines
+
+
 def output_indices(out: TensorType) -> tuple[list[str], dict[int, str]]:
     """(the output's physical index variables, logical dim -> its index variable)."""
     perm = layout_perm(out)

@@ -9,9 +9,8 @@ memory and accumulating in the output's dtype. Operands in default layout, float
 from __future__ import annotations
 
 from cuvil.ir.types import TensorType
-from cuvil.lower.cuda.elementwise import FLOATS, device_text, load
+from cuvil.lower.cuda.elementwise import FLOATS, device_text, epilogue
 from cuvil.lower.physical import layout_perm, np_name
-from cuvil.lower.templates.elementwise import ExprBuilder
 from cuvil.lower.templates.spec import KernelSpec, Unsupported
 
 TILE = 16
@@ -38,15 +37,8 @@ def generate(group, ctx) -> KernelSpec:
 
 def _epilogue(ctx, mm, rest, out: TensorType) -> tuple[list[str], list[str], list[str]]:
     """(params, args, store lines): `out` at the current (`q0..`, `col`) index."""
-    rank = out.rank
-    index = [f"q{k}" for k in range(rank - 1)] + ["col"]
-    if not rest:
-        return [], [], [f"out[{', '.join(index)}] = acc"]
-    expr = ExprBuilder(ctx, out, {mm.name: "acc"}, first_arg=2).build(rest)
-    logical = {q: index[q] for q in range(rank)}
-    loads = {op.arg: load(op, (index, logical)) for op in expr.operands}
-    lines = expr.body(loads, "value") + [f"out[{', '.join(index)}] = value"]
-    return [op.arg for op in expr.operands], list(expr.args), lines
+    index = [f"q{k}" for k in range(out.rank - 1)] + ["col"]
+    return epilogue(ctx, mm.name, rest, out, (index, dict(enumerate(index))), 2)
 
 
 def _check(x: TensorType, w: TensorType, out: TensorType) -> None:

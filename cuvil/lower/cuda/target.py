@@ -43,6 +43,7 @@ class CudaTarget(Target):
         if not self.generators:
             self.generators = {name: _template(module) for name, module in [
                 ("elementwise", "elementwise"), ("gemm", "gemm"), ("rows", "rows"),
+                ("conv", "conv"), ("pool", "pool"), ("attention", "attention"),
                 ("transfer", "transfer")]}
 
     @property

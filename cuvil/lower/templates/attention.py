@@ -87,6 +87,14 @@ def _users(graph: Graph) -> dict[str, list[str]]:
 
 
 def generate(group, ctx) -> KernelSpec:
+    return _kernel(ctx, *scores_chain(group, ctx))
+
+
+def scores_chain(group, ctx) -> tuple:
+    """What an attention kernel computes, for this target and others (the CUDA one):
+    (output, [q, k, v], whether k is in rows (k^T is read), the scores' type, the chain's
+    operands, their args, its lines from `acc` (a score), its result, whether the lines
+    hold `LOAD0`, the first operand's load)."""
     nodes = group.node_list(ctx)
     if len(nodes) == 1 and nodes[0].op == "scaled_dot_product_attention":
         return _sdpa(nodes[0], ctx)
@@ -100,11 +108,11 @@ def generate(group, ctx) -> KernelSpec:
     scores = ctx.type(s)
     builder = ExprBuilder(ctx, scores, {m1: "acc"}, first_arg=3)
     expr = builder.build([ctx.graph[c] for c in chain])
-    return _kernel(ctx, group.output, [m1n.inputs[0], k, m2n.inputs[1]], bool(trans), scores,
-                   expr.operands, expr.args, expr.lines, expr.result or "acc")
+    return (group.output, [m1n.inputs[0], k, m2n.inputs[1]], bool(trans), scores,
+            expr.operands, expr.args, expr.lines, expr.result or "acc", False)
 
 
-def _sdpa(node: Node, ctx) -> KernelSpec:
+def _sdpa(node: Node, ctx) -> tuple:
     q, k, v = (ctx.type(i) for i in node.inputs[:3])
     if q.dtype not in BLAS_DTYPES or not (q.rank == k.rank == v.rank >= 3) or \
             q.shape[:-2] != k.shape[:-2] or q.shape[:-2] != v.shape[:-2]:
@@ -130,8 +138,8 @@ def _sdpa(node: Node, ctx) -> KernelSpec:
     if node.attrs["is_causal"]:
         lines.append(f"t2 = {result} if j <= i else {literal(float('-inf'), q.dtype)}")
         result = "t2"
-    return _kernel(ctx, node.name, list(node.inputs[:3]), True, scores, operands, args, lines,
-                   result, loads_inline=True)
+    return (node.name, list(node.inputs[:3]), True, scores, operands, args, lines, result,
+            True)
 
 
 def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType, operands, args,
@@ -140,7 +148,7 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
     dt = scores.dtype
     parallel = ctx.worth_parallel(scores.shape, 4 * ctx.type(qkv[0]).shape[-1])
     idx = {r - 2: "i", r - 1: "j", **{d: f"b{d}" for d in range(r - 2)}}
-    loads = [_load(op, idx) for op in operands]
+    loads = [load(op, idx) for op in operands]
     if loads_inline:
         chain = [ln.replace("LOAD0", loads[0]) if loads else ln for ln in chain]
     else:
@@ -178,7 +186,8 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
                       parallel, fastmath="rows", scratch={tile: ctx.scratch[tile]})
 
 
-def _load(op: Operand, idx: dict[int, str]) -> str:
+def load(op: Operand, idx: dict[int, str]) -> str:
+    """The operand's element at score (`idx`: score dim -> index variable)."""
     parts = []
     for ax in op.axes:
         if ax.kind == BCAST:

@@ -149,3 +149,19 @@ def test_throughput_placement_runs_across_both_devices_and_matches_reference(low
     assert not compiled.report.fallbacks
     xs = torch.randn(16, 64, generator=gen)
     torch.testing.assert_close(compiled(xs), cuvil.run(g, xs), atol=1e-4, rtol=1e-4)
+
+
+def test_a_cnn_with_attention_runs_conv_pools_and_attention_on_cuda():
+    """The stock placement rules put convolution, pooling and attention on the GPU (a free
+    one); the compiled model matches torch, no fallbacks, the weight uploaded once."""
+    model, _ = probes.get("placement_cnn")
+    x, q = torch.randn(1, 8, 6, 6), torch.randn(1, 2, 5, 8)
+    fast = cuvil.compile(model, (x, q), rules=[STOCK, FREE_GPU], target=["cuda", "cpu"],
+                         cache=False)
+    on_gpu = {k.template for k in fast.report.kernels
+              if fast.report.placement[k.name] == "cuda"}
+    assert {"conv", "pool", "attention"} <= on_gpu, str(fast.report)
+    assert not fast.report.fallbacks and fast.report.uploads == 1
+    with torch.no_grad():
+        for got, want in zip(fast(x, q), model(x, q), strict=True):
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
