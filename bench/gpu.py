@@ -1,6 +1,7 @@
 """The GPU check: cuvil's CUDA target against torch eager and torch.compile on an H200.
 
-    .venv/bin/python bench/gpu.py [--models mlp64,cnn] [--seconds 2] [--elements 67108864]
+    .venv/bin/python bench/gpu.py [--models mlp64,cnn] [--kernels "gemm 1024"] [--seconds 1]
+                                  [--elements 67108864] [--budget 180]
 
 Without a CUDA GPU it prints one line and exits (status 0): nothing here runs on the CPU.
 
@@ -9,11 +10,15 @@ Without a CUDA GPU it prints one line and exits (status 0): nothing here runs on
    and returns host tensors, so its time includes moving the inputs and results over the
    link; torch's does not (its inputs already live on the GPU): the table says both, and
    the placement (kernels per target, transfers, nodes run on the CPU instead).
-2. Fused elementwise bandwidth: `tanh(relu(x) * 2 + 1)` over `--elements` f32 as one cuvil
+2. The CUDA kernels one by one (`KERNELS`: GEMM, convolution, pooling, attention), each
+   launched on device arrays (no transfers) against the same torch op on the GPU.
+3. Fused elementwise bandwidth: `tanh(relu(x) * 2 + 1)` over `--elements` f32 as one cuvil
    CUDA kernel, in GB/s (bytes read + written), against a device-to-device copy
    (numba.cuda) and torch's `copy_` (~4.3 TB/s measured on an H200).
 
-Every result is checked against torch eager on the CPU (max abs error in the table).
+Every result is checked against torch eager on the CPU (max abs error in the table). The
+zoo cases stop being started once `--budget` seconds have passed (default 180), so the
+whole run stays under five minutes on an H200; the table says which were skipped.
 """
 
 from __future__ import annotations
@@ -110,6 +115,62 @@ def zoo_case(label: str, seconds: float) -> dict[str, object]:
     return row
 
 
+KERNELS = {  # label -> (op, input shapes, attrs): one CUDA kernel each
+    "gemm 1024": ("matmul", [(1024, 1024), (1024, 1024)], {}),
+    "conv 3x3 64ch": ("conv2d", [(8, 64, 56, 56), (64, 64, 3, 3)],
+                      {"stride": [1, 1], "padding": [1, 1], "dilation": [1, 1], "groups": 1}),
+    "depthwise 3x3": ("conv2d", [(8, 128, 56, 56), (128, 1, 3, 3)],
+                      {"stride": [1, 1], "padding": [1, 1], "dilation": [1, 1],
+                       "groups": 128}),
+    "maxpool 3x3/2": ("max_pool2d", [(8, 64, 112, 112)],
+                      {"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1],
+                       "dilation": [1, 1], "ceil_mode": False}),
+    "adaptive avg": ("adaptive_avg_pool2d", [(32, 512, 7, 7)], {"output_size": [1, 1]}),
+    "sdpa 8x8x256x64": ("scaled_dot_product_attention", [(8, 8, 256, 64)] * 3,
+                        {"is_causal": False, "scale": None}),
+}
+
+
+def kernel_case(label: str, seconds: float) -> dict[str, object]:
+    """One CUDA kernel on device arrays against torch's op on the GPU, and its error."""
+    import numpy as np
+    import torch
+    from numba import cuda
+
+    import cuvil
+    from cuvil.ir import Graph, TensorType
+    from cuvil.runtime import compile_graph
+
+    op, shapes, attrs = KERNELS[label]
+    g = Graph(label.replace(" ", "_"))
+    xs = [g.add("to_device", [g.input(f"x{i}", TensorType(s, "f32"))], {"device": "cuda"})
+          for i, s in enumerate(shapes)]
+    g.set_outputs(g.add("to_device", [g.add(op, xs, attrs)], {"device": "cpu"}))
+    compiled = compile_graph(g, target=["cuda", "cpu"])
+    [kernel] = [k for k in compiled.report.kernels if k.template != "transfer"]
+    launch = compiled._entry.__globals__[kernel.name]
+    gen = torch.Generator().manual_seed(0)
+    host = [torch.randn(*s, generator=gen) for s in shapes]
+    want = cuvil.run(g, *host)
+    args = [cuda.to_device(x.numpy()) for x in host]
+    out = cuda.device_array(tuple(want.shape), np.float32)
+    fused = timed(lambda: launch(*args, out), seconds, cuda.synchronize)
+    dev = [x.cuda() for x in host]
+    reference = torch_op(op, attrs)
+    torch_s = timed(lambda: reference(*dev), seconds, torch.cuda.synchronize)
+    error = float((torch.from_numpy(out.copy_to_host()) - want).abs().max())
+    return {"kernel": label, "template": kernel.template, "cuvil ms": 1e3 * fused,
+            "torch ms": 1e3 * torch_s, "err": error}
+
+
+def torch_op(op: str, attrs: dict) -> Callable:
+    """torch's op on GPU tensors, from the op catalog's reference implementation."""
+    from cuvil.ops import registry
+
+    ref = registry.get(op).ref
+    return lambda *xs: ref(list(xs), attrs)
+
+
 def elementwise_bandwidth(n: int, seconds: float) -> dict[str, float]:
     """GB/s of one fused cuvil CUDA kernel, of a numba device copy and of torch's copy_."""
     import numpy as np
@@ -152,24 +213,41 @@ def print_table(rows: list[dict[str, object]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(CASES))
-    parser.add_argument("--seconds", type=float, default=2.0, help="timing per system")
+    parser.add_argument("--seconds", type=float, default=1.0, help="timing per system")
     parser.add_argument("--elements", type=int, default=1 << 26)
+    parser.add_argument("--kernels", default=",".join(KERNELS))
+    parser.add_argument("--budget", type=float, default=180.0,
+                        help="seconds after which no further zoo case starts")
     args = parser.parse_args()
     gpu_or_exit()
     import torch
 
     print(f"GPU: {torch.cuda.get_device_name()}")
+    start = time.perf_counter()
+    kernels = [guarded(kernel_case, "kernel", k, args.seconds / 2)
+               for k in args.kernels.split(",") if k]
+    print_table(kernels)
+    print()
+    print_table([elementwise_bandwidth(args.elements, args.seconds)])
+    print()
     rows = []
     for label in args.models.split(","):
-        try:
-            rows.append(zoo_case(label, args.seconds))
-        except Exception as e:  # one failing case must not hide the others
-            rows.append({"case": label, "error": f"{type(e).__name__}: {e}".splitlines()[0]})
+        if time.perf_counter() - start > args.budget:
+            rows.append({"case": label, "error": f"skipped: past --budget {args.budget:g} s"})
+            continue
+        rows.append(guarded(zoo_case, "case", label, args.seconds))
         print_table(rows[-1:])
     print()
     print_table(rows)
-    print()
-    print_table([elementwise_bandwidth(args.elements, args.seconds)])
+
+
+def guarded(fn: Callable, key: str, label: str, seconds: float) -> dict[str, object]:
+    """`fn(label, seconds)`, or a row saying what went wrong: one failing case must not
+    hide the others."""
+    try:
+        return fn(label, seconds)
+    except Exception as e:
+        return {key: label, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
 
 
 if __name__ == "__main__":
