@@ -4,6 +4,21 @@ element a thread (at most `MAX_BLOCKS`); the kernels loop grid-stride, so any gr
 correct. The launcher looks like a Numba dispatcher to `compile_graph` (`compile(sig)`,
 `overloads`, `stats.cache_hits`): on a GPU it compiles eagerly for the call's types; under
 the simulator there is nothing to compile.
+
+CUDA graphs are not used yet, on purpose. numba-cuda 0.30.4 can capture them: a launch
+takes a `cuda.core` `GraphBuilder` as its stream (`builder = Device().create_graph_builder()`,
+`builder.begin_building()`, `kernel[grid, block, builder](...)`,
+`builder.end_building().complete().launch(stream)`; its own test
+`test_cuda_core_graph_builder_launch_user_facing`). What stops it here: (1) the simulator
+has no graphs (`numba.cuda.simulator` takes stream 0 only) and the sessions that built this
+had no GPU, so capture code would ship unverified; (2) a call's device boundaries are
+synchronous copies from pageable numpy arrays (`memory.transfer`), which stream capture
+cannot record, so a graph could only hold a run of kernels between two transfers: the
+launcher would have to defer its launches until the next transfer (or fallback, or
+`synchronize`), key each run on its kernels and the device pointers of the planned
+buffers (fixed per compiled graph and shape), and launch the completed graph on the legacy
+default stream so that it stays ordered with the copies. Runs of one kernel would gain
+nothing (a graph pays for launch overhead only when it replaces several launches).
 """
 
 from __future__ import annotations
