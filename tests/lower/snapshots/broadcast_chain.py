@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.vmath import vtanh  # cuvil.runtime.vmath 853632bc4846
+from cuvil.runtime.vmath import vtanh  # cuvil.runtime.vmath d231763ff101
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit, prange
-from cuvil.runtime.vmath import vexp  # cuvil.runtime.vmath 853632bc4846
+from cuvil.runtime.vmath import vexp  # cuvil.runtime.vmath d231763ff101
 
 ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}
 

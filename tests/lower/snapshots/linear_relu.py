@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas 853632bc4846
+from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas d231763ff101
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
