@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -71,6 +72,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
                                      threads=threads, fuse_elementwise=fuse_elementwise,
                                      fallback_policy=fallback_policy)
     compiled.compile_trace = tracer  # a runtime trace merges these pass timings
+    compiled.pricing = functools.partial(pricing_of, optimized, settings)
     _write_trace(tracer, trace)
     return compiled
 
@@ -92,6 +94,16 @@ class Settings:
                 "extract": self.extract, "disable": self.disable,
                 "hints": sorted(self.hints.items()), "strategy": self.strategy}
 
+    def options(self):
+        """The optimizer's `Options` for these settings."""
+        from cuvil.egraph.cost import DEVICE_TARGET
+        from cuvil.egraph.optimizer import Options
+
+        return Options(targets=self.targets, limits=self.limits, extract=self.extract,
+                       hints=self.hints, strategy=self.strategy,
+                       device_params=device_costs(self.targets,
+                                                  (*DEVICE_TARGET.values(), *self.targets)))
+
     def defs(self) -> dict[str, Any]:
         """The composite ops of the rules, by name (a cached graph names those it uses)."""
         from cuvil.rules import load
@@ -110,22 +122,25 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
             hit = compile_cache.load(key, graph, settings.defs)
         if hit is not None:
             return hit
-    from cuvil.egraph.cost import DEVICE_TARGET
-    from cuvil.egraph.optimizer import Options, optimize_graph  # egglog, scipy: on a miss
+    from cuvil.egraph.optimizer import optimize_graph  # egglog, scipy: on a miss
     from cuvil.rules import load
 
     library = load(settings.rules, tracer).without(settings.disable)
-    options = Options(targets=settings.targets, limits=settings.limits,
-                      extract=settings.extract, hints=settings.hints,
-                      strategy=settings.strategy,
-                      device_params=device_costs(settings.targets,
-                                                 (*DEVICE_TARGET.values(), *settings.targets)))
-    result = optimize_graph(graph, library, options, tracer)
+    result = optimize_graph(graph, library, settings.options(), tracer)
     if key is not None and result.report is not None:
         result.report.cache = f"miss: {compile_cache.why_missed(key)}"
         with tracer.stage("cache store"):
             compile_cache.store(key, result, graph)
     return result
+
+
+def pricing_of(graph: Graph, settings: Settings):
+    """(`graph`, the cost model extraction priced it with): a profile's predictions."""
+    from cuvil.egraph.optimizer import cost_model
+    from cuvil.rules import load
+
+    library = load(settings.rules).without(settings.disable)
+    return graph, cost_model(graph, library, settings.options())
 
 
 def _target_params(names: tuple[str, ...]) -> list[tuple[str, Any]]:

@@ -28,6 +28,7 @@ from cuvil.atomic import write_text
 from cuvil.errors import CuvilError
 from cuvil.lower.codegen import instrumented_entry
 from cuvil.lower.report import StepReport
+from cuvil.runtime.roofline import KernelRow, kernel_rows, kernel_table, symbol_sizes
 from cuvil.trace import chrome_trace
 
 
@@ -108,6 +109,7 @@ class Profile:
     name: str = "graph"
     origin_ns: int = field(default=0)
     row: int = 0  # trace rows 2*row (compile) and 2*row + 1 (runtime): one pair per graph
+    kernels: list[KernelRow] = field(default_factory=list)  # with the cost model's prices
 
     def step_means_us(self) -> list[float]:
         """Mean time of each step over the calls, in microseconds."""
@@ -141,6 +143,11 @@ class Profile:
 
     def __str__(self) -> str:
         return summary_table(self)
+
+    def kernel_table(self) -> str:
+        """Each step measured, predicted by the cost model and against its roofline
+        (`cuvil.runtime.roofline`); empty for a graph compiled without a cost model."""
+        return kernel_table(self.kernels) if self.kernels else ""
 
     def trace_events(self) -> list[dict[str, Any]]:
         """Chrome-trace events: the compile's passes (if traced), then every timed call."""
@@ -217,6 +224,11 @@ def profile(compiled, inputs: Any, runs: int = 10, *, warmup: int = 1,
     result = Profile(compiled.report.steps, timed.calls[warmup:], outputs,
                      getattr(compiled, "compile_trace", None), compiled.graph.name)
     result.origin_ns = _origin_ns(result)
+    pricing = getattr(compiled, "pricing", None)  # set by `cuvil.compile`
+    if pricing is not None and result.calls:
+        graph, costs = pricing()
+        result.kernels = kernel_rows(result.steps, result.step_means_us(), graph, costs,
+                                     symbol_sizes(graph, args))
     if trace is not None:
         result.write(trace)
     return result
