@@ -152,7 +152,8 @@ def test_quantized_digits_run_one_int8_kernel_per_int8_layer(quantized_digits):
     assert len(steps) == len(products)
     assert {s.template for s in steps} == {"qgemm" if p.op == "matmul_i8" else "qconv"
                                            for p in products}
-    written = {compiled.graph[s.value].op for s in report.steps}
+    written = {compiled.graph[s.value].op for s in report.steps
+               if s.template not in ("qgemm", "qconv")}  # which may requantize: quantize
     assert not written & {"quantize", "dequantize", "matmul_i8", "conv2d_i8", "mul"}, \
         "no step computes a part of an int8 layer alone"
 
