@@ -24,7 +24,8 @@ def consts(g: Graph, name: str, k: int, n: int, conv: tuple = ()):
     """An int8 weight, its scales and a bias: [K, N] or, with `conv` (KH, KW), [N, K, ...]."""
     shape, ch = ((n, k, *conv), (n, 1, 1)) if conv else ((k, n), (n,))
     return (g.const(torch.randint(-127, 128, shape, dtype=torch.int8), f"{name}q"),
-            g.const(torch.rand(ch) * 0.02 + 0.005, f"{name}s"), g.const(torch.randn(ch), f"{name}b"))
+            g.const(torch.rand(ch) * 0.02 + 0.005, f"{name}s"),
+            g.const(torch.randn(ch), f"{name}b"))
 
 
 def steps(compiled) -> list[tuple[str, str]]:
