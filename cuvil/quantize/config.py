@@ -23,6 +23,11 @@ from cuvil.quantize.calibrate import METHODS, calibrate
 
 WEIGHTS = ("int8",)
 ACTIVATIONS = ("int8",)
+# Why fp16 activations are refused: no CPU kernel could compute them (docs/how-to/
+# quantize-a-model.md, "fp16").
+NO_FP16 = ("Quantize: activations='fp16' is not supported: the CPU target's kernels are "
+           "Numba's, which has no float16 type on the CPU (it cannot compile a kernel that "
+           "reads or writes f16), so there is no fp16 kernel for extraction to choose")
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,8 @@ class Quantize:
     percentile: float = 99.99
 
     def __post_init__(self):
+        if self.activations == "fp16":
+            raise CuvilError(NO_FP16)
         for name, value, known in (("method", self.method, METHODS),
                                    ("weights", self.weights, WEIGHTS),
                                    ("activations", self.activations, ACTIVATIONS)):
