@@ -1,13 +1,19 @@
 """Quantized inference on real data: accuracy, latency and model size of the digits models
 (`cuvil.zoo.digits`) in fp32 and int8, across systems, in one process.
 
-    .venv/bin/python bench/quantize.py [--model cnn|mlp|both] [--batch 32]
+    .venv/bin/python bench/quantize.py [--model cnn|mlp|both|wide] [--batch 32]
                                        [--method minmax|entropy|percentile] [--quick]
     .venv/bin/python bench/quantize.py --layers    # what `int8_gops` is tuned on
+    .venv/bin/python bench/quantize.py --model wide --batch 256   # GEMM-dominated
+
+`wide` is `digits.digits_wide_mlp()`: 64 - 1024 - 1024 - 10, where the 1024 x 1024 product
+dominates at batch 256 (the case the issue's "<= 0.7x fp32 latency where GEMMs dominate"
+is about; the digits models are too small for their GEMMs to dominate).
 
 Systems (each skipped with a one-line reason when it cannot run here):
 
 * torch fp32       eager
+* torch.compile    `torch.compile(model)` (Inductor, fp32), warmed up once
 * ort fp32         the model exported with `torch.onnx.export(dynamo=True)`
 * ort int8         `onnxruntime.quantization.quantize_static`: QDQ, per-channel s8
                    weights, u8 activations, calibrated on the same batches as the others
@@ -111,6 +117,16 @@ def torch_fp32(d: digits.Digits, inputs, method: str) -> System:
         return (lambda x: d.model(x)), torch_kb(d.model)
 
     return timed(build, "torch fp32")
+
+
+def torch_compile(d: digits.Digits, inputs, method: str) -> System:
+    def build():
+        compiled = torch.compile(d.model)
+        with torch.inference_mode():
+            compiled(*inputs)
+        return (lambda x: compiled(x)), torch_kb(d.model)
+
+    return timed(build, "torch.compile")
 
 
 def _onnx(model, inputs, path: str) -> str:
@@ -234,7 +250,7 @@ def cuvil_int8_every_layer(d: digits.Digits, inputs, method: str) -> System:
     return cuvil_int8(d, inputs, method, every_layer=True)
 
 
-SYSTEMS = (torch_fp32, ort_fp32, ort_int8, pt2e_int8, cuvil_fp32, cuvil_int8,
+SYSTEMS = (torch_fp32, torch_compile, ort_fp32, ort_int8, pt2e_int8, cuvil_fp32, cuvil_int8,
            cuvil_int8_every_layer)
 TMP = tempfile.mkdtemp(prefix="cuvil-quantize-bench-")
 
@@ -328,7 +344,7 @@ def table(rows: list) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", choices=("cnn", "mlp", "both"), default="both")
+    ap.add_argument("--model", choices=("cnn", "mlp", "both", "wide"), default="both")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--method", choices=("minmax", "entropy", "percentile"), default="minmax")
     ap.add_argument("--quick", action="store_true", help="short timing blocks")
@@ -338,8 +354,9 @@ def main() -> None:
     logging.getLogger().setLevel(logging.ERROR)  # the exporters' and quantizers' advice
     logging.getLogger("torch").setLevel(logging.ERROR)
     warnings.simplefilter("ignore")
-    models = {"cnn": digits.digits_cnn, "mlp": digits.digits_mlp}
-    chosen = list(models) if args.model == "both" else [args.model]
+    models = {"cnn": digits.digits_cnn, "mlp": digits.digits_mlp,
+              "wide": digits.digits_wide_mlp}
+    chosen = ["cnn", "mlp"] if args.model == "both" else [args.model]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, "
           f"calibration {args.method} on 8 x 32 training images, load average "
           f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}")

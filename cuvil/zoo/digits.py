@@ -3,7 +3,7 @@ scikit-learn's `load_digits` (1,797 8x8 grey images of digits 0-9, shipped insid
 scikit-learn, no download), a fixed train/test split, and a seeded trainer that takes a few
 seconds on one thread and gives the same weights on every run.
 
-    d = digits.digits_cnn()           # or digits_mlp()
+    d = digits.digits_cnn()           # or digits_mlp(), digits_wide_mlp()
     d.model, d.accuracy               # the trained model (eval mode), fp32 test accuracy
     d.x_test, d.y_test                # [N, 1, 8, 8] (MLP: [N, 64]) float32 in [0, 1]
     d.calibration(batches=8)          # input tuples from the training set
@@ -139,3 +139,10 @@ def digits_cnn(epochs: int = 20, seed: int = 0) -> Digits:
 def digits_mlp(epochs: int = 60, seed: int = 0) -> Digits:
     """The MLP trained on flattened digits ([N, 64] inputs)."""
     return _trained(DigitsMLP, False, epochs, seed)
+
+
+def digits_wide_mlp(epochs: int = 4, seed: int = 0) -> Digits:
+    """An MLP 64 - 1024 - ReLU - 1024 - ReLU - 10 trained on flattened digits: its 1024 x
+    1024 layer dominates (GEMM-bound at batches of a few hundred), the case the int8
+    latency goal is about; a few epochs reach the small MLP's accuracy."""
+    return _trained(lambda: DigitsMLP(hidden=(1024, 1024)), False, epochs, seed)
