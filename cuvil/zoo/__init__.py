@@ -2,6 +2,8 @@
 
 `MODELS[name](batch=...)` returns `(model.eval(), example_inputs)`, built with a fixed seed
 so every run sees the same weights and inputs. Extra keywords size a model down for tests.
+`HUGGINGFACE` holds models built with the optional `transformers` package (token-id inputs,
+HuggingFace's mask code left to torch); `get` finds those too, loops over `MODELS` do not.
 
     model, inputs = cuvil.zoo.get("mlp")
 """
@@ -14,7 +16,7 @@ from typing import Any
 import torch
 
 from cuvil.errors import CuvilError
-from cuvil.zoo import cnn, gpt2, mlp, mobilenet, transformer
+from cuvil.zoo import axpy, cnn, gpt2, huggingface, mixer, mlp, mobilenet, resnet, transformer, vit
 
 Factory = Callable[..., tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]
 
@@ -25,14 +27,23 @@ MODELS: dict[str, Factory] = {
     "transformer": transformer.transformer,
     "gpt2": gpt2.gpt2,
     "mobilenet": mobilenet.mobilenet,
+    "resnet": resnet.resnet,
+    "vit": vit.vit,
+    "mixer": mixer.mixer,
+    "axpy": axpy.axpy,
+}
+HUGGINGFACE: dict[str, Factory] = {
+    "hf_gpt2": huggingface.hf_gpt2,
+    "hf_bert": huggingface.hf_bert,
 }
 
 
 def get(name: str, **sizes: Any) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
     """`(model, example_inputs)` of the zoo model `name`; sizes such as `batch=4` optional."""
-    if name not in MODELS:
-        raise CuvilError(f"no zoo model {name!r}; known: {', '.join(MODELS)}")
-    return MODELS[name](**sizes)
+    known = {**MODELS, **HUGGINGFACE}
+    if name not in known:
+        raise CuvilError(f"no zoo model {name!r}; known: {', '.join(known)}")
+    return known[name](**sizes)
 
 
-__all__ = ["MODELS", "get"]
+__all__ = ["HUGGINGFACE", "MODELS", "get"]

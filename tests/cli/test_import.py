@@ -59,7 +59,7 @@ def test_pt2_file(capsys, tmp_path):
 
 @pytest.mark.parametrize("spec, message", [
     ("resnet", "cannot load model 'resnet': expected zoo:NAME, a .pt2 file"),
-    ("zoo:resnet", "no zoo model 'resnet'"),
+    ("zoo:resnet50", "no zoo model 'resnet50'"),
     ("nothing/here.pt2", "nothing/here.pt2: no such file"),
     ("no_such_module_xyz:f", "cannot import module 'no_such_module_xyz'"),
     ("cli_import_models:missing", "has no function 'missing'"),

@@ -11,18 +11,21 @@ from cuvil import zoo
 
 SMALL = {"mlp": {"width": 64}, "mlp_gelu": {"width": 64}, "cnn": {"size": 16},
          "transformer": {"seq": 16, "d_model": 64, "ff": 128},
-         "gpt2": {"seq": 16, "d_model": 64}, "mobilenet": {"size": 16}}
+         "gpt2": {"seq": 16, "d_model": 64}, "mobilenet": {"size": 16},
+         # as tests/zoo/test_zoo_blocks.py's, so one compile serves both
+         "resnet": {"size": 8}, "vit": {"size": 16, "dim": 32, "heads": 2},
+         "mixer": {"tokens": 16, "dim": 32}, "axpy": {"size": 1000}}
 
 
 @pytest.mark.parametrize("name", sorted(zoo.MODELS))
 def test_compiled_zoo_model_matches_eager(name, kernel_cache, monkeypatch):
     monkeypatch.setenv("CUVIL_CACHE_DIR", str(kernel_cache))
-    model, (example, *rest) = zoo.get(name, batch=2, **SMALL[name])
-    compiled = cuvil.compile(model, (example, *rest))
-    for batch in (1, 5):
-        x = torch.randn(batch, *example.shape[1:], generator=torch.Generator().manual_seed(batch))
+    model, inputs = zoo.get(name, batch=2, **SMALL[name])
+    compiled = cuvil.compile(model, inputs)
+    for batch in (1, 5):  # every input drawn at this batch (axpy's two vectors alike)
+        _, inputs = zoo.get(name, batch=batch, **SMALL[name])
         with torch.no_grad():
-            expected = model(x, *rest)
-        got = compiled(x, *rest)
+            expected = model(*inputs)
+        got = compiled(*inputs)
         assert got.shape == expected.shape
         assert (got - expected).abs().max().item() <= 1e-4, name

@@ -80,5 +80,5 @@ def test_mlp_is_784_512_512_10():
 
 
 def test_unknown_model_is_a_clear_error():
-    with pytest.raises(CuvilError, match="no zoo model 'resnet'; known: mlp, "):
-        zoo.get("resnet")
+    with pytest.raises(CuvilError, match="no zoo model 'resnet50'; known: mlp, .*, hf_bert$"):
+        zoo.get("resnet50")
