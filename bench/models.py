@@ -2,15 +2,15 @@
 
     .venv/bin/python bench/models.py [--quick] [--markdown] [--models mlp1,cnn] [--skip ort]
 
-For every case: latency (the best of several block medians, see `block_times`), ratio to
-eager (lower is faster), max abs error against
-eager, and compile times. Latencies: all systems in one process under their default
-settings (no `OMP_WAIT_POLICY`), timed in alternating blocks so that drift hits all of them
-alike. Compile times: torch.compile and ONNX Runtime (export + session) in this process;
-cuvil in two fresh processes sharing an empty cache directory, the first one cold, the
-second one warm. Cuvil's cells: the whole `cuvil.compile`, and in brackets its lowering
-step, `compile_graph`, after Numba's one-time start-up in the process (measured on its own,
-column `numba s`; it is part of the whole).
+For every case: latency (the best of several block medians, see `block_times`), ratios to
+eager and to ONNX Runtime (lower is faster; `-` where ORT was skipped or could not export
+or run the model), max abs error against eager, and compile times. Latencies: all systems
+in one process under their default settings (no `OMP_WAIT_POLICY`), timed in alternating
+blocks so that drift hits all of them alike. Compile times: torch.compile and ONNX Runtime
+(export + session) in this process; cuvil in two fresh processes sharing an empty cache
+directory, the first one cold, the second one warm. Cuvil's cells: the whole
+`cuvil.compile`, and in brackets its lowering step, `compile_graph`, after Numba's one-time
+start-up in the process (measured on its own, column `numba s`; it is part of the whole).
 """
 
 from __future__ import annotations
@@ -44,6 +44,12 @@ CASES = {  # label -> (zoo model, sizes)
     "transformer": ("transformer", {}),
     "gpt2": ("gpt2", {}),
     "mobilenet": ("mobilenet", {}),
+    "resnet": ("resnet", {}),
+    "vit": ("vit", {}),
+    "mixer": ("mixer", {}),
+    "axpy": ("axpy", {}),
+    "hf_gpt2": ("hf_gpt2", {}),
+    "hf_bert": ("hf_bert", {}),
 }
 SYSTEMS = ("eager", "torch.compile", "ort", "cuvil")
 
@@ -134,42 +140,61 @@ def build_cuvil(model, inputs, name, sizes, cache: str):
     return cuvil.compile(model, inputs), cold, warm
 
 
+def build_system(system: str, model, inputs, expected, name: str, sizes: dict):
+    """`(call, row)` for one system besides eager: a no-argument callable, its row's data."""
+    if system == "torch.compile":
+        tc, cold = build_torch_compile(model, inputs)
+        with torch.inference_mode():
+            err = (outputs(tc(*inputs)) - expected).abs().max().item()
+        return (lambda: tc(*inputs)), {"compile": cold, "warm": None, "err": err}
+    if system == "ort":
+        run, cold = build_ort(model, inputs)
+        err = (torch.from_numpy(run()[0]) - expected).abs().max().item()
+        return run, {"compile": cold, "warm": None, "err": err}
+    cache = tempfile.mkdtemp(prefix="cuvil-bench-")
+    cu, cold, warm = build_cuvil(model, inputs, name, sizes, cache)
+    err = (outputs(cu(*inputs)) - expected).abs().max().item()
+    return (lambda: cu(*inputs)), {
+        "compile": cold.get("compile_s"), "lower": cold.get("lower_s"),
+        "warm": warm.get("compile_s"), "warm_lower": warm.get("lower_s"),
+        "numba": warm.get("numba_s"), "hit": warm.get("hit"), "err": err,
+        "kernels": len(cu.report.kernels), "fallbacks": len(cu.report.fallbacks)}
+
+
 def run_case(label: str, skip: set[str], seconds: float, rounds: int) -> list[dict]:
+    """One row per system; a torch.compile or ORT that fails is a row of `-`, not an abort."""
     name, sizes = CASES[label]
     model, inputs = zoo.get(name, **sizes)
     with torch.inference_mode():
         expected = outputs(model(*inputs))
-    fns, rows = {}, {}
-    fns["eager"] = lambda: model(*inputs)
-    rows["eager"] = {"compile": None, "warm": None, "err": 0.0}
-    if "torch.compile" not in skip:
-        tc, cold = build_torch_compile(model, inputs)
-        fns["torch.compile"] = lambda: tc(*inputs)
-        with torch.inference_mode():
-            err = (outputs(tc(*inputs)) - expected).abs().max().item()
-        rows["torch.compile"] = {"compile": cold, "warm": None, "err": err}
-    if "ort" not in skip:
-        run, cold = build_ort(model, inputs)
-        fns["ort"] = run
-        err = (torch.from_numpy(run()[0]) - expected).abs().max().item()
-        rows["ort"] = {"compile": cold, "warm": None, "err": err}
-    if "cuvil" not in skip:
-        cache = tempfile.mkdtemp(prefix="cuvil-bench-")
-        cu, cold, warm = build_cuvil(model, inputs, name, sizes, cache)
-        fns["cuvil"] = lambda: cu(*inputs)
-        err = (outputs(cu(*inputs)) - expected).abs().max().item()
-        rows["cuvil"] = {"compile": cold.get("compile_s"), "lower": cold.get("lower_s"),
-                         "warm": warm.get("compile_s"), "warm_lower": warm.get("lower_s"),
-                         "numba": warm.get("numba_s"),
-                         "hit": warm.get("hit"), "err": err, "kernels": len(cu.report.kernels),
-                         "fallbacks": len(cu.report.fallbacks)}
+    fns = {"eager": lambda: model(*inputs)}
+    rows = {"eager": {"compile": None, "warm": None, "err": 0.0}}
+    for system in SYSTEMS[1:]:
+        if system in skip:
+            continue
+        try:
+            fns[system], rows[system] = build_system(system, model, inputs, expected, name,
+                                                     sizes)
+        except Exception as e:
+            if system == "cuvil":
+                raise
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            print(f"{label}: {system} failed: {type(e).__name__}: {first}", file=sys.stderr)
+            rows[system] = {"compile": None, "warm": None, "err": None, "failed": True}
     with torch.inference_mode():
         times = block_times(fns, seconds, rounds)
-    result = []
-    for system, info in rows.items():
-        result.append({"case": label, "system": system, "ms": times[system] * 1e3,
-                       "vs_eager": times[system] / times["eager"], **info})
-    return result
+    ort = times.get("ort")
+    return [{"case": label, "system": system, "ms": _ms(times.get(system)),
+             "vs_eager": _ratio(times.get(system), times["eager"]),
+             "vs_ort": _ratio(times.get(system), ort), **info} for system, info in rows.items()]
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a / b
 
 
 def machine() -> str:
@@ -191,17 +216,18 @@ def machine() -> str:
 
 
 def render(rows: list[dict], markdown: bool) -> str:
-    header = ["case", "system", "median ms", "x eager", "max abs err", "cold compile s",
-              "warm compile s", "numba s"]
+    header = ["case", "system", "median ms", "x eager", "x ort", "max abs err",
+              "cold compile s", "warm compile s", "numba s"]
     fmt = lambda v, p: "-" if v is None else f"{v:.{p}f}"  # noqa: E731
 
     def compile_cell(r, key):
         lower = r.get("warm_lower" if key == "warm" else "lower")
         return fmt(r[key], 2) + (f" ({lower:.2f})" if lower is not None else "")
 
-    cells = [[r["case"], r["system"], fmt(r["ms"], 3), fmt(r["vs_eager"], 2),
-              f"{r['err']:.1e}", compile_cell(r, "compile"), compile_cell(r, "warm"),
-              fmt(r.get("numba"), 2)] for r in rows]
+    cells = [[r["case"], r["system"] + (" (failed)" if r.get("failed") else ""),
+              fmt(r["ms"], 3), fmt(r["vs_eager"], 2), fmt(r.get("vs_ort"), 2),
+              "-" if r["err"] is None else f"{r['err']:.1e}", compile_cell(r, "compile"),
+              compile_cell(r, "warm"), fmt(r.get("numba"), 2)] for r in rows]
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells]) + "\n"
