@@ -99,6 +99,25 @@ def _nchw_image(x, wp, out, cols, xt, tmp, geo):
             o2[k, p] = tmp[p, k]
 
 
+conv2d_nchw_image = _nchw_image  # one image, for kernels that loop over images themselves
+
+
+@njit(nogil=True)
+def conv1x1_nchw_image(x, wm, out):
+    """One image of a 1x1 convolution: out [OC, H, W] = wm [OC, C] @ x [C, H, W]."""
+    ch, h, w = x.shape
+    np.dot(wm, x.reshape((ch, h * w)), out.reshape((wm.shape[0], h * w)))
+
+
+@njit(nogil=True)
+def conv2d_nchw_few_image(x, wm, out, cols, geo):
+    """One image of `conv2d_nchw_few`."""
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    oc, oh, ow = out.shape
+    im2col_nchw(x, cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
+    np.dot(wm, cols, out.reshape((oc, oh * ow)))
+
+
 @njit(nogil=True, parallel=True)
 def _images_nchw(x, wp, out, cols, xt, tmp, geo, parts):
     for t in prange(parts):

@@ -9,16 +9,21 @@ The weight must be a constant; it is pre-arranged for the layout at compile time
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from cuvil.ir.types import NHWC
 from cuvil.lower.physical import layout_perm
 from cuvil.lower.templates import depthwise
+from cuvil.lower.templates.elementwise import ExprBuilder
 from cuvil.lower.templates.gemm import BLAS_DTYPES, epilogue, split_heavy
+from cuvil.lower.templates.loops import NotPlain, indent, plain_loads
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
 from cuvil.ops.nn import pair
 
 FEW_CHANNELS = 8  # below this, NCHW im2col copies plane rows rather than channel runs
+PAR_WORK = 1 << 20  # multiply-adds below which one image at a time, BLAS split, is faster
 
 
 def logical_const(ctx, value: str) -> np.ndarray:
@@ -38,21 +43,59 @@ def generate(group, ctx) -> KernelSpec:
         arranged = ctx.prepare(f"{conv.inputs[1]}.nchw.depthwise", weight.reshape(
             weight.shape[0], -1))
         return depthwise.generate(group, conv, rest, ctx, arranged, geometry(conv, ctx))
-    packed, call, scratch, note = _driver(conv, ctx)
+    drv = _driver(conv, ctx)
     layout = "nhwc" if x.layout == NHWC else "nchw"
-    arranged = ctx.prepare(f"{conv.inputs[1]}.{layout}.{note}", packed)
-    params = ["x0", "x1", *scratch.values(), "threads"]
-    args = [conv.inputs[0], arranged, *scratch, THREADS]
-    e_params, e_args, e_lines, parallel = epilogue(ctx, rest, ctx.type(group.output),
-                                                   conv.name, len(params))
+    arranged = ctx.prepare(f"{conv.inputs[1]}.{layout}.{drv.note}", drv.packed)
+    params = ["x0", "x1", *drv.scratch.values(), "threads"]
+    args = [conv.inputs[0], arranged, *drv.scratch, THREADS]
+    out = ctx.type(group.output)
+    e_params, e_args, e_lines, parallel = epilogue(ctx, rest, out, conv.name, len(params))
+    body, note = [drv.call] + e_lines, drv.note
+    per_image = _per_image(drv, ctx, rest, out, conv.name, len(params)) if rest else None
+    if per_image is not None:  # each image's epilogue while its output is in cache
+        body, parallel, note = per_image + ["else:"] + indent(body, 1), True, \
+            f"{note}, epilogue per image"
     return KernelSpec("conv", [*params, *e_params, "out"], [*args, *e_args, group.output],
-                      [call] + e_lines, parallel=parallel,
-                      scratch={name: ctx.scratch[name] for name in scratch},
+                      body, parallel=parallel,
+                      scratch={name: ctx.scratch[name] for name in drv.scratch},
                       note=f"{layout.upper()}, {note}")
 
 
-def _driver(conv, ctx):
-    """(weight arranged for the driver, the driver call, scratch value -> parameter, note)."""
+@dataclass(frozen=True)
+class Driver:
+    packed: np.ndarray  # the weight, arranged for the driver
+    call: str  # the whole batch through the driver
+    scratch: dict[str, str]  # scratch value -> kernel parameter
+    note: str
+    image: str = ""  # one image `n` on one thread, scratch row `t` (NCHW only)
+
+
+def _per_image(drv: Driver, ctx, rest, out, seed: str, first_arg: int) -> list[str] | None:
+    """The batch split between threads by images, each image's epilogue applied right
+    after its product (the lines of an `if`, for enough images and work), or None."""
+    if not drv.image or not ctx.worth_parallel(out.shape) or \
+            list(layout_perm(out)) != list(range(4)):
+        return None
+    expr = ExprBuilder(ctx, out, {seed: "acc"}, first_arg).build(rest)
+    try:
+        loads = plain_loads(expr, ("n", "c", "i", "j"))
+    except NotPlain:
+        return None
+    rows = drv.scratch and f"min(threads, {next(iter(drv.scratch.values()))}.shape[0])"
+    element = ["acc = out[n, c, i, j]", *expr.body(loads, "out[n, c, i, j]")]
+    return [f"parts = {rows or 'threads'}",
+            "if parts > 1 and x0.shape[0] >= parts and x1.size * out.shape[2] * "
+            f"out.shape[3] * x0.shape[0] >= {PAR_WORK}:",
+            "    for t in prange(parts):",
+            "        for n in range(t, x0.shape[0], parts):",
+            f"            {drv.image}",
+            "            for c in range(out.shape[1]):",
+            "                for i in range(out.shape[2]):",
+            "                    for j in range(out.shape[3]):", *indent(element, 6)]
+
+
+def _driver(conv, ctx) -> Driver:
+    """How the convolution is computed: which runtime driver, on what weight and scratch."""
     x, w = (ctx.type(i) for i in conv.inputs)
     oc, cg, kh, kw = w.shape
     a = conv.attrs
@@ -63,11 +106,13 @@ def _driver(conv, ctx):
     ohw = conv.type.shape[2] * conv.type.shape[3]
     if groups == 1 and geo[:6] == (1, 1, 1, 1, 0, 0):
         packed = weight.reshape(oc, cg).T if nhwc else weight.reshape(oc, cg)
-        return packed, f"conv1x1_{layout}(x0, x1, out, threads)", {}, "1x1"
+        return Driver(packed, f"conv1x1_{layout}(x0, x1, out, threads)", {}, "1x1",
+                      "" if nhwc else "conv1x1_nchw_image(x0[n], x1, out[n])")
     if groups == 1 and not nhwc and cin < FEW_CHANNELS:
         scratch = _scratch(ctx, conv, x, {"cols": ("threads", cin * kh * kw, ohw)})
-        return weight.reshape(oc, cg * kh * kw), \
-            f"conv2d_nchw_few(x0, x1, out, cols, {geo}, threads)", scratch, "im2col + GEMM"
+        return Driver(weight.reshape(oc, cg * kh * kw),
+                      f"conv2d_nchw_few(x0, x1, out, cols, {geo}, threads)", scratch,
+                      "im2col + GEMM", f"conv2d_nchw_few_image(x0[n], x1, out[n], cols[t], {geo})")
     if groups == 1:
         shapes = {"cols": ("threads", ohw, kh * kw * cin)}
         if not nhwc:  # NCHW images go through the NHWC path one by one
@@ -75,12 +120,16 @@ def _driver(conv, ctx):
                                                                                oc)}
         scratch = _scratch(ctx, conv, x, shapes)
         names = ", ".join(scratch.values())
-        return weight.transpose(2, 3, 1, 0).reshape(kh * kw * cg, oc), \
-            f"conv2d_{layout}(x0, x1, out, {names}, {geo}, threads)", scratch, "im2col + GEMM"
+        rows = ", ".join(f"{s}[t]" for s in scratch.values())
+        return Driver(weight.transpose(2, 3, 1, 0).reshape(kh * kw * cg, oc),
+                      f"conv2d_{layout}(x0, x1, out, {names}, {geo}, threads)", scratch,
+                      "im2col + GEMM",
+                      "" if nhwc else f"conv2d_nchw_image(x0[n], x1, out[n], {rows}, {geo})")
     if groups == oc and cg == 1 and cin == groups:
         packed = weight.reshape(oc, kh, kw).transpose(1, 2, 0) if nhwc else \
             weight.reshape(oc, kh * kw)
-        return packed, f"depthwise_{layout}(x0, x1, out, {geo}, threads)", {}, "depthwise"
+        return Driver(packed, f"depthwise_{layout}(x0, x1, out, {geo}, threads)", {},
+                      "depthwise")
     raise Unsupported(f"conv2d with groups={groups}")
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from cuvil.lower.physical import layout_perm
 from cuvil.lower.templates.elementwise import ExprBuilder
-from cuvil.lower.templates.loops import BCAST, FULL, indent
+from cuvil.lower.templates.loops import NotPlain, indent, plain_loads
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch
 
 INDEX = ("n", "c", "i", "j")  # the output's logical (and physical, NCHW) indices
@@ -39,8 +39,8 @@ def fusable(conv, rest, ctx) -> bool:
             list(range(4)):
         return False
     try:
-        _loads(ExprBuilder(ctx, out, {conv.name: "acc"}).build(rest))
-    except _NotLoadable:
+        plain_loads(ExprBuilder(ctx, out, {conv.name: "acc"}).build(rest), INDEX)
+    except NotPlain:
         return False
     return True
 
@@ -54,7 +54,7 @@ def generate(group, conv, rest, ctx, weight, geo: tuple[int, ...]) -> KernelSpec
         x.dtype, ("threads", _padded(x.shape[2], ph), _padded(x.shape[3], pw))))
     params = ["x0", "x1", "pad", "threads"]
     expr = ExprBuilder(ctx, ctx.type(group.output), {conv.name: "acc"}, len(params)).build(rest)
-    loads = _loads(expr)
+    loads = plain_loads(expr, INDEX)
     store = expr.body(loads, "out[n, c, i, j]") if rest else ["out[n, c, i, j] = acc"]
     plane = _plane(geo, store)
     work = kh * kw + 4 * len(rest)
@@ -98,23 +98,3 @@ def _affine(var: str, stride: int, offset: int) -> str:
 def _padded(size: int, pad: int) -> int:
     return size + 2 * pad
 
-
-class _NotLoadable(Exception):
-    pass
-
-
-def _loads(expr) -> dict[str, str]:
-    """Each epilogue operand's element at the output index (n, c, i, j), by plain indexing:
-    operands that follow or broadcast against the output's dims."""
-    loads = {}
-    for op in expr.operands:
-        index = []
-        for ax in op.axes:
-            if ax.kind == BCAST:
-                index.append("0")
-            elif ax.kind == FULL:
-                index.append(INDEX[ax.out])
-            else:
-                raise _NotLoadable(ax.kind)
-        loads[op.arg] = f"{op.arg}[{', '.join(index)}]" if index else f"{op.arg}[()]"
-    return loads

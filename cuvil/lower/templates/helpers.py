@@ -13,7 +13,9 @@ HELPERS = {"gemv": "cuvil.runtime.blas", "gemm": "cuvil.runtime.blas",
            "gemm_batched": "cuvil.runtime.blas",
            **{f"{kind}_{layout}": "cuvil.runtime.conv" for kind in
               ("conv2d", "conv1x1", "depthwise") for layout in ("nchw", "nhwc")},
-           "conv2d_nchw_few": "cuvil.runtime.conv", "pad_plane": "cuvil.runtime.conv",
+           **{name: "cuvil.runtime.conv" for name in (
+               "conv2d_nchw_few", "pad_plane", "conv1x1_nchw_image", "conv2d_nchw_image",
+               "conv2d_nchw_few_image")},
            **{name: "cuvil.runtime.vmath" for name in ("vexp", "vtanh", "verf", "vsigmoid")},
            **{name: "cuvil.runtime.int8" for name in ("qgemm_layer", "qgemm_layer_q", "qconv_layer",
                                                       "qconv_layer_q")}}

@@ -175,3 +175,21 @@ def _nest(k: int, loop: str, element: list[str], used: set[int]) -> list[str]:
 def indent(lines: list[str], levels: int) -> list[str]:
     pad = "    " * levels
     return [pad + ln for ln in lines]
+
+
+class NotPlain(Exception):
+    """An operand that plain indexing at the output's index cannot load (a slice, a select)."""
+
+
+def plain_loads(expr, index: tuple[str, ...]) -> dict[str, str]:
+    """Each operand of `expr` loaded at the output's logical index `index` by plain
+    indexing: operands whose axes follow or broadcast against the output's dims."""
+    loads = {}
+    for op in expr.operands:
+        at = []
+        for ax in op.axes:
+            if ax.kind not in (FULL, BCAST):
+                raise NotPlain(ax.kind)
+            at.append(index[ax.out] if ax.kind == FULL else "0")
+        loads[op.arg] = f"{op.arg}[{', '.join(at)}]" if at else f"{op.arg}[()]"
+    return loads
