@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.vmath import vtanh  # cuvil.runtime.vmath d231763ff101
+from cuvil.runtime.vmath import vtanh  # cuvil.runtime.vmath 15980638a60d
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

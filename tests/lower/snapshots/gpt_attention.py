@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit, prange
-from cuvil.runtime.vmath import vexp  # cuvil.runtime.vmath d231763ff101
+from cuvil.runtime.vmath import vexp  # cuvil.runtime.vmath 15980638a60d
 
 ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}
 

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas d231763ff101
+from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas 15980638a60d
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
