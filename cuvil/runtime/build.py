@@ -22,14 +22,14 @@ from numba.core import types as nbtypes
 
 from cuvil.ir.graph import Graph
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE
-from cuvil.lower.codegen import Program, describe_group, entry_module
+from cuvil.lower.codegen import KERNEL, Program, describe_group, entry_module
 from cuvil.lower.compile import fallback_report, generate, prepare
 from cuvil.lower.context import LowerContext
 from cuvil.lower.devices import Targets
 from cuvil.lower.report import CompileReport, KernelReport
 from cuvil.lower.steps import step_reports
 from cuvil.lower.templates.spec import THREADS
-from cuvil.runtime import derived
+from cuvil.runtime import compile_pool, derived
 from cuvil.runtime.blas import single_threaded_blas
 from cuvil.runtime.compiled import CompiledGraph
 from cuvil.runtime.module_cache import load_module
@@ -55,7 +55,8 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
                                         forced, fallback)
         lower_s = time.perf_counter() - start
         module, path, paths = _load(program, cache_dir)
-        kernels, failed = _compile(module, program, ctx)
+        aside = _compile_cold_aside(module, program, ctx, paths)
+        kernels, failed = _compile(module, program, ctx, aside)
         if not failed:
             break
         for group, reason in failed:
@@ -121,18 +122,47 @@ def _nb_type(program: Program, ctx: LowerContext, value: str):
     return nbtypes.Array(numba.from_dtype(t.dtype.numpy), t.rank, "C")
 
 
-def _compile(module, program: Program, ctx: LowerContext):
+def _signatures(program: Program, ctx: LowerContext, kernel) -> list[tuple]:
+    return list(dict.fromkeys(tuple(_nb_type(program, ctx, a) for a in s.args)
+                              for s in program.steps if s.kernel == kernel.name))
+
+
+def _compile_cold_aside(module, program: Program, ctx: LowerContext, paths) -> dict:
+    """With two or more kernels to compile from scratch, compile them side by side in
+    worker processes (`compile_pool`); `_compile` then loads them from Numba's cache.
+    Returns kernel name -> its share of the pool's wall time (none: nothing compiled aside)."""
+    jobs = []
+    for kernel in program.kernels:
+        fn = getattr(module, kernel.name, None)
+        if kernel.spec.python or fn is None:
+            continue
+        sigs = _signatures(program, ctx, kernel)
+        if compile_pool.is_cold(fn, sigs):
+            jobs.append((compile_pool.Job(str(paths[kernel.name]), KERNEL, tuple(
+                compile_pool.encode(s) for s in sigs), 4.0 if kernel.spec.parallel else 1.0),
+                fn))
+    if len(jobs) < 2:
+        return {}
+    t0 = time.perf_counter()
+    if not compile_pool.compile_cold(jobs):
+        return {}
+    share = (time.perf_counter() - t0) / len(jobs)
+    names = {str(paths[k.name]): k.name for k in program.kernels}
+    return {names[job.path]: share for job, _ in jobs}
+
+
+def _compile(module, program: Program, ctx: LowerContext, aside: dict):
     """Compile every kernel for the argument types of its calls; time each kernel. A kernel
     is `cached` when nothing was compiled: every signature was loaded from Numba's cache or
-    already compiled in this process (another graph, or another layer, shares it)."""
+    already compiled in this process (another graph, or another layer, shares it), and not
+    compiled for this call by a worker (`aside`: its share of the workers' time counts)."""
     reports, failed = [], []
     for kernel in program.kernels:
         if kernel.spec.python:
             reports.append((kernel, 0.0, None))
             continue
         fn = getattr(module, kernel.name)
-        sigs = dict.fromkeys(tuple(_nb_type(program, ctx, a) for a in s.args)
-                             for s in program.steps if s.kernel == kernel.name)
+        sigs = _signatures(program, ctx, kernel)
         done = sum(sig in fn.overloads for sig in sigs)
         hits = sum(fn.stats.cache_hits.values())
         t0 = time.perf_counter()
@@ -144,7 +174,8 @@ def _compile(module, program: Program, ctx: LowerContext):
             failed += [(group, reason) for group in kernel.groups]
             continue
         cached = done + sum(fn.stats.cache_hits.values()) - hits == len(sigs)
-        reports.append((kernel, time.perf_counter() - t0, cached))
+        seconds = time.perf_counter() - t0 + aside.get(kernel.name, 0.0)
+        reports.append((kernel, seconds, cached and kernel.name not in aside))
     return reports, failed
 
 

@@ -46,6 +46,15 @@ def load_module(text: str, directory: str | os.PathLike | None = None) -> tuple[
     except OSError as e:
         raise CuvilError(f"cannot write the kernel cache at {path.parent}: {e.strerror} "
                          "(set CUVIL_CACHE_DIR to a writable directory)") from None
+    return import_file(path), path
+
+
+def import_file(path: str | os.PathLike) -> ModuleType:
+    """Import the generated module at `path` (`<cache>/kernels/cuvil_<hash>.py`) under the
+    name every process gives it."""
+    name = f"cuvil_kernels_{Path(path).stem.removeprefix('cuvil_')}"
+    if name in sys.modules:
+        return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -54,4 +63,4 @@ def load_module(text: str, directory: str | os.PathLike | None = None) -> tuple[
     except BaseException:
         del sys.modules[name]
         raise
-    return module, path
+    return module

@@ -53,8 +53,7 @@ def generate(group, ctx) -> KernelSpec:
     body, note = [drv.call] + e_lines, drv.note
     per_image = _per_image(drv, ctx, rest, out, conv.name, len(params)) if rest else None
     if per_image is not None:  # each image's epilogue while its output is in cache
-        body, parallel, note = per_image + ["else:"] + indent(body, 1), True, \
-            f"{note}, epilogue per image"
+        body, parallel, note = per_image, True, f"{note}, epilogue per image"
     return KernelSpec("conv", [*params, *e_params, "out"], [*args, *e_args, group.output],
                       body, parallel=parallel,
                       scratch={name: ctx.scratch[name] for name in drv.scratch},
@@ -71,8 +70,13 @@ class Driver:
 
 
 def _per_image(drv: Driver, ctx, rest, out, seed: str, first_arg: int) -> list[str] | None:
-    """The batch split between threads by images, each image's epilogue applied right
-    after its product (the lines of an `if`, for enough images and work), or None."""
+    """The kernel body that applies each image's epilogue right after its product, or None.
+
+    With enough images and work (`split`), threads take images: each computes its images'
+    products and epilogues. Otherwise the driver computes the whole batch (splitting each
+    product between threads), then threads take channels of each image's epilogue. One
+    `prange` serves both: every parallel loop costs Numba ~1 s more to compile.
+    """
     if not drv.image or not ctx.worth_parallel(out.shape) or \
             list(layout_perm(out)) != list(range(4)):
         return None
@@ -83,15 +87,18 @@ def _per_image(drv: Driver, ctx, rest, out, seed: str, first_arg: int) -> list[s
         return None
     rows = drv.scratch and f"min(threads, {next(iter(drv.scratch.values()))}.shape[0])"
     element = ["acc = out[n, c, i, j]", *expr.body(loads, "out[n, c, i, j]")]
-    return [f"parts = {rows or 'threads'}",
-            "if parts > 1 and x0.shape[0] >= parts and x1.size * out.shape[2] * "
-            f"out.shape[3] * x0.shape[0] >= {PAR_WORK}:",
-            "    for t in prange(parts):",
-            "        for n in range(t, x0.shape[0], parts):",
-            f"            {drv.image}",
-            "            for c in range(out.shape[1]):",
-            "                for i in range(out.shape[2]):",
-            "                    for j in range(out.shape[3]):", *indent(element, 6)]
+    return [f"parts = max(1, {rows or 'threads'})", "nb = x0.shape[0]",
+            f"split = parts > 1 and nb >= parts and x1.size * out.shape[2] * out.shape[3] * "
+            f"nb >= {PAR_WORK}",
+            "if not split:", f"    {drv.call}",
+            "for t in prange(parts):",
+            "    n0 = t if split else 0", "    n_step = parts if split else 1",
+            "    c0 = 0 if split else t", "    c_step = 1 if split else parts",
+            "    for n in range(n0, nb, n_step):",
+            "        if split:", f"            {drv.image}",
+            "        for c in range(c0, out.shape[1], c_step):",
+            "            for i in range(out.shape[2]):",
+            "                for j in range(out.shape[3]):", *indent(element, 5)]
 
 
 def _driver(conv, ctx) -> Driver:

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas 15980638a60d
+from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas 73b1a81a25b6
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

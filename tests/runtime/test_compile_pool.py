@@ -1,0 +1,65 @@
+"""Cold kernels compiled side by side in worker processes (`compile_pool`): the kernels
+the workers compile are reported as compiled (not cached) and compute what they should;
+a worker that fails costs nothing but time; the shares balance the expected work."""
+
+from __future__ import annotations
+
+import torch
+from runtime_support import B, t
+
+import cuvil
+from cuvil.ir import Graph
+from cuvil.runtime import compile_pool
+from cuvil.runtime.compile_pool import Job
+
+
+def two_kernel_graph(scale: float) -> Graph:
+    """A GEMM and a reduction after it: two kernels that no other test generates."""
+    torch.manual_seed(0)
+    g = Graph("pool")
+    x = g.input("x", t(B, 24))
+    h = g.add("relu", [g.add("matmul", [x, g.const(torch.randn(24, 40), "w")])])
+    g.set_outputs((g.add("mul", [g.add("sum", [h], {"dim": [-1], "keepdim": True}),
+                                 g.scalar(scale)]),))
+    return g
+
+
+def test_cold_kernels_compile_in_workers_and_match_the_reference(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUVIL_COMPILE_WORKERS", "2")
+    started = []
+    real = compile_pool.compile_cold
+    monkeypatch.setattr(compile_pool, "compile_cold",
+                        lambda jobs, workers=None: started.append(len(jobs)) or real(jobs))
+    g = two_kernel_graph(1.75)
+    compiled = cuvil.runtime.compile_graph(g, cache_dir=tmp_path, threads=1)
+    assert started == [len(compiled.report.kernels)] and started[0] >= 2
+    assert not any(k.cached for k in compiled.report.kernels)
+    x = torch.randn(5, 24)
+    torch.testing.assert_close(compiled(x), cuvil.run(g, x))
+    again = cuvil.runtime.compile_graph(g, cache_dir=tmp_path, threads=1)
+    assert started == [started[0]]  # nothing cold the second time: no workers
+    torch.testing.assert_close(again(x), cuvil.run(g, x))
+
+
+def test_a_failing_worker_leaves_the_compile_to_this_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUVIL_COMPILE_WORKERS", "2")
+    monkeypatch.setattr(compile_pool, "_start", lambda share: compile_pool._start(
+        [Job("/nonexistent/cuvil_0.py", "kernel", ())]))
+    g = two_kernel_graph(-0.5)
+    compiled = cuvil.runtime.compile_graph(g, cache_dir=tmp_path, threads=1)
+    x = torch.randn(3, 24)
+    torch.testing.assert_close(compiled(x), cuvil.run(g, x))
+
+
+def test_one_worker_means_no_processes(monkeypatch):
+    monkeypatch.setenv("CUVIL_COMPILE_WORKERS", "1")
+    assert compile_pool.worker_count() == 1
+    assert compile_pool.compile_cold([(Job("a", "k", ()), None), (Job("b", "k", ()), None)]) == 0
+
+
+def test_shares_balance_the_expected_work():
+    jobs = [Job(str(i), "k", (), w) for i, w in enumerate([4, 4, 1, 1, 1, 4, 1])]
+    shares = compile_pool._balance(jobs, 2)
+    loads = sorted(sum(j.weight for j in s) for s in shares)
+    assert loads == [8.0, 8.0] and sorted(j.path for s in shares for j in s) == \
+        sorted(j.path for j in jobs)
