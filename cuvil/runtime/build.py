@@ -28,6 +28,7 @@ from cuvil.lower.context import LowerContext
 from cuvil.lower.devices import Targets
 from cuvil.lower.report import CompileReport, KernelReport
 from cuvil.lower.steps import step_reports
+from cuvil.lower.templates.helpers import used_helpers
 from cuvil.lower.templates.spec import THREADS
 from cuvil.runtime import compile_pool, derived
 from cuvil.runtime.blas import single_threaded_blas
@@ -138,9 +139,11 @@ def _compile_cold_aside(module, program: Program, ctx: LowerContext, paths) -> d
             continue
         sigs = _signatures(program, ctx, kernel)
         if compile_pool.is_cold(fn, sigs):
-            jobs.append((compile_pool.Job(str(paths[kernel.name]), KERNEL, tuple(
-                compile_pool.encode(s) for s in sigs), 4.0 if kernel.spec.parallel else 1.0),
-                fn))
+            job = compile_pool.Job(str(paths[kernel.name]), KERNEL,
+                                   tuple(compile_pool.encode(s) for s in sigs),
+                                   4.0 if kernel.spec.parallel else 1.0,
+                                   tuple(used_helpers(kernel.module)))
+            jobs.append((job, fn))
     if len(jobs) < 2:
         return {}
     t0 = time.perf_counter()

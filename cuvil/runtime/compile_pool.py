@@ -7,9 +7,13 @@ kernel compiled by another process lands in Numba's cache, where this process th
 it in milliseconds. `compile_cold` splits the kernels that are in neither this process
 nor that cache into one share per core, hands all shares but one to fresh worker
 processes (`python -m cuvil.runtime.compile_pool`, a JSON job on stdin), compiles the
-last share itself meanwhile, and waits for the workers. Nothing depends on a worker
-succeeding: the caller then compiles every kernel as before, loading what the workers
-left in the cache and compiling anything still missing (reporting Numba's own errors).
+last share itself meanwhile, and waits for the workers.
+
+A kernel that calls a shared driver not yet compiled (`numba_cache`: the first use of
+`conv2d_nchw_image` since Cuvil was installed or changed) is compiled here first, alone:
+every worker would otherwise compile the same driver at once. Nothing depends on a
+worker succeeding: the caller then compiles every kernel as before, loading what the
+workers left in the cache and compiling anything still missing (with Numba's errors).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class Job:
     name: str
     signatures: tuple[tuple, ...]  # per signature, per argument: (dtype, ndim) or ("int64",)
     weight: float = 1.0  # expected compile time, relative (a parallel kernel: 4)
+    helpers: tuple[str, ...] = ()  # the shared drivers it calls
 
 
 def encode(sig: tuple) -> tuple:
@@ -61,21 +66,64 @@ def compile_cold(jobs: list[tuple[Job, object]], workers: int | None = None) -> 
     workers = min(len(jobs), workers or worker_count())
     if workers < 2:
         return 0
-    shares = _balance([job for job, _ in jobs], workers)
-    procs = [_start(share) for share in shares[1:]]
     by_path = {job.path: fn for job, fn in jobs}
+    first, rest = _pioneers([job for job, _ in jobs], cold_drivers(_helper_modules(jobs)))
+    for job in first:
+        _compile_here(job, by_path[job.path])
+    if len(rest) < 2:
+        return 0
+    shares = _balance(rest, min(workers, len(rest)))
+    procs = [_start(share) for share in shares[1:]]
     for job in shares[0]:
-        for sig in job.signatures:
-            try:
-                by_path[job.path].compile(decode(sig))
-            except Exception:  # noqa: BLE001  (the caller compiles it again and reports)
-                break
+        _compile_here(job, by_path[job.path])
     for proc in procs:
         try:
             proc.wait(timeout=WORKER_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             proc.kill()
     return len(procs)
+
+
+def cold_drivers(helpers: dict[str, str]) -> set[str]:
+    """The shared drivers among `helpers` (name -> runtime module) that are in neither this
+    process nor the drivers' on-disk cache (`numba_cache`)."""
+    import importlib
+
+    from cuvil.paths import cache_dir
+    from cuvil.runtime.numba_cache import runtime_hash
+
+    drivers = cache_dir() / "numba" / runtime_hash()
+    cold = set()
+    for name, module in helpers.items():
+        fn = getattr(importlib.import_module(module), name)
+        stem = f"{module.rsplit('.', 1)[1]}.{fn.py_func.__qualname__}-"
+        if not fn.overloads and not any(drivers.rglob(f"{stem}*.nbi")):
+            cold.add(name)
+    return cold
+
+
+def _helper_modules(jobs) -> dict[str, str]:
+    from cuvil.lower.templates.helpers import HELPERS
+
+    return {name: HELPERS[name] for job, _ in jobs for name in job.helpers}
+
+
+def _pioneers(jobs: list[Job], cold: set[str]) -> tuple[list[Job], list[Job]]:
+    """(jobs to compile here first, one per driver never compiled; the others)."""
+    first = []
+    for job in jobs:
+        if cold & set(job.helpers):
+            first.append(job)
+            cold -= set(job.helpers)
+    return first, [job for job in jobs if job not in first]
+
+
+def _compile_here(job: Job, fn) -> None:
+    for sig in job.signatures:
+        try:
+            fn.compile(decode(sig))
+        except Exception:  # noqa: BLE001  (the caller compiles it again and reports)
+            return
 
 
 def worker_count() -> int:

@@ -26,10 +26,17 @@ def two_kernel_graph(scale: float) -> Graph:
 
 def test_cold_kernels_compile_in_workers_and_match_the_reference(tmp_path, monkeypatch):
     monkeypatch.setenv("CUVIL_COMPILE_WORKERS", "2")
+    monkeypatch.setattr(compile_pool, "cold_drivers", lambda helpers: set())
     started = []
     real = compile_pool.compile_cold
-    monkeypatch.setattr(compile_pool, "compile_cold",
-                        lambda jobs, workers=None: started.append(len(jobs)) or real(jobs))
+
+    def counted(jobs, workers=None):
+        started.append(len(jobs))
+        processes = real(jobs)
+        assert processes == 1
+        return processes
+
+    monkeypatch.setattr(compile_pool, "compile_cold", counted)
     g = two_kernel_graph(1.75)
     compiled = cuvil.runtime.compile_graph(g, cache_dir=tmp_path, threads=1)
     assert started == [len(compiled.report.kernels)] and started[0] >= 2
@@ -55,6 +62,13 @@ def test_one_worker_means_no_processes(monkeypatch):
     monkeypatch.setenv("CUVIL_COMPILE_WORKERS", "1")
     assert compile_pool.worker_count() == 1
     assert compile_pool.compile_cold([(Job("a", "k", ()), None), (Job("b", "k", ()), None)]) == 0
+
+
+def test_a_driver_never_compiled_is_compiled_here_first_by_one_kernel():
+    jobs = [Job("a", "k", (), 1, ("gemm",)), Job("b", "k", (), 1, ("gemm", "vexp")),
+            Job("c", "k", (), 1, ("gemm",)), Job("d", "k", (), 1, ())]
+    first, rest = compile_pool._pioneers(jobs, {"gemm", "vexp"})
+    assert [j.path for j in first] == ["a", "b"] and [j.path for j in rest] == ["c", "d"]
 
 
 def test_shares_balance_the_expected_work():
