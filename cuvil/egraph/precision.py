@@ -55,8 +55,10 @@ def precision_choices(session, selection, costs) -> list[PrecisionChoice]:
     imported = {snap.let_class[h]: n for n, h in session.encoding.handles.items()}
     rules = {r.label: r for r in session.library.rules}
     own = _Costs(snap, typer, session.folder, costs)
+    picks = {cls: snap.nodes[chosen.id] for cls, chosen in selection.choice.items()}
+    picks |= _requantized(snap, typer, picks, session.defs)
     out = []
-    for cls, chosen in selection.choice.items():
+    for cls, chosen in picks.items():
         nodes = [snap.nodes[i] for i in snap.classes[cls]
                  if snap.nodes[i].key not in typer.rejected]
         quantized = [n for n in nodes if _is_int8(typer.ctors[n.ctor][0], session.defs)]
@@ -69,13 +71,28 @@ def precision_choices(session, selection, costs) -> list[PrecisionChoice]:
         best_q = min(int8, key=lambda a: a.cost)
         node = session.graph[imported[cls]]
         rule = rules.get(best_q.rule)
-        picked = "int8" if _is_int8(typer.ctors[snap.nodes[chosen.id].ctor][0],
-                                    session.defs) else "fp32"
+        picked = "int8" if _is_int8(typer.ctors[chosen.ctor][0], session.defs) else "fp32"
         out.append(PrecisionChoice(
             node.name, node.source, picked, best_q, min(fp32, key=lambda a: a.cost, default=None),
             rule.where if rule else "", ast.show(rule.tolerance) if rule and rule.tolerance
             else ""))
     return out
+
+
+def _requantized(snap, typer, picks: dict, defs) -> dict:
+    """Layers whose own value the result never reads, only its requantization, computed by
+    an int8 kernel with a requantizing epilogue (`requant.cvr`): the quantize's input class
+    -> that int8 e-node. (Their value's class is not in the selection.)"""
+    found = {}
+    for cls, node in picks.items():
+        if not _is_int8(typer.ctors[node.ctor][0], defs):
+            continue
+        for i in snap.classes[cls]:
+            other = snap.nodes[i]
+            if typer.ctors[other.ctor][0].name == "quantize" and other.children and \
+                    other.children[0] not in picks:
+                found[other.children[0]] = node
+    return found
 
 
 @dataclass

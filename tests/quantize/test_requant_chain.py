@@ -37,6 +37,15 @@ def test_the_digits_mlp_passes_u8_between_its_int8_layers(mlp):
     assert digits.accuracy(fn, d.x_test, d.y_test) >= d.accuracy - 0.003
 
 
+def test_the_report_lists_every_int8_layer_of_the_chain(mlp):
+    _, fn = mlp
+    choices = fn.report.optimizer.precision
+    steps = [s for s in fn.report.steps if s.template == "qgemm"]
+    assert len(choices) == len(steps) == 3  # the requantized hidden layers included
+    assert all(c.chosen == "int8" and c.int8.rule for c in choices)
+    assert len({c.node for c in choices}) == 3
+
+
 class Shared(nn.Module):
     """Two linear layers; the hidden ReLU is also returned, so it is needed in f32."""
 
