@@ -4,11 +4,16 @@ The generated text must be deterministic and change only on purpose. After an in
 change to a template, regenerate the snapshots and review the diff:
 
     CUVIL_UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/lower/test_snapshots.py
+
+Import lines quote the runtime's source hash, which changes with any runtime file: the
+snapshots hold `<runtime hash>` in its place, and a test of its own checks that the text
+quotes the current one.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -17,9 +22,11 @@ from lowering_support import B, t
 
 from cuvil.ir import Graph
 from cuvil.lower import lower_to_source
+from cuvil.paths import package_hash
 from cuvil.rules import load
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
+RUNTIME_HASH = re.compile(r"(# cuvil\.runtime\.\w+ )[0-9a-f]{12}$", re.MULTILINE)
 
 
 def linear_relu() -> Graph:
@@ -75,13 +82,19 @@ CASES = [linear_relu, broadcast_chain, softmax_rows, conv_nhwc, gpt_attention]
 
 @pytest.mark.parametrize("build", CASES, ids=[c.__name__ for c in CASES])
 def test_generated_source_matches_snapshot(build):
-    text = lower_to_source(build(), threads=2)
+    text = RUNTIME_HASH.sub(r"\1<runtime hash>", lower_to_source(build(), threads=2))
     path = SNAPSHOTS / f"{build.__name__}.py"
     if os.environ.get("CUVIL_UPDATE_SNAPSHOTS"):
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
     assert path.exists(), f"no snapshot {path}; run with CUVIL_UPDATE_SNAPSHOTS=1"
     assert text == path.read_text(), f"{path.name} changed; see the module docstring"
+
+
+def test_import_lines_quote_the_current_runtime_hash():
+    lines = [ln for ln in lower_to_source(linear_relu()).splitlines()
+             if ln.startswith("from cuvil.runtime.")]
+    assert lines and all(ln.endswith(f" {package_hash('runtime')}") for ln in lines)
 
 
 def test_generation_is_deterministic():

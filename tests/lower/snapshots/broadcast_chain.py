@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.vmath import vtanh  # cuvil.runtime.vmath 73b1a81a25b6
+from cuvil.runtime.vmath import vtanh  # cuvil.runtime.vmath <runtime hash>
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit, prange
-from cuvil.runtime.vmath import vexp  # cuvil.runtime.vmath 73b1a81a25b6
+from cuvil.runtime.vmath import vexp  # cuvil.runtime.vmath <runtime hash>
 
 ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}
 

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas 73b1a81a25b6
+from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas <runtime hash>
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
