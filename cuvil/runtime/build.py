@@ -131,7 +131,8 @@ def _signatures(program: Program, ctx: LowerContext, kernel) -> list[tuple]:
 def _compile_cold_aside(module, program: Program, ctx: LowerContext, paths) -> dict:
     """With two or more kernels to compile from scratch, compile them side by side in
     worker processes (`compile_pool`); `_compile` then loads them from Numba's cache.
-    Returns kernel name -> its share of the pool's wall time (none: nothing compiled aside)."""
+    Returns kernel name -> its share of that compile's wall time, for the kernels compiled
+    there (the others are left to `_compile`)."""
     jobs = []
     for kernel in program.kernels:
         fn = getattr(module, kernel.name, None)
@@ -147,18 +148,19 @@ def _compile_cold_aside(module, program: Program, ctx: LowerContext, paths) -> d
     if len(jobs) < 2:
         return {}
     t0 = time.perf_counter()
-    if not compile_pool.compile_cold(jobs):
+    done = compile_pool.compile_cold(jobs)
+    if not done.jobs:
         return {}
-    share = (time.perf_counter() - t0) / len(jobs)
+    share = (time.perf_counter() - t0) / len(done.jobs)
     names = {str(paths[k.name]): k.name for k in program.kernels}
-    return {names[job.path]: share for job, _ in jobs}
+    return {names[job.path]: share for job in done.jobs}
 
 
 def _compile(module, program: Program, ctx: LowerContext, aside: dict):
     """Compile every kernel for the argument types of its calls; time each kernel. A kernel
     is `cached` when nothing was compiled: every signature was loaded from Numba's cache or
     already compiled in this process (another graph, or another layer, shares it), and not
-    compiled for this call by a worker (`aside`: its share of the workers' time counts)."""
+    compiled for this call by `compile_pool` (`aside`: its share of that time counts)."""
     reports, failed = [], []
     for kernel in program.kernels:
         if kernel.spec.python:

@@ -59,19 +59,25 @@ def is_cold(fn, sigs) -> bool:
                for sig in sigs)
 
 
-def compile_cold(jobs: list[tuple[Job, object]], workers: int | None = None) -> int:
+@dataclass(frozen=True)
+class Done:
+    jobs: list[Job]  # the jobs compiled here or by workers, for this call
+    workers: int  # worker processes started
+
+
+def compile_cold(jobs: list[tuple[Job, object]], workers: int | None = None) -> Done:
     """Compile the `(job, dispatcher)` pairs over up to `workers` processes (default:
-    `$CUVIL_COMPILE_WORKERS`, else one per core), this one included; returns the number of
-    worker processes started (0: nothing was done, compile as usual)."""
+    `$CUVIL_COMPILE_WORKERS`, else one per core), this one included. Jobs not in the
+    result's `jobs` are left to the caller (fewer than two left after the pioneers)."""
     workers = min(len(jobs), workers or worker_count())
     if workers < 2:
-        return 0
+        return Done([], 0)
     by_path = {job.path: fn for job, fn in jobs}
     first, rest = _pioneers([job for job, _ in jobs], cold_drivers(_helper_modules(jobs)))
     for job in first:
         _compile_here(job, by_path[job.path])
     if len(rest) < 2:
-        return 0
+        return Done(first, 0)
     shares = _balance(rest, min(workers, len(rest)))
     procs = [_start(share) for share in shares[1:]]
     for job in shares[0]:
@@ -81,7 +87,7 @@ def compile_cold(jobs: list[tuple[Job, object]], workers: int | None = None) -> 
             proc.wait(timeout=WORKER_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             proc.kill()
-    return len(procs)
+    return Done(first + rest, len(procs))
 
 
 def cold_drivers(helpers: dict[str, str]) -> set[str]:

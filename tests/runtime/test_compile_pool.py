@@ -31,20 +31,21 @@ def test_cold_kernels_compile_in_workers_and_match_the_reference(tmp_path, monke
     real = compile_pool.compile_cold
 
     def counted(jobs, workers=None):
-        started.append(len(jobs))
-        processes = real(jobs)
-        assert processes == 1
-        return processes
+        done = real(jobs)
+        started.append((len(jobs), len(done.jobs), done.workers))
+        return done
 
     monkeypatch.setattr(compile_pool, "compile_cold", counted)
     g = two_kernel_graph(1.75)
     compiled = cuvil.runtime.compile_graph(g, cache_dir=tmp_path, threads=1)
-    assert started == [len(compiled.report.kernels)] and started[0] >= 2
-    assert not any(k.cached for k in compiled.report.kernels)
+    # kernels another test compiled in this process already are not cold
+    (cold, done, workers), = started
+    assert cold == done >= 2 and workers == 1
+    assert sum(not k.cached for k in compiled.report.kernels if k.jit) >= cold
     x = torch.randn(5, 24)
     torch.testing.assert_close(compiled(x), cuvil.run(g, x))
     again = cuvil.runtime.compile_graph(g, cache_dir=tmp_path, threads=1)
-    assert started == [started[0]]  # nothing cold the second time: no workers
+    assert len(started) == 1  # nothing cold the second time: no workers
     torch.testing.assert_close(again(x), cuvil.run(g, x))
 
 
@@ -61,7 +62,8 @@ def test_a_failing_worker_leaves_the_compile_to_this_process(tmp_path, monkeypat
 def test_one_worker_means_no_processes(monkeypatch):
     monkeypatch.setenv("CUVIL_COMPILE_WORKERS", "1")
     assert compile_pool.worker_count() == 1
-    assert compile_pool.compile_cold([(Job("a", "k", ()), None), (Job("b", "k", ()), None)]) == 0
+    done = compile_pool.compile_cold([(Job("a", "k", ()), None), (Job("b", "k", ()), None)])
+    assert done == compile_pool.Done([], 0)
 
 
 def test_a_driver_never_compiled_is_compiled_here_first_by_one_kernel():
