@@ -8,6 +8,7 @@ module sits below every package, so that any layer may name the directory.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -36,9 +37,11 @@ def source_hash() -> str:
     return h.hexdigest()[:32]
 
 
+@functools.cache
 def package_hash(package: str) -> str:
     """A hash of one subpackage's Python source (`"runtime"`: what compiled drivers and
-    the kernels that import them are keyed on), read from the files, importing nothing."""
+    the kernels that import them are keyed on), read from the files once per process
+    (every generated module's import lines quote it), importing nothing."""
     h = hashlib.sha256()
     for path in sorted((PACKAGE / package).rglob("*.py")):
         h.update(path.read_bytes())

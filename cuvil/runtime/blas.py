@@ -13,8 +13,8 @@ threads. For 1-8 rows this beats BLAS here: 784x512 in 20 us on 2 threads, `np.d
 
 These functions are compiled once per cache directory (`numba_cache.njit`) rather
 than in every generated module: a parallel function costs ~1.5 s to compile, and this is
-the only parallel code a small MLP needs. Generated modules name this file's hash, so a
-change here gives them new cache entries.
+the only parallel code a small MLP needs. Generated modules quote the runtime's source
+hash (`numba_cache.runtime_hash`), so a change here gives them new cache entries.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import os
 import numpy as np
 from numba import prange
 
-from cuvil.runtime.numba_cache import njit, runtime_hash
+from cuvil.runtime.numba_cache import njit
 
 GEMV_PAR_WORK = 1 << 16  # multiply-adds below which one thread is faster
 GEMM_PAR_WORK = 1 << 20  # multiply-adds below which one BLAS call on one thread is faster
@@ -135,8 +135,3 @@ def gemm_batched(a, b, c, parts):
     else:
         for i in range(a.shape[0]):
             gemm(a[i], b[i], c[i], parts)
-
-
-def source_hash() -> str:
-    """The runtime's source hash, which generated modules quote to key their caches."""
-    return runtime_hash()

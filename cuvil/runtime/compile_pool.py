@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from numba.core import types as nbtypes
 from numba.core.registry import CPUDispatcher
 
+from cuvil.errors import CuvilError
+
 WORKER_TIMEOUT_S = 600
 
 
@@ -91,19 +93,14 @@ def compile_cold(jobs: list[tuple[Job, object]], workers: int | None = None) -> 
 
 
 def cold_drivers(helpers: dict[str, str]) -> set[str]:
-    """The shared drivers among `helpers` (name -> runtime module) that are in neither this
-    process nor the drivers' on-disk cache (`numba_cache`)."""
+    """The shared drivers among `helpers` (name -> runtime module) compiled neither in this
+    process nor ever before (no index file in their on-disk cache, `numba_cache`)."""
     import importlib
 
-    from cuvil.paths import cache_dir
-    from cuvil.runtime.numba_cache import runtime_hash
-
-    drivers = cache_dir() / "numba" / runtime_hash()
     cold = set()
     for name, module in helpers.items():
         fn = getattr(importlib.import_module(module), name)
-        stem = f"{module.rsplit('.', 1)[1]}.{fn.py_func.__qualname__}-"
-        if not fn.overloads and not any(drivers.rglob(f"{stem}*.nbi")):
+        if not fn.overloads and not os.path.exists(fn._cache._cache_file._index_path):
             cold.add(name)
     return cold
 
@@ -136,7 +133,10 @@ def worker_count() -> int:
     """`$CUVIL_COMPILE_WORKERS` (1: never start workers), else the cores this process
     may run on."""
     text = os.environ.get("CUVIL_COMPILE_WORKERS", "").strip()
-    if text.isdigit() and int(text) > 0:
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise CuvilError(f"CUVIL_COMPILE_WORKERS must be a whole number of processes, "
+                             f"1 or more, not {text!r}")
         return int(text)
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
         os.cpu_count() or 1

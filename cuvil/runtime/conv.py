@@ -19,7 +19,7 @@ import numpy as np
 from numba import prange
 
 from cuvil.runtime.blas import GEMM_PAR_WORK, gemm
-from cuvil.runtime.numba_cache import njit, runtime_hash
+from cuvil.runtime.numba_cache import njit
 
 
 @njit(nogil=True, inline="always")
@@ -305,8 +305,3 @@ def depthwise_nhwc(x, wd, out, geo, parts):
         _dw_rows_parallel(x, wd, out, geo, parts)
     else:
         _dw_rows(x, wd, out, 0, out.shape[0] * out.shape[1], geo)
-
-
-def source_hash() -> str:
-    """The runtime's source hash, which generated modules quote to key their caches."""
-    return runtime_hash()

@@ -40,7 +40,7 @@ from numba import prange
 from cuvil.lower.qlayer import MAX_K  # noqa: F401 (one definition: lowering checks it too)
 from cuvil.runtime.conv import im2col_nhwc
 from cuvil.runtime.int8_tile import LANES, NARROW, PANEL, tile_kernel
-from cuvil.runtime.numba_cache import njit, runtime_hash
+from cuvil.runtime.numba_cache import njit
 
 MR = 6  # rows per tile
 QGEMM_PAR_WORK = 1 << 21  # multiply-adds below which one thread is faster
@@ -339,8 +339,3 @@ def qconv_layer_q(x, qp, geo, data, start, scale, bias, xq, xt, cols, tmp, out, 
     g = (geo[0], geo[1], geo[2], geo[3], geo[4], geo[5], geo[6], geo[7])
     qconv2d_prepared(x, np.int64(0), np.int64(qp[2]), pw, _layer_epilogue(qp), g, out, xt,
                      cols, tmp, parts)
-
-
-def source_hash() -> str:
-    """The runtime's source hash, which generated modules quote to key their caches."""
-    return runtime_hash()

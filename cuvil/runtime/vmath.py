@@ -13,7 +13,7 @@ eight squarings. Arguments are clamped to [-104, 89], beyond which f32 results a
 
 from __future__ import annotations
 
-from cuvil.runtime.numba_cache import njit, runtime_hash
+from cuvil.runtime.numba_cache import njit
 
 # Inlined into the calling kernel, whose fastmath flags apply (never `ninf`: masks use -inf).
 _OPTS = dict(inline="always", error_model="numpy")
@@ -54,8 +54,3 @@ def verf(x):
             + 0.254829592) * t
     y = 1.0 - poly * vexp(-a * a)
     return y if v >= 0 else -y
-
-
-def source_hash() -> str:
-    """The runtime's source hash, which generated modules quote to key their caches."""
-    return runtime_hash()

@@ -4,10 +4,12 @@ a worker that fails costs nothing but time; the shares balance the expected work
 
 from __future__ import annotations
 
+import pytest
 import torch
 from runtime_support import B, t
 
 import cuvil
+from cuvil.errors import CuvilError
 from cuvil.ir import Graph
 from cuvil.runtime import compile_pool
 from cuvil.runtime.compile_pool import Job
@@ -59,6 +61,13 @@ def test_a_failing_worker_leaves_the_compile_to_this_process(tmp_path, monkeypat
     torch.testing.assert_close(compiled(x), cuvil.run(g, x))
 
 
+@pytest.mark.parametrize("value", ["two", "0", "-1"])
+def test_a_bad_worker_count_is_a_one_line_error(monkeypatch, value):
+    monkeypatch.setenv("CUVIL_COMPILE_WORKERS", value)
+    with pytest.raises(CuvilError, match=f"CUVIL_COMPILE_WORKERS .* not '{value}'"):
+        compile_pool.worker_count()
+
+
 def test_one_worker_means_no_processes(monkeypatch):
     monkeypatch.setenv("CUVIL_COMPILE_WORKERS", "1")
     assert compile_pool.worker_count() == 1
@@ -79,3 +88,12 @@ def test_shares_balance_the_expected_work():
     loads = sorted(sum(j.weight for j in s) for s in shares)
     assert loads == [8.0, 8.0] and sorted(j.path for s in shares for j in s) == \
         sorted(j.path for j in jobs)
+
+
+def test_a_driver_compiled_in_this_process_is_not_cold():
+    import numpy as np
+
+    from cuvil.runtime import conv
+
+    conv.pad_plane(np.ones((2, 3), np.float32), np.empty((4, 5), np.float32), 1, 1)
+    assert compile_pool.cold_drivers({"pad_plane": "cuvil.runtime.conv"}) == set()
