@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from cuvil.lower.cuda.elementwise import FLOATS, device_text
 from cuvil.lower.physical import np_name
-from cuvil.lower.templates.attention import load, scores_chain
+from cuvil.lower.templates.attention import chain_at_element, scores_chain
 from cuvil.lower.templates.elementwise import literal
 from cuvil.lower.templates.loops import indent
 from cuvil.lower.templates.spec import KernelSpec, Unsupported
@@ -23,13 +23,7 @@ def generate(group, ctx) -> KernelSpec:
     if scores.dtype not in FLOATS:
         raise Unsupported("CUDA attention computes floats")
     r = scores.rank
-    idx = {r - 2: "i", r - 1: "j", **{d: f"b{d}" for d in range(r - 2)}}
-    loads = [load(op, idx) for op in operands]
-    if inline:
-        chain = [ln.replace("LOAD0", loads[0]) if loads else ln for ln in chain]
-    else:
-        chain = [f"a{n} = {ld}" for n, ld in enumerate(loads)] + chain
-    used = sorted({d for d in range(r - 2) if any(f"b{d}" in ld for ld in loads)})
+    chain, used = chain_at_element(operands, r, chain, inline)
     body = _shapes(r, k_rows) + ["t = cuda.grid(1)", "while t < nbh * ql:"] + indent(
         ["b = t // ql", "i = t % ql", *_batch_indices(used, r),
          *_online_row(chain, result, k_rows, np_name(scores.dtype), scores.dtype),

@@ -147,13 +147,7 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
     r = scores.rank
     dt = scores.dtype
     parallel = ctx.worth_parallel(scores.shape, 4 * ctx.type(qkv[0]).shape[-1])
-    idx = {r - 2: "i", r - 1: "j", **{d: f"b{d}" for d in range(r - 2)}}
-    loads = [load(op, idx) for op in operands]
-    if loads_inline:
-        chain = [ln.replace("LOAD0", loads[0]) if loads else ln for ln in chain]
-    else:
-        chain = [f"a{n} = {ld}" for n, ld in enumerate(loads)] + chain
-    used = {d for d in range(r - 2) if any(f"b{d}" in ld for ld in loads)}
+    chain, used = chain_at_element(operands, r, chain, loads_inline)
     decode = []
     for d in sorted(used):  # b = ((b0 * n1) + b1) * n2 + b2 ...
         stride = " * ".join(f"q.shape[{e}]" for e in range(d + 1, r - 2))
@@ -184,6 +178,18 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
     params = ["q", "k", "v", *[op.arg for op in operands], "tiles", "threads", "out"]
     return KernelSpec("attention", params, [*qkv, *args, tile, THREADS, out_name], body,
                       parallel, fastmath="rows", scratch={tile: ctx.scratch[tile]})
+
+
+def chain_at_element(operands, r: int, chain: list[str], inline: bool):
+    """(the score chain's lines with its operands loaded at score element (b.., i, j),
+    the batch dims those loads index): shared with the CUDA template."""
+    idx = {r - 2: "i", r - 1: "j", **{d: f"b{d}" for d in range(r - 2)}}
+    loads = [load(op, idx) for op in operands]
+    if inline:
+        chain = [ln.replace("LOAD0", loads[0]) if loads else ln for ln in chain]
+    else:
+        chain = [f"a{n} = {ld}" for n, ld in enumerate(loads)] + chain
+    return chain, sorted({d for d in range(r - 2) if any(f"b{d}" in ld for ld in loads)})
 
 
 def load(op: Operand, idx: dict[int, str]) -> str:
