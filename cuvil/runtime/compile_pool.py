@@ -53,16 +53,12 @@ def decode(sig) -> tuple:
 
 
 def is_cold(fn, sigs) -> bool:
-    """Whether compiling `fn` for `sigs` will run Numba's compiler: not in this process,
-    and never compiled before (no index file in its on-disk cache). Reading the index, not
-    loading the code: a warm compile loads each kernel once, in `build._compile`."""
+    """Whether compiling `fn` for `sigs` would run Numba's compiler (not in this process,
+    not in the on-disk cache)."""
     if not isinstance(fn, CPUDispatcher):
         return False
-    return any(sig not in fn.overloads for sig in sigs) and not _on_disk(fn)
-
-
-def _on_disk(fn) -> bool:
-    return os.path.exists(fn._cache._cache_file._index_path)
+    return any(sig not in fn.overloads and fn._cache.load_overload(sig, fn.targetctx) is None
+               for sig in sigs)
 
 
 @dataclass(frozen=True)
@@ -104,7 +100,7 @@ def cold_drivers(helpers: dict[str, str]) -> set[str]:
     cold = set()
     for name, module in helpers.items():
         fn = getattr(importlib.import_module(module), name)
-        if not fn.overloads and not _on_disk(fn):
+        if not fn.overloads and not os.path.exists(fn._cache._cache_file._index_path):
             cold.add(name)
     return cold
 
