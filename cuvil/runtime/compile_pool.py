@@ -54,8 +54,9 @@ def decode(sig) -> tuple:
 
 def is_cold(fn, sigs) -> bool:
     """Whether compiling `fn` for `sigs` would run Numba's compiler (not in this process,
-    not in the on-disk cache)."""
-    if not isinstance(fn, CPUDispatcher):
+    not in the on-disk cache). A kernel with no on-disk cache (its target's decorator has
+    no `cache=True`) is never sent to a worker: nothing would carry its code back."""
+    if not isinstance(fn, CPUDispatcher) or not hasattr(fn._cache, "_cache_file"):
         return False
     return any(sig not in fn.overloads and fn._cache.load_overload(sig, fn.targetctx) is None
                for sig in sigs)

@@ -97,3 +97,11 @@ def test_a_driver_compiled_in_this_process_is_not_cold():
 
     conv.pad_plane(np.ones((2, 3), np.float32), np.empty((4, 5), np.float32), 1, 1)
     assert compile_pool.cold_drivers({"pad_plane": "cuvil.runtime.conv"}) == set()
+
+
+def test_a_kernel_without_an_on_disk_cache_is_never_sent_to_a_worker():
+    from numba import njit
+    from numba.core import types as nbtypes
+
+    uncached = njit(lambda a: a + 1)
+    assert not compile_pool.is_cold(uncached, [(nbtypes.int64,)])
