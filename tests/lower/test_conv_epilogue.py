@@ -1,6 +1,7 @@
 """NCHW convolutions whose epilogue (bias, residual, ReLU) runs per image, right after that
-image's product, on threads that split the batch: 1x1, few input channels (an RGB stem)
-and im2col, against torch eager, on both branches (enough images and work for the split,
+image's product, on threads that split the batch: the direct f32 tile (1x1, an RGB stem,
+3x3, a patch embedding, channels that are not whole tiles) and im2col (rows too short for
+the tile), against torch eager, on both branches (enough images and work for the split,
 and a single image, which takes the whole-batch driver)."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ class ConvResidual(nn.Module):
 
     def __init__(self, cin: int, cout: int, kernel: int, stride: int = 1):
         super().__init__()
-        self.conv = nn.Conv2d(cin, cout, kernel, stride, kernel // 2)
+        self.conv = nn.Conv2d(cin, cout, kernel, stride, 0 if kernel == stride else kernel // 2)
         self.residual = cin == cout and stride == 1
 
     def forward(self, x):
@@ -25,23 +26,25 @@ class ConvResidual(nn.Module):
         return torch.relu(y + x if self.residual else y)
 
 
-CASES = {  # name -> (cin, cout, kernel, stride, size)
-    "1x1": (16, 64, 1, 1, 16),
-    "1x1 residual": (32, 32, 1, 1, 16),
-    "rgb stem": (3, 16, 3, 1, 32),
-    "im2col residual": (16, 16, 3, 1, 16),
-    "im2col stride 2": (16, 32, 3, 2, 16),
+CASES = {  # name -> (cin, cout, kernel, stride, size, driver)
+    "1x1": (16, 64, 1, 1, 16, "conv2d_nchw_direct"),
+    "1x1 residual": (32, 32, 1, 1, 16, "conv2d_nchw_direct"),
+    "rgb stem": (3, 16, 3, 1, 32, "conv2d_nchw_direct"),
+    "3x3 residual, 12 channels": (12, 12, 3, 1, 20, "conv2d_nchw_direct"),
+    "patch embedding": (3, 20, 4, 4, 64, "conv2d_nchw_direct"),
+    "im2col stride 2": (16, 32, 3, 2, 16, "conv2d_nchw"),
 }
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_per_image_epilogue_matches_torch(case):
-    cin, cout, kernel, stride, size = CASES[case]
+    cin, cout, kernel, stride, size, driver = CASES[case]
     torch.manual_seed(0)
     model = ConvResidual(cin, cout, kernel, stride).eval()
     compiled = cuvil.compile(model, (torch.randn(2, cin, size, size),), threads=2)
     assert not compiled.report.fallbacks
     assert "epilogue per image" in compiled.source
+    assert f"{driver}(" in compiled.source
     for batch in (8, 1):
         x = torch.randn(batch, cin, size, size)
         with torch.no_grad():

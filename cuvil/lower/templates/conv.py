@@ -1,7 +1,8 @@
 """The convolution template: conv2d + elementwise epilogue, in NCHW or NHWC.
 
-The convolution itself is a call of a driver in `cuvil.runtime.conv` (im2col + BLAS per
-image, a single product for 1x1 NHWC, direct loops for NHWC depthwise), compiled once per
+The convolution itself is a call of a driver in `cuvil.runtime.conv` or `.conv_direct`
+(an f32 NCHW convolution straight from a register tile; im2col + BLAS per image otherwise,
+a single product for 1x1 NHWC, direct loops for NHWC depthwise), compiled once per
 installation; the generated kernel passes the geometry and applies the group's epilogue.
 A depthwise NCHW convolution is written out whole by `depthwise`, epilogue fused.
 The weight must be a constant; it is pre-arranged for the layout at compile time.
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cuvil.ir.types import NHWC
+from cuvil.ir.types import NHWC, DType
 from cuvil.lower.physical import layout_perm
 from cuvil.lower.templates import depthwise
 from cuvil.lower.templates.elementwise import ExprBuilder
@@ -24,6 +25,7 @@ from cuvil.ops.nn import pair
 
 FEW_CHANNELS = 8  # below this, NCHW im2col copies plane rows rather than channel runs
 PAR_WORK = 1 << 20  # multiply-adds below which one image at a time, BLAS split, is faster
+DIRECT_MIN_ROW = 16  # output pixels per tile row below which the direct tile idles lanes
 
 
 def logical_const(ctx, value: str) -> np.ndarray:
@@ -111,6 +113,13 @@ def _driver(conv, ctx) -> Driver:
     layout = "nhwc" if nhwc else "nchw"
     weight = logical_const(ctx, conv.inputs[1])
     ohw = conv.type.shape[2] * conv.type.shape[3]
+    if groups == 1 and not nhwc and x.dtype == DType.f32 and \
+            _direct_row(geo, x.shape[3], *conv.type.shape[2:]) >= DIRECT_MIN_ROW:
+        xs = _arranged_size(geo, cin, *x.shape[2:])
+        scratch = _scratch(ctx, conv, x, {"xs": ("threads", xs)})
+        return Driver(weight.reshape(oc, cg * kh * kw).T,
+                      f"conv2d_nchw_direct(x0, x1, out, xs, {geo}, threads)", scratch,
+                      "direct", f"conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], {geo})")
     if groups == 1 and geo[:6] == (1, 1, 1, 1, 0, 0):
         packed = weight.reshape(oc, cg).T if nhwc else weight.reshape(oc, cg)
         return Driver(packed, f"conv1x1_{layout}(x0, x1, out, threads)", {}, "1x1",
@@ -145,6 +154,24 @@ def geometry(conv, ctx) -> tuple[int, ...]:
     kh, kw = ctx.type(conv.inputs[1]).shape[2:]
     a = conv.attrs
     return (kh, kw, *pair(a["stride"]), *pair(a["padding"]), *pair(a["dilation"]))
+
+
+def _direct_row(geo: tuple[int, ...], w: int, oh: int, ow: int) -> int:
+    """Pixels in a row of `conv_direct`'s tiles: the whole image when no tap reaches
+    sideways and output rows fill the stride-phase planes (1x1, patch embeddings), else
+    one output row."""
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    flat = (kw - 1) * dw < sw and ow == -(-(w + 2 * pw) // sw)
+    return oh * ow if flat else ow
+
+
+def _arranged_size(geo: tuple[int, ...], ch: int, h: int, w: int) -> int:
+    """Floats of one image arranged in stride-phase planes for `conv_direct` (1: an
+    unpadded stride-1 image is read as it is)."""
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    if ph == 0 and pw == 0 and sh == 1 and sw == 1:
+        return 1
+    return ch * sh * sw * -(-(h + 2 * ph) // sh) * -(-(w + 2 * pw) // sw)
 
 
 def _scratch(ctx, conv, x, shapes: dict) -> dict[str, str]:

@@ -16,6 +16,8 @@ HELPERS = {"gemv": "cuvil.runtime.blas", "gemm": "cuvil.runtime.blas",
            **{name: "cuvil.runtime.conv" for name in (
                "conv2d_nchw_few", "pad_plane", "conv1x1_nchw_image", "conv2d_nchw_image",
                "conv2d_nchw_few_image")},
+           **{name: "cuvil.runtime.conv_direct" for name in (
+               "conv2d_nchw_direct", "conv2d_nchw_direct_image")},
            **{name: "cuvil.runtime.vmath" for name in ("vexp", "vtanh", "verf", "vsigmoid")},
            **{name: "cuvil.runtime.int8" for name in ("qgemm_layer", "qgemm_layer_q", "qconv_layer",
                                                       "qconv_layer_q")}}

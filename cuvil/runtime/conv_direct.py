@@ -1,0 +1,157 @@
+"""Direct NCHW f32 convolution: the register tile of `conv_tile` run over each image,
+without im2col and without a BLAS call.
+
+An image is first arranged so that every tap of every output pixel is a fixed offset from
+that pixel: the padded planes, split by stride phase (`xs[c, u, v, i, j] = padded[c, i*sh +
+u, j*sw + v]`, so a stride-s tap is a stride-1 tap of one phase plane). An unpadded,
+stride-1 image is used as it is. The offset table `offs[k]`, k = (c, a, b) in the order of
+the weight's rows, then holds the geometry; output row i, pixels j0.. read from i*Wq + j0 +
+offs[k]. When no tap reaches sideways (1x1, or kernel = stride) and rows are exactly
+`Wq` long, the whole image is one row of OH*OW pixels.
+
+Work is split in units of (row, 16*nv pixels): images between threads when there are at
+least as many images as threads, else the units of each image.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from cuvil.runtime.blas import GEMM_PAR_WORK
+from cuvil.runtime.conv_tile import LANES, MR, tile_kernel
+from cuvil.runtime.numba_cache import njit
+
+_T1, _T2 = tile_kernel(1), tile_kernel(2)
+
+
+@njit(nogil=True, inline="always")
+def _phases(geo, h, w):
+    """(Hq, Wq): the size of a stride-phase plane of the padded image."""
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    return (h + 2 * ph + sh - 1) // sh, (w + 2 * pw + sw - 1) // sw
+
+
+@njit(nogil=True, fastmath=True)
+def _arrange(x, xs, geo):
+    """The image x [C, H, W] as a flat array of stride-phase planes (x itself when it is
+    unpadded with stride 1)."""
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    ch, h, w = x.shape
+    if ph == 0 and pw == 0 and sh == 1 and sw == 1:
+        return x.reshape(ch * h * w)
+    hq, wq = _phases(geo, h, w)
+    for c in range(ch):
+        for u in range(sh):
+            for v in range(sw):
+                plane = xs[((c * sh + u) * sw + v) * hq * wq:]
+                j0 = max(0, (pw - v + sw - 1) // sw)
+                j1 = min(wq, (w - 1 + pw - v) // sw + 1)
+                for i in range(hq):
+                    row, r = plane[i * wq:(i + 1) * wq], i * sh + u - ph
+                    row[:] = 0
+                    if 0 <= r < h:
+                        for j in range(j0, j1):
+                            row[j] = x[c, r, j * sw + v - pw]
+    return xs[:ch * sh * sw * hq * wq]
+
+
+@njit(nogil=True)
+def _offsets(ch, geo, hq, wq):
+    """offs[(c*KH + a)*KW + b]: where tap (a, b) of channel c sits from an output pixel."""
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    offs = np.empty(ch * kh * kw, np.intp)
+    for c in range(ch):
+        for a in range(kh):
+            for b in range(kw):
+                phase = (c * sh + (a * dh) % sh) * sw + (b * dw) % sw
+                offs[(c * kh + a) * kw + b] = (phase * hq + (a * dh) // sh) * wq + (b * dw) // sw
+    return offs
+
+
+@njit(nogil=True, inline="always")
+def _rows(geo, hq, wq, oh, ow):
+    """(rows, row length, row step in the arranged planes): one row per output row, or
+    one for the whole image when no tap reaches sideways and rows are Wq long."""
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    if (kw - 1) * dw < sw and ow == wq:
+        return 1, oh * ow, 0
+    return oh, ow, wq
+
+
+@njit(nogil=True, fastmath=True)
+def _units(src, offs, wk, out, geo, hq, wq, u0, u1):
+    """Units u0..u1 of one image: unit = (row, pixel tile), every channel tile of it."""
+    oc, oh, ow = out.shape
+    rows, length, step = _rows(geo, hq, wq, oh, ow)
+    nv = 2 if length >= 2 * LANES else 1
+    width = nv * LANES
+    per_row = (length + width - 1) // width
+    flat, ldw, kk = out.reshape(oc * oh * ow), wk.shape[1], offs.shape[0]
+    wf = wk.reshape(wk.size)
+    for u in range(u0, u1):
+        i, j0 = u // per_row, (u % per_row) * width
+        q0, d0, cols = i * step + j0, i * length + j0, min(width, length - j0)
+        for co in range(0, oc, MR):
+            rows_left = min(MR, oc - co)
+            if nv == 2:
+                _T2(src, q0, offs, kk, wf, co, ldw, flat, co * oh * ow + d0, oh * ow,
+                    rows_left, cols)
+            else:
+                _T1(src, q0, offs, kk, wf, co, ldw, flat, co * oh * ow + d0, oh * ow,
+                    rows_left, cols)
+
+
+@njit(nogil=True, inline="always")
+def _n_units(geo, hq, wq, oh, ow):
+    rows, length, step = _rows(geo, hq, wq, oh, ow)
+    width = 2 * LANES if length >= 2 * LANES else LANES
+    return rows * ((length + width - 1) // width)
+
+
+@njit(nogil=True)
+def conv2d_nchw_direct_image(x, wk, out, xs, geo):
+    """One image: out [OC, OH, OW] = conv(x [C, H, W], wk [C*KH*KW, OC]); xs: scratch
+    for the arranged image (see `_arrange`)."""
+    ch, h, w = x.shape
+    hq, wq = _phases(geo, h, w)
+    src, offs = _arrange(x, xs, geo), _offsets(ch, geo, hq, wq)
+    _units(src, offs, wk, out, geo, hq, wq, 0, _n_units(geo, hq, wq, out.shape[1],
+                                                        out.shape[2]))
+
+
+@njit(nogil=True, parallel=True)
+def _images(x, wk, out, xs, geo, parts):
+    for t in prange(parts):
+        for n in range(t, x.shape[0], parts):
+            conv2d_nchw_direct_image(x[n], wk, out[n], xs[t], geo)
+
+
+@njit(nogil=True, parallel=True)
+def _split_image(src, offs, wk, out, geo, hq, wq, parts):
+    units = _n_units(geo, hq, wq, out.shape[1], out.shape[2])
+    step = (units + parts - 1) // parts
+    for t in prange(parts):
+        _units(src, offs, wk, out, geo, hq, wq, min(units, t * step), min(units, (t + 1) * step))
+
+
+@njit(nogil=True)
+def conv2d_nchw_direct(x, wk, out, xs, geo, parts):
+    """The batch: out [N, OC, OH, OW] = conv(x [N, C, H, W], wk [C*KH*KW, OC]); xs:
+    scratch [threads, arranged image] (1 float when images are used as they are)."""
+    nb, ch, h, w = x.shape
+    work = wk.size * out.shape[2] * out.shape[3] * nb
+    parts = min(parts, xs.shape[0]) if work >= GEMM_PAR_WORK else 1
+    if parts > 1 and nb >= parts:
+        _images(x, wk, out, xs, geo, parts)
+        return
+    hq, wq = _phases(geo, h, w)
+    offs = _offsets(ch, geo, hq, wq)
+    for n in range(nb):
+        src = _arrange(x[n], xs[0], geo)
+        if parts > 1:
+            _split_image(src, offs, wk, out[n], geo, hq, wq, parts)
+        else:
+            _units(src, offs, wk, out[n], geo, hq, wq, 0, _n_units(geo, hq, wq, out.shape[2],
+                                                                   out.shape[3]))
+

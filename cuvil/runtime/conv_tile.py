@@ -1,0 +1,145 @@
+"""The f32 convolution's micro-kernel in LLVM IR: `mr` output channels x `nv` vectors of 16
+output pixels, accumulated in registers over an offset table (the direct convolution of
+`cuvil.runtime.conv_direct`).
+
+Step k adds w[k, co0 + m] (one broadcast per channel) times the pixels at x[q0 + offs[k] +
+t] (one vector load per 16 pixels, shared by the channels): mr x nv FMAs per mr broadcasts
+and nv loads. The offset table is the whole geometry (channel, tap, dilation, stride
+phase), so one kernel serves every kernel size. Loads and stores are masked to `cols`
+pixels and the stores to `rows` channels, so tails need neither padding nor copies.
+
+Numba loops over the same sums reach 40-85 GFLOP/s on 16-64 channels (LLVM does not keep
+the tile in registers); this tile reaches 130-190 on two Zen 4 cores.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+LANES = 16  # f32 lanes per vector (a zmm register; LLVM splits it where AVX-512 is absent)
+MR = 8  # output channels per tile
+F32, I32 = ir.FloatType(), ir.IntType(32)
+VEC = ir.VectorType(F32, LANES)
+MASK = ir.VectorType(ir.IntType(1), LANES)
+
+
+def _intrinsic(builder, name: str, ret, args):
+    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, args), name)
+
+
+def _masks(builder, cols, nv: int) -> list:
+    """Lane masks of the nv vectors: lane l of vector v is live when 16v + l < cols."""
+    intp = cols.type
+    lanes = ir.Constant(ir.VectorType(intp, LANES), list(range(LANES)))
+    out = []
+    for v in range(nv):
+        left = builder.sub(cols, ir.Constant(intp, LANES * v))
+        splat = builder.shuffle_vector(
+            builder.insert_element(ir.Constant(ir.VectorType(intp, LANES), ir.Undefined), left,
+                                   ir.Constant(I32, 0)),
+            ir.Constant(ir.VectorType(intp, LANES), ir.Undefined),
+            ir.Constant(ir.VectorType(I32, LANES), None))
+        out.append(builder.icmp_signed("<", lanes, splat))
+    return out
+
+
+def _broadcast(builder, value):
+    undef = ir.Constant(VEC, ir.Undefined)
+    one = builder.insert_element(undef, value, ir.Constant(I32, 0))
+    return builder.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, LANES), None))
+
+
+def _weight_columns(builder, wb, rows, mr: int) -> list:
+    """Pointers to the tile's weight columns; columns past `rows` repeat the last one, so
+    that no load reaches past the weight."""
+    intp = rows.type
+    last = builder.sub(rows, ir.Constant(intp, 1))
+    return [builder.gep(wb, [builder.select(builder.icmp_signed("<", ir.Constant(intp, m), last),
+                                            ir.Constant(intp, m), last)]) for m in range(mr)]
+
+
+def _loop(builder, ptrs, kk, ldw, masks, mr: int, nv: int) -> list:
+    """The loop over the kk steps; returns the mr*nv accumulators after it (zero if kk=0)."""
+    xb, op, wcols = ptrs
+    intp, zero = kk.type, ir.Constant(VEC, None)
+    load = _intrinsic(builder, "llvm.masked.load.v16f32.p0", VEC,
+                      [VEC.as_pointer(), I32, MASK, VEC])
+    fma = _intrinsic(builder, "llvm.fma.v16f32", VEC, [VEC] * 3)
+    pre = builder.block
+    loop, done = builder.append_basic_block("ctile"), builder.append_basic_block("cdone")
+    builder.cbranch(builder.icmp_signed(">", kk, ir.Constant(intp, 0)), loop, done)
+    builder.position_at_end(loop)
+    k = builder.phi(intp)
+    accs = [builder.phi(VEC) for _ in range(mr * nv)]
+    xrow = builder.gep(xb, [builder.load(builder.gep(op, [k]))])
+    xs = [builder.call(load, [builder.bitcast(builder.gep(xrow, [ir.Constant(intp, LANES * v)]),
+                                              VEC.as_pointer()),
+                              ir.Constant(I32, 4), masks[v], zero]) for v in range(nv)]
+    wk = builder.mul(k, ldw)
+    new = []
+    for m in range(mr):
+        wm = _broadcast(builder, builder.load(builder.gep(wcols[m], [wk])))
+        new += [builder.call(fma, [wm, xs[v], accs[m * nv + v]]) for v in range(nv)]
+    k1 = builder.add(k, ir.Constant(intp, 1))
+    k.add_incoming(ir.Constant(intp, 0), pre)
+    k.add_incoming(k1, builder.block)
+    for a, n in zip(accs, new, strict=True):
+        a.add_incoming(zero, pre)
+        a.add_incoming(n, builder.block)
+    builder.cbranch(builder.icmp_signed("<", k1, kk), loop, done)
+    builder.position_at_end(done)
+    final = [builder.phi(VEC) for _ in new]
+    for f, n in zip(final, new, strict=True):
+        f.add_incoming(zero, pre)
+        f.add_incoming(n, loop)
+    return final
+
+
+def _store(builder, accs, db, ldd, rows, masks, mr: int, nv: int) -> None:
+    """Row m of the tile to db + m*ldd, for m < rows, lanes masked to the live columns."""
+    intp = ldd.type
+    store = _intrinsic(builder, "llvm.masked.store.v16f32.p0", ir.VoidType(),
+                       [VEC, VEC.as_pointer(), I32, MASK])
+    for m in range(mr):
+        live, after = builder.append_basic_block(f"row{m}"), builder.append_basic_block(f"next{m}")
+        builder.cbranch(builder.icmp_signed("<", ir.Constant(intp, m), rows), live, after)
+        builder.position_at_end(live)
+        row = builder.gep(db, [builder.mul(ir.Constant(intp, m), ldd)])
+        for v in range(nv):
+            ptr = builder.bitcast(builder.gep(row, [ir.Constant(intp, LANES * v)]),
+                                  VEC.as_pointer())
+            builder.call(store, [accs[m * nv + v], ptr, ir.Constant(I32, 4), masks[v]])
+        builder.branch(after)
+        builder.position_at_end(after)
+
+
+@cache
+def tile_kernel(nv: int, mr: int = MR):
+    """`tile(x, q0, offs, kk, w, co0, ldw, d, d0, ldd, rows, cols)`: for m < rows and
+    t < cols, d[d0 + m*ldd + t] = the sum over k < kk of w[k*ldw + co0 + m] *
+    x[q0 + offs[k] + t]; 0 < cols <= 16*nv, 0 < rows <= mr."""
+
+    @intrinsic
+    def tile(typingctx, x, q0, offs, kk, w, co0, ldw, d, d0, ldd, rows, cols):
+        ip = types.intp
+        sig = types.void(x, ip, offs, ip, w, ip, ip, d, ip, ip, ip, ip)
+
+        def codegen(context, builder, signature, args):
+            data = [context.make_array(signature.args[i])(context, builder, args[i]).data
+                    for i in (0, 2, 4, 7)]
+            masks = _masks(builder, args[11], nv)
+            wcols = _weight_columns(builder, builder.gep(data[2], [args[5]]), args[10], mr)
+            ptrs = (builder.gep(data[0], [args[1]]), data[1], wcols)
+            accs = _loop(builder, ptrs, args[3], args[6], masks, mr, nv)
+            _store(builder, accs, builder.gep(data[3], [args[8]]), args[9], args[10], masks, mr,
+                   nv)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile

