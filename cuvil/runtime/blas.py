@@ -1,7 +1,9 @@
 """Matrix products shared by every generated module, and the BLAS thread policy.
 
-One pool: scipy's OpenBLAS (the BLAS Numba calls) runs single-threaded, and products are
-split between Numba's threads instead (`gemm`: row blocks; `gemm_batched`: batch entries).
+f32 products take Cuvil's own register tile (`cuvil.runtime.sgemm`, faster than OpenBLAS
+on these sizes); the others BLAS. One pool: scipy's OpenBLAS (the BLAS Numba calls) runs
+single-threaded, and products are split between Numba's threads instead (`gemm`: row
+blocks; `gemm_batched`: batch entries).
 OpenBLAS's own pthread pool spin-waits after each call; next to torch's OpenMP pool it
 made a 16-image NCHW convolution take 255 ms instead of 8 ms, and torch's own convolution
 next to it 50 ms instead of 1.5 ms. `single_threaded_blas()` sets this once per process.
@@ -22,9 +24,11 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from numba import prange
+from numba import prange, types
+from numba.extending import overload
 
 from cuvil.runtime.numba_cache import njit
+from cuvil.runtime.sgemm import sgemm
 
 GEMV_PAR_WORK = 1 << 16  # multiply-adds below which one thread is faster
 GEMM_PAR_WORK = 1 << 20  # multiply-adds below which one BLAS call on one thread is faster
@@ -97,8 +101,20 @@ def gemv(a, wt, c, parts):
         gemv_block(a, wt, c, 0, wt.shape[0])
 
 
+def _product(a, b, c, parts):
+    """c = a @ b on `parts` threads: the f32 tile, or BLAS (typed in `_product_for`)."""
+
+
+@overload(_product)
+def _product_for(a, b, c, parts):
+    arrays = (a, b, c)
+    if all(x.dtype == types.float32 and x.layout == "C" for x in arrays):
+        return lambda a, b, c, parts: sgemm(a, b, c, parts)
+    return lambda a, b, c, parts: _blas(a, b, c, parts)
+
+
 @njit(nogil=True, parallel=True)
-def _gemm_parallel(a, b, c, parts):
+def _blas_parallel(a, b, c, parts):
     m = a.shape[0]
     step = (m + parts - 1) // parts
     for t in prange(parts):
@@ -109,13 +125,18 @@ def _gemm_parallel(a, b, c, parts):
 
 
 @njit(nogil=True)
-def gemm(a, b, c, parts):
-    """c = a @ b (2-d, C-contiguous), row blocks split between `parts` threads."""
-    if parts > 1 and a.shape[0] >= 2 * parts and \
-            a.shape[0] * a.shape[1] * b.shape[1] >= GEMM_PAR_WORK:
-        _gemm_parallel(a, b, c, parts)
+def _blas(a, b, c, parts):
+    if parts > 1 and a.shape[0] >= 2 * parts:
+        _blas_parallel(a, b, c, parts)
     else:
         np.dot(a, b, c)
+
+
+@njit(nogil=True)
+def gemm(a, b, c, parts):
+    """c = a @ b (2-d, C-contiguous), split between `parts` threads when it is big enough."""
+    big = a.shape[0] * a.shape[1] * b.shape[1] >= GEMM_PAR_WORK
+    _product(a, b, c, parts if big else 1)
 
 
 @njit(nogil=True, parallel=True)
@@ -123,7 +144,7 @@ def _batched_parallel(a, b, c, parts):
     nb = a.shape[0]
     for t in prange(parts):
         for i in range(t, nb, parts):
-            np.dot(a[i], b[i], c[i])
+            _product(a[i], b[i], c[i], 1)
 
 
 @njit(nogil=True)

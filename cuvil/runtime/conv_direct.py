@@ -1,4 +1,4 @@
-"""Direct NCHW f32 convolution: the register tile of `conv_tile` run over each image,
+"""Direct NCHW f32 convolution: the register tile of `f32_tile` run over each image,
 without im2col and without a BLAS call.
 
 An image is first arranged so that every tap of every output pixel is a fixed offset from
@@ -19,7 +19,7 @@ import numpy as np
 from numba import prange
 
 from cuvil.runtime.blas import GEMM_PAR_WORK
-from cuvil.runtime.conv_tile import LANES, MR, tile_kernel
+from cuvil.runtime.f32_tile import LANES, MR, tile_kernel
 from cuvil.runtime.numba_cache import njit
 
 _T1, _T2 = tile_kernel(1), tile_kernel(2)
@@ -95,10 +95,10 @@ def _units(src, offs, wk, out, geo, hq, wq, u0, u1):
         for co in range(0, oc, MR):
             rows_left = min(MR, oc - co)
             if nv == 2:
-                _T2(src, q0, offs, kk, wf, co, ldw, flat, co * oh * ow + d0, oh * ow,
+                _T2(src, q0, offs, kk, wf, co, ldw, 1, flat, co * oh * ow + d0, oh * ow,
                     rows_left, cols)
             else:
-                _T1(src, q0, offs, kk, wf, co, ldw, flat, co * oh * ow + d0, oh * ow,
+                _T1(src, q0, offs, kk, wf, co, ldw, 1, flat, co * oh * ow + d0, oh * ow,
                     rows_left, cols)
 
 

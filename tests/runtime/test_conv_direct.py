@@ -1,5 +1,5 @@
 """The direct f32 NCHW convolution (`cuvil.runtime.conv_direct` on the register tile of
-`conv_tile`) against torch's conv2d: every geometry (kernel, stride per axis, padding,
+`f32_tile`) against torch's conv2d: every geometry (kernel, stride per axis, padding,
 dilation), channel counts that are not whole tiles, rows shorter and longer than a tile,
 one thread and two (images split, or one image's tiles split); and through the compiler,
 with a fused epilogue, against the reference executor."""
