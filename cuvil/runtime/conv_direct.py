@@ -9,8 +9,9 @@ the weight's rows, then holds the geometry; output row i, pixels j0.. read from 
 offs[k]. When no tap reaches sideways (1x1, or kernel = stride) and rows are exactly
 `Wq` long, the whole image is one row of OH*OW pixels.
 
-Work is split in units of (row, 16*nv pixels): images between threads when there are at
-least as many images as threads, else the units of each image.
+Work is split in units of (row, 16 or 32 pixels), or pairs of rows of exactly 16 pixels
+(a vector each: a 16x16 image would otherwise leave half the tile idle): images between
+threads when there are at least as many images as threads, else the units of each image.
 """
 
 from __future__ import annotations
@@ -79,34 +80,45 @@ def _rows(geo, hq, wq, oh, ow):
     return oh, ow, wq
 
 
+@njit(nogil=True, inline="always")
+def _tiling(geo, hq, wq, oh, ow):
+    """(units, tiles per row, tile width): rows of exactly 16 pixels go two to a tile
+    (one vector each), other rows are cut in tiles of 32 pixels, or 16 when shorter."""
+    rows, length, step = _rows(geo, hq, wq, oh, ow)
+    if length == LANES and rows > 1:
+        return (rows + 1) // 2, 1, 0
+    width = 2 * LANES if length >= 2 * LANES else LANES
+    per_row = (length + width - 1) // width
+    return rows * per_row, per_row, width
+
+
 @njit(nogil=True, fastmath=True)
 def _units(src, offs, wk, out, geo, hq, wq, u0, u1):
-    """Units u0..u1 of one image: unit = (row, pixel tile), every channel tile of it."""
+    """Units u0..u1 of one image (see `_tiling`), every channel tile of each."""
     oc, oh, ow = out.shape
     rows, length, step = _rows(geo, hq, wq, oh, ow)
-    nv = 2 if length >= 2 * LANES else 1
-    width = nv * LANES
-    per_row = (length + width - 1) // width
+    units, per_row, width = _tiling(geo, hq, wq, oh, ow)
     flat, ldw, kk = out.reshape(oc * oh * ow), wk.shape[1], offs.shape[0]
     wf = wk.reshape(wk.size)
     for u in range(u0, u1):
-        i, j0 = u // per_row, (u % per_row) * width
-        q0, d0, cols = i * step + j0, i * length + j0, min(width, length - j0)
+        if width == 0:  # rows 2u and 2u + 1, a vector each
+            q0, d0, cols, xv, dv = 2 * u * step, 2 * u * length, LANES * min(2, rows - 2 * u), \
+                step, length
+        else:
+            i, j0 = u // per_row, (u % per_row) * width
+            q0, d0, cols, xv, dv = i * step + j0, i * length + j0, min(width, length - j0), \
+                LANES, LANES
         for co in range(0, oc, MR):
-            rows_left = min(MR, oc - co)
-            if nv == 2:
-                _T2(src, q0, offs, kk, wf, co, ldw, 1, flat, co * oh * ow + d0, oh * ow,
-                    rows_left, cols)
+            rows_left, at = min(MR, oc - co), co * oh * ow + d0
+            if width != LANES:
+                _T2(src, q0, offs, kk, wf, co, ldw, 1, flat, at, oh * ow, rows_left, cols, xv, dv)
             else:
-                _T1(src, q0, offs, kk, wf, co, ldw, 1, flat, co * oh * ow + d0, oh * ow,
-                    rows_left, cols)
+                _T1(src, q0, offs, kk, wf, co, ldw, 1, flat, at, oh * ow, rows_left, cols, xv, dv)
 
 
 @njit(nogil=True, inline="always")
 def _n_units(geo, hq, wq, oh, ow):
-    rows, length, step = _rows(geo, hq, wq, oh, ow)
-    width = 2 * LANES if length >= 2 * LANES else LANES
-    return rows * ((length + width - 1) // width)
+    return _tiling(geo, hq, wq, oh, ow)[0]
 
 
 @njit(nogil=True)

@@ -69,8 +69,9 @@ def _row_operands(builder, wb, wm, rows, mr: int) -> list:
         for m in range(mr)]
 
 
-def _loop(builder, ptrs, kk, wk, masks, mr: int, nv: int) -> list:
-    """The loop over the kk steps; returns the mr*nv accumulators after it (zero if kk=0)."""
+def _loop(builder, ptrs, kk, wk, xv, masks, mr: int, nv: int) -> list:
+    """The loop over the kk steps; returns the mr*nv accumulators after it (zero if kk=0).
+    Vector v of step k loads from xb + offs[k] + v*xv."""
     xb, op, wcols = ptrs
     intp, zero = kk.type, ir.Constant(VEC, None)
     load = _intrinsic(builder, "llvm.masked.load.v16f32.p0", VEC,
@@ -83,8 +84,8 @@ def _loop(builder, ptrs, kk, wk, masks, mr: int, nv: int) -> list:
     k = builder.phi(intp)
     accs = [builder.phi(VEC) for _ in range(mr * nv)]
     xrow = builder.gep(xb, [builder.load(builder.gep(op, [k]))])
-    xs = [builder.call(load, [builder.bitcast(builder.gep(xrow, [ir.Constant(intp, LANES * v)]),
-                                              VEC.as_pointer()),
+    xs = [builder.call(load, [builder.bitcast(builder.gep(xrow, [builder.mul(
+        ir.Constant(intp, v), xv)]), VEC.as_pointer()),
                               ir.Constant(I32, 4), masks[v], zero]) for v in range(nv)]
     step = builder.mul(k, wk)
     new = []
@@ -106,8 +107,9 @@ def _loop(builder, ptrs, kk, wk, masks, mr: int, nv: int) -> list:
     return final
 
 
-def _store(builder, accs, db, ldd, rows, masks, mr: int, nv: int) -> None:
-    """Row m of the tile to db + m*ldd, for m < rows, lanes masked to the live columns."""
+def _store(builder, accs, db, ldd, dv, rows, masks, mr: int, nv: int) -> None:
+    """Row m of the tile to db + m*ldd (vector v at + v*dv), for m < rows, lanes masked to
+    the live columns."""
     intp = ldd.type
     store = _intrinsic(builder, "llvm.masked.store.v16f32.p0", ir.VoidType(),
                        [VEC, VEC.as_pointer(), I32, MASK])
@@ -117,7 +119,7 @@ def _store(builder, accs, db, ldd, rows, masks, mr: int, nv: int) -> None:
         builder.position_at_end(live)
         row = builder.gep(db, [builder.mul(ir.Constant(intp, m), ldd)])
         for v in range(nv):
-            ptr = builder.bitcast(builder.gep(row, [ir.Constant(intp, LANES * v)]),
+            ptr = builder.bitcast(builder.gep(row, [builder.mul(ir.Constant(intp, v), dv)]),
                                   VEC.as_pointer())
             builder.call(store, [accs[m * nv + v], ptr, ir.Constant(I32, 4), masks[v]])
         builder.branch(after)
@@ -126,16 +128,18 @@ def _store(builder, accs, db, ldd, rows, masks, mr: int, nv: int) -> None:
 
 @cache
 def tile_kernel(nv: int, mr: int = MR):
-    """`tile(x, q0, offs, kk, w, w0, wk, wm, d, d0, ldd, rows, cols)`: for m < rows and
-    t < cols, d[d0 + m*ldd + t] = the sum over k < kk of w[w0 + k*wk + m*wm] *
-    x[q0 + offs[k] + t]; 0 < cols <= 16*nv, 0 < rows <= mr; all arrays f32 but offs."""
+    """`tile(x, q0, offs, kk, w, w0, wk, wm, d, d0, ldd, rows, cols, xv, dv)`: for m < rows,
+    vector v < nv and lane l with t = 16v + l < cols, d[d0 + m*ldd + v*dv + l] = the sum
+    over k < kk of w[w0 + k*wk + m*wm] * x[q0 + offs[k] + v*xv + l]; 0 < cols <= 16*nv,
+    0 < rows <= mr; all arrays f32 but offs. Contiguous columns: xv = dv = 16; vectors
+    may also be rows of 16 pixels (xv, dv: the row strides)."""
 
     @intrinsic
-    def tile(typingctx, x, q0, offs, kk, w, w0, wk, wm, d, d0, ldd, rows, cols):
+    def tile(typingctx, x, q0, offs, kk, w, w0, wk, wm, d, d0, ldd, rows, cols, xv, dv):
         if any(getattr(a, "dtype", None) != types.float32 for a in (x, w, d)):
             return None
         ip = types.intp
-        sig = types.void(x, ip, offs, ip, w, ip, ip, ip, d, ip, ip, ip, ip)
+        sig = types.void(x, ip, offs, ip, w, ip, ip, ip, d, ip, ip, ip, ip, ip, ip)
 
         def codegen(context, builder, signature, args):
             data = [context.make_array(signature.args[i])(context, builder, args[i]).data
@@ -144,9 +148,9 @@ def tile_kernel(nv: int, mr: int = MR):
             wcols = _row_operands(builder, builder.gep(data[2], [args[5]]), args[7], args[11],
                                   mr)
             ptrs = (builder.gep(data[0], [args[1]]), data[1], wcols)
-            accs = _loop(builder, ptrs, args[3], args[6], masks, mr, nv)
-            _store(builder, accs, builder.gep(data[3], [args[9]]), args[10], args[11], masks, mr,
-                   nv)
+            accs = _loop(builder, ptrs, args[3], args[6], args[13], masks, mr, nv)
+            _store(builder, accs, builder.gep(data[3], [args[9]]), args[10], args[14], args[11],
+                   masks, mr, nv)
             return context.get_dummy_value()
 
         return sig, codegen

@@ -32,9 +32,11 @@ def _block(a, b, c, offs, m0, m1, n0, n1):
         for i in range(m0, m1, MR):
             rows = min(MR, m1 - i)
             if cols > LANES:
-                _T2(bf, j, offs, kd, af, i * kd, 1, kd, cf, i * nd + j, nd, rows, cols)
+                _T2(bf, j, offs, kd, af, i * kd, 1, kd, cf, i * nd + j, nd, rows, cols, LANES,
+                    LANES)
             else:
-                _T1(bf, j, offs, kd, af, i * kd, 1, kd, cf, i * nd + j, nd, rows, cols)
+                _T1(bf, j, offs, kd, af, i * kd, 1, kd, cf, i * nd + j, nd, rows, cols, LANES,
+                    LANES)
 
 
 @njit(nogil=True, parallel=True)

@@ -7,6 +7,7 @@ with a fused epilogue, against the reference executor."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -51,11 +52,12 @@ def test_matches_torch_on_every_geometry(case):
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
-def test_large_enough_to_split_between_threads():
+@pytest.mark.parametrize("h, w", [(33, 35), (16, 16), (15, 16)])  # rows of 16: two a tile
+def test_large_enough_to_split_between_threads(h, w):
     for n in (1, 2, 5):  # one image split into tiles; images split between threads
-        x, wk, ref, geo = _case(n, 16, 20, 33, 35, (3, 3), (1, 1), (1, 1), (1, 1), seed=n)
+        x, wk, ref, geo = _case(n, 16, 20, h, w, (3, 3), (1, 1), (1, 1), (1, 1), seed=n)
         out = np.full(ref.shape, np.nan, np.float32)
-        conv2d_nchw_direct(x, wk, out, _scratch(geo, 16, 33, 35), geo, 2)
+        conv2d_nchw_direct(x, wk, out, _scratch(geo, 16, h, w), geo, 2)
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
