@@ -2,9 +2,11 @@
 
 Lowers `scaled_dot_product_attention` and the same computation written out (a matmul with a
 transposed `k`, an elementwise chain of scaling and masking, a last-dim softmax, a second
-matmul). Each slice's scores stay in a per-thread scratch tile: two BLAS products around a
-row loop that applies the chain and the softmax while the row is in cache. Slices run in
-`prange`; the score tensor is never materialized.
+matmul). Each slice's scores stay in a per-thread scratch tile: two products
+(`cuvil.runtime.blas.gemm`: the f32 register tile, BLAS for f64) around a row loop that
+applies the chain and the softmax while the row is in cache. Keys given as rows are
+transposed into a per-thread scratch first (the tile reads its right operand's rows).
+Slices run in `prange`; the score tensor is never materialized.
 """
 
 from __future__ import annotations
@@ -155,6 +157,8 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
         decode.append(f"b{d} = {index} % q.shape[{d}]" if d > 0 else f"b0 = {index}")
     tile = ctx.add_scratch(f"{out_name}.scores", Scratch(dt, ("threads", scores.shape[-2],
                                                                   scores.shape[-1])))
+    keys = ctx.add_scratch(f"{out_name}.keys", Scratch(dt, ("threads", ctx.type(qkv[0]).shape[-1],
+                                                             scores.shape[-1]))) if k_rows else ""
     neg = literal(float("-inf"), dt)
     row = ["for j in range(sl):", "    acc = s[i, j]"] + indent(chain, 1) + [
         f"    s[i, j] = {result}", f"m = {neg}", "for j in range(sl):", "    m = max(m, s[i, j])",
@@ -162,9 +166,11 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
         f"    e = {math_call('exp', 's[i, j] - m', dt)}",
         "    s[i, j] = e", "    tot += e", f"inv = {literal(1, dt)} / tot", "for j in range(sl):",
         "    s[i, j] *= inv"]
-    product = "np.dot(q3[b], k3[b].T, s)" if k_rows else "np.dot(q3[b], k3[b], s)"
-    per_slice = [product] + decode + ["for i in range(ql):"] + \
-        indent(row, 1) + ["np.dot(s, v3[b], o3[b])"]
+    product = ["for jj in range(sl):", "    for dd in range(d):",
+               "        kt[dd, jj] = k3[b, jj, dd]", "gemm(q3[b], kt, s, 1)"] if k_rows else \
+        ["gemm(q3[b], k3[b], s, 1)"]
+    per_slice = product + decode + ["for i in range(ql):"] + \
+        indent(row, 1) + ["gemm(s, v3[b], o3[b], 1)"]
     body = [f"nbh = q.size // (q.shape[{r - 2}] * q.shape[{r - 1}])",
             f"ql = q.shape[{r - 2}]", f"d = q.shape[{r - 1}]",
             f"sl = k.shape[{r - 2}]" if k_rows else f"sl = k.shape[{r - 1}]",
@@ -173,11 +179,13 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
             "v3 = v.reshape((nbh, sl, dv))", "o3 = out.reshape((nbh, ql, dv))",
             "parts = min(threads, nbh, tiles.shape[0])", "step = (nbh + parts - 1) // parts",
             f"for t in {'prange' if parallel else 'range'}(parts):"] + indent(
-        ["s = tiles[t]", "for b in range(t * step, min(nbh, (t + 1) * step)):"]
-        + indent(per_slice, 1), 1)
-    params = ["q", "k", "v", *[op.arg for op in operands], "tiles", "threads", "out"]
-    return KernelSpec("attention", params, [*qkv, *args, tile, THREADS, out_name], body,
-                      parallel, fastmath="rows", scratch={tile: ctx.scratch[tile]})
+        ["s = tiles[t]", *(["kt = keys[t]"] if keys else []),
+         "for b in range(t * step, min(nbh, (t + 1) * step)):"] + indent(per_slice, 1), 1)
+    scratch = [tile, keys] if keys else [tile]
+    params = ["q", "k", "v", *[op.arg for op in operands], "tiles", *(["keys"] if keys else []),
+              "threads", "out"]
+    return KernelSpec("attention", params, [*qkv, *args, *scratch, THREADS, out_name], body,
+                      parallel, fastmath="rows", scratch={s: ctx.scratch[s] for s in scratch})
 
 
 def chain_at_element(operands, r: int, chain: list[str], inline: bool):

@@ -3,6 +3,7 @@
 
 import numpy as np
 from numba import njit, prange
+from cuvil.runtime.blas import gemm  # cuvil.runtime.blas <runtime hash>
 from cuvil.runtime.vmath import vexp  # cuvil.runtime.vmath <runtime hash>
 
 ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}
@@ -15,7 +16,7 @@ ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}
 #   v6 = softmax(v5)
 #   v7 = matmul(v6, v) at gpt.py:40
 @njit(cache=True, nogil=True, parallel=True, error_model='numpy', fastmath=ROWS)
-def k0_attention(q, k, v, x3, tiles, threads, out):
+def k0_attention(q, k, v, x3, tiles, keys, threads, out):
     nbh = q.size // (q.shape[2] * q.shape[3])
     ql = q.shape[2]
     d = q.shape[3]
@@ -29,8 +30,12 @@ def k0_attention(q, k, v, x3, tiles, threads, out):
     step = (nbh + parts - 1) // parts
     for t in prange(parts):
         s = tiles[t]
+        kt = keys[t]
         for b in range(t * step, min(nbh, (t + 1) * step)):
-            np.dot(q3[b], k3[b].T, s)
+            for jj in range(sl):
+                for dd in range(d):
+                    kt[dd, jj] = k3[b, jj, dd]
+            gemm(q3[b], kt, s, 1)
             for i in range(ql):
                 for j in range(sl):
                     acc = s[i, j]
@@ -49,7 +54,7 @@ def k0_attention(q, k, v, x3, tiles, threads, out):
                 inv = np.float32(1.0) / tot
                 for j in range(sl):
                     s[i, j] *= inv
-            np.dot(s, v3[b], o3[b])
+            gemm(s, v3[b], o3[b], 1)
 
-def entry(in0, in1, in2, in3, s0, o0, n_batch, n_threads, fallbacks):
-    k0_attention(in0, in1, in2, in3, s0, n_threads, o0)
+def entry(in0, in1, in2, in3, s0, s1, o0, n_batch, n_threads, fallbacks):
+    k0_attention(in0, in1, in2, in3, s0, s1, n_threads, o0)
