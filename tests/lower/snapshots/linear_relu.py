@@ -16,7 +16,7 @@ def k0_gemm(x0, x1, x2, threads, x4, out):
     mrows = x0.shape[0]
     am = x0.reshape((mrows, kd))
     cm = out.reshape((mrows, nd))
-    if mrows <= 8:
+    if mrows <= 3:
         gemv(am, x2, cm, threads)
     else:
         gemm(am, x1, cm, threads)
