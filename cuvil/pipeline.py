@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from cuvil.egraph.limits import check_strategy
 from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph
@@ -61,8 +63,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     strategy = check_strategy(strategy)
     tracer = Tracer()
     with compile_progress(tracer, display_name(model)):
-        with tracer.stage("import"):
-            graph = as_graph(model, example_inputs, dynamic_shapes)
+        graph = import_model(model, example_inputs, dynamic_shapes, tracer, cache)
         graph = _calibrated(graph, quantize, tracer)
         settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable),
                             "auto", _hints(graph, example_inputs), strategy)
@@ -188,6 +189,18 @@ def _calibrated(graph: Graph, quantize: Any, tracer: Tracer) -> Graph:
 def _write_trace(tracer: Tracer, path: str | Path | None) -> None:
     if path is not None:
         tracer.write(path)
+
+
+def import_model(model: Any, example_inputs: Sequence[Any] | None, dynamic_shapes: Any,
+                 tracer: Tracer, cache: bool) -> Graph:
+    """Stage import: the model's Cuvil graph; with `cache`, through the import cache
+    (`cuvil/cache/imports.py`), whose hit is stage "import (cached)"."""
+    if cache and isinstance(model, torch.nn.Module):
+        from cuvil.cache.imports import import_model as cached_import
+
+        return cached_import(model, example_inputs, dynamic_shapes, tracer)
+    with tracer.stage("import"):
+        return as_graph(model, example_inputs, dynamic_shapes)
 
 
 def as_graph(model: Any, example_inputs: Sequence[Any] | None, dynamic_shapes: Any) -> Graph:

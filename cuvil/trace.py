@@ -46,6 +46,12 @@ class Tracer:
             if self.listener is not None:
                 self.listener(name, True)
 
+    def add(self, name: str, start: float, seconds: float, **args: Any) -> None:
+        """Record a stage that has finished already: one whose name its outcome decides
+        (`import (cached)` or `import key`)."""
+        self.totals[name] = self.totals.get(name, 0.0) + seconds
+        self._event(name, start, seconds, **args)
+
     def step(self, result: Any) -> None:
         """Record one saturation iteration (a `StepResult`) as it finishes."""
         self.steps += 1

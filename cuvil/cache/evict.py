@@ -1,11 +1,11 @@
 """The cache directory's size: what it holds (`usage`), emptying it (`clear`), and keeping it
 under `CUVIL_CACHE_MAX_MB` by removing the least recently used units (`keep_size`).
 
-A unit is one optimized graph (`graphs/<key>.cvg`) or one generated module (a kernel's, or
-a graph's entry) with Numba's files for it (`kernels/cuvil_<hash>.py` and
-`kernels/__pycache__/cuvil_<hash>.*`); its age is its file's modification time, which a
-hit refreshes. One process evicts at a time (a file lock); a unit used in the last minute
-is never removed.
+A unit is one optimized graph (`graphs/<key>.cvg`), one imported graph (`imports/<key>.cvi`)
+or one generated module (a kernel's, or a graph's entry) with Numba's files for it
+(`kernels/cuvil_<hash>.py` and `kernels/__pycache__/cuvil_<hash>.*`); its age is its file's
+modification time, which a hit refreshes. One process evicts at a time (a file lock); a
+unit used in the last minute is never removed.
 
 `keep_size` scans the whole directory. After a store, `after_store` scans only when this
 process's running estimate of the size (the last scan's total plus what it stored since)
@@ -26,7 +26,7 @@ from cuvil.errors import CuvilError
 from cuvil.paths import cache_dir
 
 DEFAULT_MAX_MB = 2048
-KINDS = ("graphs", "kernels", "rules", "numba")
+KINDS = ("graphs", "imports", "kernels", "rules", "numba")
 RECENT_S = 60.0
 RESCAN_S = 60.0  # the longest `after_store` trusts its estimate of the directory's size
 
@@ -57,6 +57,7 @@ class Unit:
 def units(root: Path | None = None) -> list[Unit]:
     root = root or cache_dir()
     found = [Unit("graphs", [p]) for p in sorted((root / "graphs").glob("*.cvg"))]
+    found += [Unit("imports", [p]) for p in sorted((root / "imports").glob("*.cvi"))]
     kernels = root / "kernels"
     for module in sorted(kernels.glob("cuvil_*.py")):
         found.append(Unit("kernels", [module, *sorted(

@@ -57,6 +57,7 @@ class ImportReport:
     fallbacks: list[tuple[str, Source]] = field(default_factory=list)  # aten op, its source
     notes: list[str] = field(default_factory=list)
     nodes: int = 0
+    cache: str = ""  # what the import cache did (cuvil.compile): "hit (...)", "miss: ..."
 
     @property
     def dynamic(self) -> bool:
@@ -76,4 +77,6 @@ class ImportReport:
         else:
             lines.append("  every op maps to the Cuvil catalog")
         lines += [f"  note: {n}" for n in self.notes]
+        if self.cache:
+            lines.append(f"  import cache: {self.cache}")
         return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""One import-cache entry as bytes: the imported graph's text, its import report, and how
+each of its constants is found again. No pickles, like `entry.py`.
+
+    CUVIL-IMPORT 1 <sha256 of everything after this line>
+    {"parts": ..., "graph": "graph MLP(...) {...}", "order": [...], "counter": 8,
+     "report": {...}, "constants": {ref: binding}}
+    <the bytes of the constants stored, one after another>
+
+A constant is bound, on a hit, to the live model's own tensor: `["path", "fc.weight"]`
+(a parameter, buffer or tensor attribute the key covers, by its path in the model), or
+`["view", path, offset, shape, strides]` (a view of one, such as a bias reshaped to
+broadcast), or `["transpose", path, d0, d1]` (the transposed copy of a weight the importer
+makes for `matmul`); only what the import computed otherwise (a folded constant) is
+stored, as `["bytes", dtype, shape, offset, length]`. `decode` checks the checksum and the key, and
+that every tensor found has the dtype and shape its `const` node says.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+
+from cuvil.cache.entry import Damaged
+from cuvil.cache.key import digest
+from cuvil.frontend.report import ImportReport, Source
+from cuvil.ir.graph import Graph
+from cuvil.ir.types import DType
+
+MAGIC = b"CUVIL-IMPORT"
+VERSION = b"1"
+
+
+def encode(parts: dict[str, str], graph: Graph, bindings: dict[str, list]) -> bytes:
+    """The entry for `graph`; `bindings` say where each constant is found again
+    (`["bytes"]` for one to store)."""
+    constants, blobs, offset = {}, [], 0
+    for ref, binding in sorted(bindings.items()):
+        if binding[0] == "bytes":
+            t = graph.constants[ref].detach().cpu().contiguous()
+            data = t.reshape(-1).view(torch.uint8).numpy().tobytes()
+            binding = ["bytes", str(t.dtype).removeprefix("torch."), list(t.shape), offset,
+                       len(data)]
+            blobs.append(data)
+            offset += len(data)
+        constants[ref] = binding
+    header = {"parts": parts, "graph": graph.to_text(), "order": list(graph.nodes),
+              "counter": graph._counter, "report": report_json(graph.import_report),
+              "constants": constants}
+    body = json.dumps(header, sort_keys=True).encode() + b"\n" + b"".join(blobs)
+    return MAGIC + b" " + VERSION + b" " + digest(body).encode() + b"\n" + body
+
+
+def decode(data: bytes, parts: dict[str, str], model: torch.nn.Module) -> Graph:
+    """The graph in `data`, its constants bound to `model`'s tensors and the entry's."""
+    head, _, body = data.partition(b"\n")
+    if head.split(b" ") != [MAGIC, VERSION, digest(body).encode()]:
+        raise Damaged("checksum or format")
+    text, _, blob = body.partition(b"\n")
+    header = json.loads(text)
+    if header["parts"] != parts:
+        raise Damaged("another key")
+    constants = {ref: _bound(binding, model, blob)
+                 for ref, binding in header["constants"].items()}
+    graph = Graph.from_text(header["graph"], constants)
+    if sorted(header["order"]) != sorted(graph.nodes) or set(constants) != set(graph.constants):
+        raise Damaged("nodes or constants")
+    graph.nodes = {name: graph.nodes[name] for name in header["order"]}
+    for node in graph:
+        if node.op == "const":
+            t = graph.constants[node.attrs["ref"]]
+            if tuple(t.shape) != node.type.shape or DType.from_torch(t.dtype) != node.type.dtype:
+                raise Damaged(f"constant {node.attrs['ref']} is not {node.type}")
+    graph._counter = header["counter"]
+    graph.import_report = report_of(header["report"])
+    return graph
+
+
+def _bound(binding: list, model: torch.nn.Module, blob: bytes) -> torch.Tensor:
+    kind = binding[0]
+    if kind == "bytes":
+        dtype, shape, offset, length = binding[1:]
+        raw = bytearray(blob[offset:offset + length])
+        if not raw:
+            return torch.empty(shape, dtype=getattr(torch, dtype))
+        return torch.frombuffer(raw, dtype=torch.uint8).view(getattr(torch, dtype)).reshape(shape)
+    tensor = find(model, binding[1])
+    if kind == "path":
+        return tensor
+    with torch.no_grad():
+        if kind == "view":
+            offset, shape, strides = binding[2:]
+            return tensor.as_strided(shape, strides, offset)
+        if kind == "transpose":
+            return tensor.transpose(binding[2], binding[3]).contiguous().detach()
+    raise Damaged(f"binding {kind!r}")
+
+
+def find(model: torch.nn.Module, path: str) -> torch.Tensor:
+    """The tensor at `path` (`block.fc.weight`) in `model`."""
+    value: Any = model
+    for part in path.split("."):
+        value = getattr(value, part, None)
+    if not isinstance(value, torch.Tensor):
+        raise Damaged(f"no tensor at {path}")
+    return value
+
+
+def report_json(report: ImportReport) -> dict[str, Any]:
+    return {"model": report.model, "dynamic_dims": report.dynamic_dims,
+            "fallbacks": [[op, src.where, src.code] for op, src in report.fallbacks],
+            "notes": report.notes, "nodes": report.nodes}
+
+
+def report_of(data: dict[str, Any]) -> ImportReport:
+    return ImportReport(data["model"], dict(data["dynamic_dims"]),
+                        [(op, Source(where, code)) for op, where, code in data["fallbacks"]],
+                        list(data["notes"]), data["nodes"])
