@@ -3,10 +3,20 @@
     module = cuvil.dsl.parse(text, path="my.cvr")     # syntax only: an `ast.Module`
     library = cuvil.rules.load("rules/")               # parsed and checked
 
-Every problem in a `.cvr` source raises `CvrError`, which carries all diagnostics.
+Every problem in a `.cvr` source raises `CvrError`, which carries all diagnostics. The
+parser (and Lark) is imported on first use: lowering a cached graph reads `ast` alone.
 """
 
+from typing import Any
+
 from cuvil.dsl.diagnostics import CvrError, Diagnostic
-from cuvil.dsl.parser import parse
 
 __all__ = ["CvrError", "Diagnostic", "parse"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "parse":
+        from cuvil.dsl.parser import parse
+
+        return parse
+    raise AttributeError(f"module 'cuvil.dsl' has no attribute {name!r}")
