@@ -54,12 +54,45 @@ def decode(sig) -> tuple:
 
 def is_cold(fn, sigs) -> bool:
     """Whether compiling `fn` for `sigs` would run Numba's compiler (not in this process,
-    not in the on-disk cache). A kernel with no on-disk cache (its target's decorator has
-    no `cache=True`) is never sent to a worker: nothing would carry its code back."""
+    not in the on-disk cache). What the on-disk cache holds is loaded into `fn` on the
+    way, by Numba's own `compile` stopped short of its compiler (`_CacheOnly`), so the
+    caller's `compile` finds it loaded: a warm compile loads each kernel once. A kernel
+    with no on-disk cache (its target's decorator has no `cache=True`: a `NullCache`) is
+    never sent to a worker, nothing would carry its code back, and nothing is loaded."""
     if not isinstance(fn, CPUDispatcher) or not hasattr(fn._cache, "_cache_file"):
         return False
-    return any(sig not in fn.overloads and fn._cache.load_overload(sig, fn.targetctx) is None
-               for sig in sigs)
+    cache = fn._cache
+    fn._cache = _CacheOnly(cache)
+    try:
+        for sig in sigs:
+            fn.compile(sig)
+    except _Cold:
+        return True
+    finally:
+        fn._cache = cache
+    return False
+
+
+class _Cold(Exception):
+    """Numba's cache does not hold an overload: compiling it would run the compiler."""
+
+
+class _CacheOnly:
+    """A dispatcher's on-disk cache that stops `Dispatcher.compile` where it would
+    compile from scratch (a miss raises `_Cold`): a hit is installed as Numba installs
+    one (counted in `stats.cache_hits`)."""
+
+    def __init__(self, cache):
+        self._cache = cache
+
+    def load_overload(self, sig, target_context):
+        found = self._cache.load_overload(sig, target_context)
+        if found is None:
+            raise _Cold
+        return found
+
+    def __getattr__(self, name):
+        return getattr(self._cache, name)
 
 
 @dataclass(frozen=True)

@@ -105,3 +105,40 @@ def test_a_kernel_without_an_on_disk_cache_is_never_sent_to_a_worker():
 
     uncached = njit(lambda a: a + 1)
     assert not compile_pool.is_cold(uncached, [(nbtypes.int64,)])
+
+
+KERNEL_SOURCE = """
+from numba import njit
+
+@njit(cache=True)
+def kernel(a):
+    return a * 3 + 1
+"""
+
+
+def fresh_kernel(path, name: str):
+    """`kernel` of the module file `path`, imported anew (a fresh Numba dispatcher)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kernel
+
+
+def test_a_cached_kernel_is_loaded_once_and_a_cold_one_is_not_compiled(tmp_path):
+    from numba.core import types as nbtypes
+
+    path = tmp_path / "cuvil_loaded_once.py"
+    path.write_text(KERNEL_SOURCE)
+    sig = (nbtypes.int64,)
+    cold = fresh_kernel(path, "loaded_once_a")
+    assert compile_pool.is_cold(cold, [sig])
+    assert not cold.overloads and not cold.stats.cache_misses  # nothing was compiled
+    cold.compile(sig)  # now in Numba's on-disk cache
+    warm = fresh_kernel(path, "loaded_once_b")
+    assert not compile_pool.is_cold(warm, [sig])
+    assert sig in warm.overloads and sum(warm.stats.cache_hits.values()) == 1  # loaded...
+    warm.compile(sig)
+    assert sum(warm.stats.cache_hits.values()) == 1  # ...once: compile finds it loaded
+    assert warm(4) == 13
