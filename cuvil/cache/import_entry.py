@@ -88,12 +88,12 @@ def _bound(binding: list, model: torch.nn.Module, blob: bytes) -> torch.Tensor:
     tensor = find(model, binding[1])
     if kind == "path":
         return tensor
-    with torch.no_grad():
+    with torch.no_grad():  # as the importer makes them: detached
         if kind == "view":
             offset, shape, strides = binding[2:]
-            return tensor.as_strided(shape, strides, offset)
+            return tensor.detach().as_strided(shape, strides, offset)
         if kind == "transpose":
-            return tensor.transpose(binding[2], binding[3]).contiguous().detach()
+            return tensor.detach().transpose(binding[2], binding[3]).contiguous()
     raise Damaged(f"binding {kind!r}")
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import os
 import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +35,10 @@ IGNORED = frozenset({"_forward_hooks", "_forward_hooks_with_kwargs",
 HOOKS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
          "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_backward_hooks",
          "_backward_pre_hooks")
+TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+# nn.Module's methods a call of a module runs (libraries add methods of their own to it,
+# such as transformers' `smart_apply`, which no forward calls).
+MODULE_CALL = ("__call__", "_wrapped_call_impl", "_call_impl", "__getattr__", "forward")
 _TORCH_VALUES = (torch.dtype, torch.device, torch.layout, torch.memory_format)
 _PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 _AS = {immutable_list: list, immutable_dict: dict}  # torch.fx's frozen forms of its args
@@ -95,10 +101,34 @@ def function_name(fn: Any) -> str:
 
 def check_torch_class(cls: type) -> None:
     """`cls` must be torch's own, found again under its name (not a subclass made on the
-    fly, such as parametrize's `ParametrizedLinear`)."""
+    fly, such as parametrize's `ParametrizedLinear`), and so must the code of every method
+    of it and its bases (not a `forward` patched onto torch's class)."""
     if not cls.__module__.startswith("torch."):
         raise NotCacheable(f"{cls.__qualname__} is not a torch class")
     function_name(cls)
+    for base in cls.__mro__:
+        members = vars(base).items() if base not in (torch.nn.Module, object) else [
+            (name, vars(base)[name]) for name in MODULE_CALL if name in vars(base)]
+        for name, member in members:
+            if not _torch_code(member):
+                raise NotCacheable(f"{base.__qualname__}.{name} is not torch's code")
+
+
+def patched_functional() -> str | None:
+    """The first of torch.nn.functional's functions that is not torch's code (the leaves'
+    forwards call them), if any."""
+    for name, member in vars(torch.nn.functional).items():
+        if not _torch_code(member):
+            return f"torch.nn.functional.{name} is not torch's code"
+    return None
+
+
+def _torch_code(member: Any) -> bool:
+    for fn in (getattr(member, "__func__", member), getattr(member, "fget", None)):
+        code = getattr(fn, "__code__", None) if isinstance(fn, types.FunctionType) else None
+        if code is not None and not code.co_filename.startswith(TORCH_DIR):
+            return False
+    return True
 
 
 def module_config(module: torch.nn.Module) -> list[Any]:

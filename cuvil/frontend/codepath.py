@@ -42,7 +42,6 @@ _LIBRARIES = (os.path.dirname(torch.__file__) + os.sep, str(PACKAGE) + os.sep,
 _ZOO = str(PACKAGE / "zoo") + os.sep  # Cuvil's model zoo is models, not Cuvil
 _LOCAL = MON.events.PY_START | MON.events.BRANCH | MON.events.PY_YIELD | MON.events.CALL
 _lock = threading.Lock()  # one recording at a time: the tool's callbacks are process-wide
-_tool: int | None = None
 
 
 class Unavailable(Exception):
@@ -51,17 +50,12 @@ class Unavailable(Exception):
 
 
 def _claim() -> int:
-    """The tool id this process records with (claimed once, kept for the process)."""
-    global _tool
-    if _tool is None:
-        for tool in TOOLS:
-            if MON.get_tool(tool) is None:
-                MON.use_tool_id(tool, NAME)
-                _tool = tool
-                break
-        else:
-            raise Unavailable(f"sys.monitoring tool ids {TOOLS} are taken")
-    return _tool
+    """A free tool id, claimed for one recording (freed after it)."""
+    for tool in TOOLS:
+        if MON.get_tool(tool) is None:
+            MON.use_tool_id(tool, NAME)
+            return tool
+    raise Unavailable(f"sys.monitoring tool ids {TOOLS} are taken")
 
 
 def library(file: str) -> bool:
@@ -136,6 +130,7 @@ class CodePath:
                     MON.set_local_events(self.tool, code, 0)
                 for event, _ in self._callbacks():
                     MON.register_callback(self.tool, event, None)
+                MON.free_tool_id(self.tool)
         finally:
             _lock.release()
 

@@ -75,6 +75,26 @@ def test_the_same_program_hits_and_its_constants_are_the_models_own(fresh_cache)
     assert b'"bytes"' not in data  # no weight is stored: all are found in the model
 
 
+@pytest.mark.parametrize("name", ["cnn", "gpt2", "transformer", "vit"])
+def test_a_hit_is_the_graph_a_fresh_import_gives(fresh_cache, name):
+    from cuvil import zoo
+    from cuvil.frontend import from_torch
+
+    model, inputs = zoo.get(name, batch=2)
+    import_model(model, inputs, None, Tracer())
+    hit = import_model(model, inputs, None, Tracer())
+    fresh = from_torch(model, inputs)
+    assert hit.import_report.cache.startswith("hit")
+    assert list(hit) == list(fresh) and hit.to_text() == fresh.to_text()  # order, sources
+    assert (hit.name, hit.inputs, hit._counter) == (fresh.name, fresh.inputs, fresh._counter)
+    assert hit.import_report.notes == fresh.import_report.notes
+    for ref, t in fresh.constants.items():
+        u = hit.constants[ref]
+        assert (u.dtype, u.shape, u.stride(), u.requires_grad) == \
+            (t.dtype, t.shape, t.stride(), t.requires_grad)
+        assert torch.equal(u, t)
+
+
 @pytest.mark.parametrize("changed", [
     lambda: Block(seed=1),  # other weights
     lambda: Block(k=3.0),  # a Python attribute read in forward

@@ -3,6 +3,7 @@ nothing of torch's; a helper in another file is followed; `repeats` compares run
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from cuvil.frontend.codepath import CodePath, own_code, repeats
@@ -87,3 +88,21 @@ def test_nothing_is_recorded_after_the_block():
     n = len(path.events)
     branchy(x, False)
     assert len(path.events) == n
+
+
+def test_the_tool_id_is_claimed_for_a_recording_only():
+    import sys
+
+    from cuvil.frontend.codepath import TOOLS, Unavailable
+
+    record(branchy, torch.ones(2), True)
+    free = [t for t in TOOLS if sys.monitoring.get_tool(t) is None]
+    assert free == list(TOOLS)
+    for tool in TOOLS:
+        sys.monitoring.use_tool_id(tool, "someone else")
+    try:
+        with pytest.raises(Unavailable, match="taken"):
+            record(branchy, torch.ones(2), True)
+    finally:
+        for tool in TOOLS:
+            sys.monitoring.free_tool_id(tool)

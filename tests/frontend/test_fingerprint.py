@@ -173,6 +173,21 @@ def test_a_global_hook_refuses():
         handle.remove()
 
 
+def test_torch_code_patched_by_the_user_refuses(monkeypatch):
+    """A leaf's forward runs under export, not under the trace: it must be torch's."""
+    with monkeypatch.context() as patch:
+        patch.setattr(nn.LeakyReLU, "forward", lambda self, x: x * 2)
+        with pytest.raises(NotCacheable, match="LeakyReLU.forward is not torch's code"):
+            fingerprint(Scaled(), (X,), None)
+    with monkeypatch.context() as patch:
+        patch.setattr(torch.nn.functional, "leaky_relu", lambda x, *args, **kwargs: x)
+        with pytest.raises(NotCacheable, match="functional.leaky_relu is not torch's code"):
+            fingerprint(Scaled(), (X,), None)
+    with monkeypatch.context() as patch:  # a method a library adds, which no forward calls
+        patch.setattr(nn.Module, "smart_apply", lambda self, fn: None, raising=False)
+        fingerprint(Scaled(), (X,), None)
+
+
 class Constant(nn.Module):
     def forward(self, x):
         return x + torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
