@@ -15,7 +15,6 @@ from pathlib import Path
 
 from cuvil.dsl.ast import Pos
 from cuvil.dsl.diagnostics import CvrError, Reporter
-from cuvil.dsl.parser import parse_module
 from cuvil.paths import PACKAGE
 from cuvil.rules import library_cache
 from cuvil.rules.checker import check_modules
@@ -54,6 +53,8 @@ def load(source: Source = None, tracer=None) -> RuleLibrary:
 
 
 def _parse(texts: list[tuple[str, str]], reporter: Reporter) -> list:
+    from cuvil.dsl.parser import parse_module  # Lark: only when a library is not cached
+
     modules = []
     for path, text in texts:
         module, diagnostics = parse_module(text, path)
