@@ -45,6 +45,7 @@ from cuvil.frontend.canonical import (
     hooks_of,
     literal,
     module_config,
+    patched_functional,
     tensor_form,
 )
 from cuvil.frontend.codepath import CodePath, Unavailable, library, own_code
@@ -105,7 +106,7 @@ def fingerprint(model: Any, example_inputs: Any, dynamic_shapes: Any) -> Fingerp
         raise NotCacheable(f"a {type(model).__name__} is not a torch.nn.Module")
     args = tuple(example_inputs) if isinstance(example_inputs, tuple | list) else (
         example_inputs,)
-    hook = hooks_of(model)
+    hook = hooks_of(model) or patched_functional()
     if hook is not None:
         raise NotCacheable(hook)
     inputs = [_input_forms(args), _spec_form(dynamic_shapes)]
@@ -114,10 +115,11 @@ def fingerprint(model: Any, example_inputs: Any, dynamic_shapes: Any) -> Fingerp
     leaf_root = _Tracer().is_leaf_module(model, "")
     root, graph, path, stowed = _trace(model, len(args), leaf_root)
     program, modules, read = _program(graph, root, stowed)
-    known = {**tensors, **{p: t for p, t in read.items() if p not in tensors}}
+    forms = _tensor_forms({**tensors, **{p: t for p, t in read.items() if p not in tensors}})
+    tensors.update((p, t) for p, t in read.items() if p not in stowed)
     cls = type(model)
     parts = {"model": f"{cls.__module__}:{cls.__qualname__}", "program": digest(program),
-             "modules": digest(modules), "tensors": digest(_tensor_forms(known)),
+             "modules": digest(modules), "tensors": digest(forms),
              "inputs": digest(inputs),
              "state": digest(state), "path": digest(path.signature())}
     return Fingerprint(cls.__name__, parts, root, graph, path, tensors, stowed, leaf_root)
