@@ -169,9 +169,9 @@ class CodePath:
         if code in self.watched:
             self._record(code, "caught", offset)
 
-    def _call(self, code: CodeType, offset: int, callable: Any, arg0: Any) -> None:
+    def _call(self, code: CodeType, offset: int, target: Any, arg0: Any) -> None:
         """A call in the model's code: watch the callee too, unless it is a library's."""
-        fn = getattr(callable, "__func__", callable)
+        fn = getattr(target, "__func__", target)
         callee = getattr(fn, "__code__", None) if isinstance(fn, types.FunctionType) else None
         if callee is not None and callee not in self.watched and \
                 threading.get_ident() == self.thread and not library(callee.co_filename):
