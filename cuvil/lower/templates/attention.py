@@ -166,10 +166,7 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
         f"    e = {math_call('exp', 's[i, j] - m', dt)}",
         "    s[i, j] = e", "    tot += e", f"inv = {literal(1, dt)} / tot", "for j in range(sl):",
         "    s[i, j] *= inv"]
-    product = ["for jj in range(sl):", "    for dd in range(d):",
-               "        kt[dd, jj] = k3[b, jj, dd]", "gemm(q3[b], kt, s, 1)"] if k_rows else \
-        ["gemm(q3[b], k3[b], s, 1)"]
-    per_slice = product + decode + ["for i in range(ql):"] + \
+    per_slice = _scores(k_rows) + decode + ["for i in range(ql):"] + \
         indent(row, 1) + ["gemm(s, v3[b], o3[b], 1)"]
     body = [f"nbh = q.size // (q.shape[{r - 2}] * q.shape[{r - 1}])",
             f"ql = q.shape[{r - 2}]", f"d = q.shape[{r - 1}]",
@@ -186,6 +183,14 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
               "threads", "out"]
     return KernelSpec("attention", params, [*qkv, *args, *scratch, THREADS, out_name], body,
                       parallel, fastmath="rows", scratch={s: ctx.scratch[s] for s in scratch})
+
+
+def _scores(k_rows: bool) -> list[str]:
+    """s = q @ k^T for slice b; keys given as rows are transposed into `kt` first."""
+    if not k_rows:
+        return ["gemm(q3[b], k3[b], s, 1)"]
+    return ["for jj in range(sl):", "    for dd in range(d):", "        kt[dd, jj] = k3[b, jj, dd]",
+            "gemm(q3[b], kt, s, 1)"]
 
 
 def chain_at_element(operands, r: int, chain: list[str], inline: bool):

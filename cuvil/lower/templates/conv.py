@@ -115,11 +115,7 @@ def _driver(conv, ctx) -> Driver:
     ohw = conv.type.shape[2] * conv.type.shape[3]
     if groups == 1 and not nhwc and x.dtype == DType.f32 and \
             _direct_row(geo, x.shape[3], *conv.type.shape[2:]) >= DIRECT_MIN_ROW:
-        xs = _arranged_size(geo, cin, *x.shape[2:])
-        scratch = _scratch(ctx, conv, x, {"xs": ("threads", xs)})
-        return Driver(weight.reshape(oc, cg * kh * kw).T,
-                      f"conv2d_nchw_direct(x0, x1, out, xs, {geo}, threads)", scratch,
-                      "direct", f"conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], {geo})")
+        return _direct(conv, ctx, x, weight, geo)
     if groups == 1 and geo[:6] == (1, 1, 1, 1, 0, 0):
         packed = weight.reshape(oc, cg).T if nhwc else weight.reshape(oc, cg)
         return Driver(packed, f"conv1x1_{layout}(x0, x1, out, threads)", {}, "1x1",
@@ -154,6 +150,16 @@ def geometry(conv, ctx) -> tuple[int, ...]:
     kh, kw = ctx.type(conv.inputs[1]).shape[2:]
     a = conv.attrs
     return (kh, kw, *pair(a["stride"]), *pair(a["padding"]), *pair(a["dilation"]))
+
+
+def _direct(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver:
+    """The f32 NCHW convolution on the register tile (`runtime.conv_direct`): the weight
+    as [C*KH*KW, OC], one arranged image of scratch per thread."""
+    xs = _arranged_size(geo, x.shape[1], *x.shape[2:])
+    scratch = _scratch(ctx, conv, x, {"xs": ("threads", xs)})
+    return Driver(weight.reshape(weight.shape[0], -1).T,
+                  f"conv2d_nchw_direct(x0, x1, out, xs, {geo}, threads)", scratch, "direct",
+                  f"conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], {geo})")
 
 
 def _direct_row(geo: tuple[int, ...], w: int, oh: int, ow: int) -> int:
