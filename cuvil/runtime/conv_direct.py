@@ -42,6 +42,8 @@ def _arrange(x, xs, geo):
     if ph == 0 and pw == 0 and sh == 1 and sw == 1:
         return x.reshape(ch * h * w)
     hq, wq = _phases(geo, h, w)
+    if xs.size < ch * sh * sw * hq * wq:  # sized by lowering (`templates.conv`)
+        raise ValueError("conv2d_nchw_direct: scratch for the arranged image is too small")
     for c in range(ch):
         for u in range(sh):
             for v in range(sw):

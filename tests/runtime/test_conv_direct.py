@@ -61,6 +61,13 @@ def test_large_enough_to_split_between_threads(h, w):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_scratch_too_small_for_the_arranged_image_is_refused():
+    x, wk, ref, geo = _case(1, 4, 8, 10, 10, (3, 3), (1, 1), (1, 1), (1, 1))
+    out = np.empty(ref.shape, np.float32)
+    with pytest.raises(ValueError, match="scratch for the arranged image is too small"):
+        conv2d_nchw_direct(x, wk, out, np.zeros((2, 4 * 12 * 12 - 1), np.float32), geo, 1)
+
+
 def test_one_image_reads_an_unpadded_input_in_place():
     x, wk, ref, geo = _case(1, 64, 16, 32, 32, (1, 1), (1, 1), (0, 0), (1, 1))
     out = np.full(ref.shape[1:], np.nan, np.float32)

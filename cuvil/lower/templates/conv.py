@@ -173,7 +173,8 @@ def _direct_row(geo: tuple[int, ...], w: int, oh: int, ow: int) -> int:
 
 def _arranged_size(geo: tuple[int, ...], ch: int, h: int, w: int) -> int:
     """Floats of one image arranged in stride-phase planes for `conv_direct` (1: an
-    unpadded stride-1 image is read as it is)."""
+    unpadded stride-1 image is read as it is). Lowering never imports the runtime, so this
+    restates `conv_direct._phases`; the driver refuses a scratch smaller than it needs."""
     kh, kw, sh, sw, ph, pw, dh, dw = geo
     if ph == 0 and pw == 0 and sh == 1 and sw == 1:
         return 1
