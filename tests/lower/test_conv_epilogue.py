@@ -6,6 +6,8 @@ and a single image, which takes the whole-batch driver)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch import nn
@@ -45,6 +47,8 @@ def test_per_image_epilogue_matches_torch(case):
     assert not compiled.report.fallbacks
     assert "epilogue per image" in compiled.source
     assert f"{driver}(" in compiled.source
+    in_prange = compiled.source.split("prange(", 1)[1]
+    assert not re.search(r"\(\d+, \d+, \d+", in_prange), "a tuple literal inside the prange"
     for batch in (8, 1):
         x = torch.randn(batch, cin, size, size)
         with torch.no_grad():

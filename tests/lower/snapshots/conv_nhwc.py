@@ -11,7 +11,8 @@ FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 #   v1 = conv2d(x, conv_weight); rules: to_nhwc
 @njit(cache=True, nogil=True, error_model='numpy', fastmath=FAST)
 def k0_conv(x0, x1, cols, threads, out):
-    conv2d_nhwc(x0, x1, out, cols, (3, 3, 1, 1, 1, 1, 1, 1), threads)
+    geo = (3, 3, 1, 1, 1, 1, 1, 1)
+    conv2d_nhwc(x0, x1, out, cols, geo, threads)
 
 # k1_elementwise: template elementwise
 #   v2 = add(v1, b)
