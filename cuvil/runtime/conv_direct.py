@@ -20,7 +20,7 @@ import numpy as np
 from numba import prange
 
 from cuvil.runtime.blas import GEMM_PAR_WORK
-from cuvil.runtime.f32_tile import LANES, MR, tile_kernel
+from cuvil.runtime.f32_tile import LANES, MR, copy_floats, tile_kernel
 from cuvil.runtime.numba_cache import njit
 
 _T1, _T2 = tile_kernel(1), tile_kernel(2)
@@ -42,21 +42,26 @@ def _arrange(x, xs, geo):
     if ph == 0 and pw == 0 and sh == 1 and sw == 1:
         return x.reshape(ch * h * w)
     hq, wq = _phases(geo, h, w)
-    if xs.size < ch * sh * sw * hq * wq:  # sized by lowering (`templates.conv`)
+    size, xf = ch * sh * sw * hq * wq, x.reshape(ch * h * w)
+    if xs.size < size:  # sized by lowering (`templates.conv`)
         raise ValueError("conv2d_nchw_direct: scratch for the arranged image is too small")
+    for q in range(size):
+        xs[q] = 0
     for c in range(ch):
         for u in range(sh):
             for v in range(sw):
-                plane = xs[((c * sh + u) * sw + v) * hq * wq:]
+                plane = ((c * sh + u) * sw + v) * hq * wq
                 j0 = max(0, (pw - v + sw - 1) // sw)
                 j1 = min(wq, (w - 1 + pw - v) // sw + 1)
-                for i in range(hq):
-                    row, r = plane[i * wq:(i + 1) * wq], i * sh + u - ph
-                    row[:] = 0
-                    if 0 <= r < h:
+                i0, i1 = (ph - u + sh - 1) // sh, min(hq, (h - 1 + ph - u) // sh + 1)
+                for i in range(i0, i1):
+                    at, src = plane + i * wq, (c * h + i * sh + u - ph) * w + v - pw
+                    if sw == 1:  # rows of 16-32 pixels: under LLVM's vector loop minimum
+                        copy_floats(xs, at + j0, xf, src + j0, j1 - j0)
+                    else:
                         for j in range(j0, j1):
-                            row[j] = x[c, r, j * sw + v - pw]
-    return xs[:ch * sh * sw * hq * wq]
+                            xs[at + j] = xf[src + j * sw]
+    return xs[:size]
 
 
 @njit(nogil=True)

@@ -156,3 +156,40 @@ def tile_kernel(nv: int, mr: int = MR):
         return sig, codegen
 
     return tile
+
+
+@intrinsic
+def copy_floats(typingctx, dst, d0, src, s0, n):
+    """dst[d0:d0 + n] = src[s0:s0 + n] in masked 16-lane vectors, for the short runs that
+    LLVM leaves to scalar code (a row of 16 or 32 pixels is under its vector loop's
+    minimum trip count). f32 arrays; the runs must not overlap."""
+    if dst.dtype != types.float32 or src.dtype != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        out, start, inp, first, count = args
+        pointers = [context.make_array(signature.args[i])(context, builder, args[i]).data
+                    for i in (0, 2)]
+        dst_at, src_at = builder.gep(pointers[0], [start]), builder.gep(pointers[1], [first])
+        load = _intrinsic(builder, "llvm.masked.load.v16f32.p0", VEC,
+                          [VEC.as_pointer(), I32, MASK, VEC])
+        store = _intrinsic(builder, "llvm.masked.store.v16f32.p0", ir.VoidType(),
+                           [VEC, VEC.as_pointer(), I32, MASK])
+        intp, pre = count.type, builder.block
+        loop, done = builder.append_basic_block("copy"), builder.append_basic_block("copied")
+        builder.cbranch(builder.icmp_signed(">", count, ir.Constant(intp, 0)), loop, done)
+        builder.position_at_end(loop)
+        i = builder.phi(intp)
+        mask = _masks(builder, builder.sub(count, i), 1)[0]
+        vec = builder.call(load, [builder.bitcast(builder.gep(src_at, [i]), VEC.as_pointer()),
+                                  ir.Constant(I32, 4), mask, ir.Constant(VEC, None)])
+        builder.call(store, [vec, builder.bitcast(builder.gep(dst_at, [i]), VEC.as_pointer()),
+                             ir.Constant(I32, 4), mask])
+        i1 = builder.add(i, ir.Constant(intp, LANES))
+        i.add_incoming(ir.Constant(intp, 0), pre)
+        i.add_incoming(i1, builder.block)
+        builder.cbranch(builder.icmp_signed("<", i1, count), loop, done)
+        builder.position_at_end(done)
+        return context.get_dummy_value()
+
+    return types.void(dst, types.intp, src, types.intp, types.intp), codegen
