@@ -42,12 +42,37 @@ def single_threaded_blas() -> None:
     if _blas_configured or os.environ.get("OPENBLAS_NUM_THREADS"):
         return
     _blas_configured = True
-    import scipy.linalg.cython_blas  # noqa: F401  (loads scipy's OpenBLAS)
+    _load_scipy_blas()
     from threadpoolctl import ThreadpoolController
 
     for lib in ThreadpoolController().lib_controllers:
         if lib.user_api == "blas" and f"scipy.libs{os.sep}" in lib.filepath:
             lib.set_num_threads(1)
+
+
+def _load_scipy_blas() -> None:
+    """Load scipy's OpenBLAS into the process: the shared library of
+    `scipy.linalg.cython_blas` with its dependencies, without running the Python package
+    `scipy.linalg` (importing it costs ~0.2 s, its array-API layer importing numpy.f2py,
+    numpy.testing and more). The later import of `cython_blas` (by Numba's `np.dot`)
+    finds the same library, with the threads set here. Where the file is not found,
+    the import."""
+    import ctypes
+    import importlib.machinery
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("scipy")
+    for folder in spec.submodule_search_locations if spec else ():
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = Path(folder) / "linalg" / f"cython_blas{suffix}"
+            if path.is_file():
+                try:
+                    ctypes.CDLL(str(path))
+                    return
+                except OSError:
+                    break
+    import scipy.linalg.cython_blas  # noqa: F401
 
 
 @njit(nogil=True, fastmath=True)

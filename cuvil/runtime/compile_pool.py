@@ -80,19 +80,38 @@ class _Cold(Exception):
 class _CacheOnly:
     """A dispatcher's on-disk cache that stops `Dispatcher.compile` where it would
     compile from scratch (a miss raises `_Cold`): a hit is installed as Numba installs
-    one (counted in `stats.cache_hits`)."""
+    one (counted in `stats.cache_hits`), loaded by `load_cached`."""
 
     def __init__(self, cache):
         self._cache = cache
 
     def load_overload(self, sig, target_context):
-        found = self._cache.load_overload(sig, target_context)
+        found = load_cached(self._cache, sig, target_context)
         if found is None:
             raise _Cold
         return found
 
     def __getattr__(self, name):
         return getattr(self._cache, name)
+
+
+def load_cached(cache, sig, target_context):
+    """What Numba's on-disk `cache` holds for `sig` (None on a miss), loaded without
+    refreshing `target_context` first, as Numba's `Cache.load_overload` does.
+
+    The refresh installs Numba's typing and lowering registries (importing ~60 modules,
+    `scipy.linalg` among them: ~0.4 s of a warm compile), which compiling needs and
+    loading does not: a cached overload is object code, linked against the symbols that
+    Numba's runtime registers. Those are the target context's (its creation registers
+    the C helpers and math functions), the NRT's (`rtsys.initialize`, done here), the
+    threading layer's (`threads.choose_layer`, done before any kernel is loaded), and the
+    hash secret of `numba.cpython.hashing`, imported when an overload that uses it is
+    unpickled. A compile that follows still refreshes: Numba's compiler does that itself.
+    """
+    from numba.core.runtime import rtsys
+
+    rtsys.initialize(target_context)
+    return cache._load_overload(sig, target_context)
 
 
 @dataclass(frozen=True)

@@ -142,3 +142,36 @@ def test_a_cached_kernel_is_loaded_once_and_a_cold_one_is_not_compiled(tmp_path)
     warm.compile(sig)
     assert sum(warm.stats.cache_hits.values()) == 1  # ...once: compile finds it loaded
     assert warm(4) == 13
+
+
+LOAD_IN_A_FRESH_PROCESS = """
+import json, sys
+from numba.core import types
+from cuvil.runtime import compile_pool
+from cuvil.runtime.module_cache import import_file
+kernel = import_file({path!r}).kernel
+cold = compile_pool.is_cold(kernel, [(types.int64,)])
+registries = "numba.np.arraymath" in sys.modules
+print(json.dumps({{"cold": cold, "registries": registries, "y": kernel(4)}}))
+"""
+
+
+def test_a_cached_kernel_loads_in_a_fresh_process_without_numbas_registries(tmp_path):
+    """Loading needs none of the typing and lowering registries a compile installs
+    (`compile_pool.load_cached`): the loaded kernel computes what it should."""
+    import json
+    import subprocess
+    import sys
+
+    from numba.core import types as nbtypes
+
+    from cuvil.runtime.module_cache import import_file
+
+    path = tmp_path / "cuvil_loaded_fresh.py"
+    path.write_text(KERNEL_SOURCE)
+    import_file(path).kernel.compile((nbtypes.int64,))
+    code = LOAD_IN_A_FRESH_PROCESS.format(path=str(path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "cold": False, "registries": False, "y": 13}
