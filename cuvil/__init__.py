@@ -39,9 +39,12 @@ __all__ = ["CuvilError", "IRError", "ShapeError", "UnsupportedOpsError", "__vers
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module 'cuvil' has no attribute {name!r}")
-    if _LAZY[name] == "cuvil.ir":
-        importlib.import_module("cuvil.ops")  # the catalog that types graph nodes
-    module = importlib.import_module(_LAZY[name])
+    from cuvil import gc_pause
+
+    with gc_pause.paused():  # imports make objects that live on (cuvil/gc_pause.py)
+        if _LAZY[name] == "cuvil.ir":
+            importlib.import_module("cuvil.ops")  # the catalog that types graph nodes
+        module = importlib.import_module(_LAZY[name])
     value = module if name == "zoo" else getattr(module, name)
     globals()[name] = value
     return value

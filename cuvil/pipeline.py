@@ -57,12 +57,14 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     CPU, with copies in and out (listed in the report), `"error"` refuses it. `strategy`
     is `optimize`'s.
     """
+    from cuvil import gc_pause
     from cuvil.progress import compile_progress, display_name
-    from cuvil.runtime import compile_graph
 
     strategy = check_strategy(strategy)
     tracer = Tracer()
-    with compile_progress(tracer, display_name(model)):
+    with gc_pause.paused(), compile_progress(tracer, display_name(model)):
+        from cuvil.runtime import compile_graph
+
         graph = import_model(model, example_inputs, dynamic_shapes, tracer, cache)
         graph = _calibrated(graph, quantize, tracer)
         settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable),
@@ -123,6 +125,14 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
             hit = compile_cache.load(key, graph, settings.defs)
         if hit is not None:
             return hit
+    from cuvil import gc_pause
+
+    with gc_pause.resumed():  # the optimizer makes garbage at scale
+        return _optimize_and_store(graph, settings, tracer, key)
+
+
+def _optimize_and_store(graph: Graph, settings: Settings, tracer: Tracer, key) -> Graph:
+    from cuvil import cache as compile_cache
     from cuvil.egraph.optimizer import optimize_graph  # egglog, scipy: on a miss
     from cuvil.rules import load
 
@@ -178,11 +188,12 @@ def _calibrated(graph: Graph, quantize: Any, tracer: Tracer) -> Graph:
     """`graph` with the calibration facts `quantize` observes (unchanged without it)."""
     if quantize is None:
         return graph
+    from cuvil import gc_pause
     from cuvil.quantize import Quantize
 
     if not isinstance(quantize, Quantize):
         raise CuvilError(f"quantize= takes a cuvil.Quantize, not {type(quantize).__name__}")
-    with tracer.stage("calibrate"):
+    with tracer.stage("calibrate"), gc_pause.resumed():
         return quantize.annotate(graph)
 
 
@@ -199,7 +210,9 @@ def import_model(model: Any, example_inputs: Sequence[Any] | None, dynamic_shape
         from cuvil.cache.imports import import_model as cached_import
 
         return cached_import(model, example_inputs, dynamic_shapes, tracer)
-    with tracer.stage("import"):
+    from cuvil import gc_pause
+
+    with tracer.stage("import"), gc_pause.resumed():  # torch.export
         return as_graph(model, example_inputs, dynamic_shapes)
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from cuvil import gc_pause
 from cuvil.atomic import write_bytes
 from cuvil.cache.entry import Damaged
 from cuvil.cache.import_entry import decode, encode
@@ -69,11 +70,13 @@ def import_model(model: Any, example_inputs: Any, dynamic_shapes: Any,
     if found is not None:
         found.import_report.cache = f"hit (key {key_digest(parts)[:12]}): torch.export skipped"
         return found
-    with tracer.stage("import"):
-        graph, path = _import(model, example_inputs, dynamic_shapes, fp)
-    if fp is not None:
-        with tracer.stage("import store"):
-            status = _store_checked(parts, fp, path, graph, example_inputs, dynamic_shapes)
+    with gc_pause.resumed():  # torch.export makes garbage at scale
+        with tracer.stage("import"):
+            graph, path = _import(model, example_inputs, dynamic_shapes, fp)
+        if fp is not None:
+            with tracer.stage("import store"):
+                status = _store_checked(parts, fp, path, graph, example_inputs,
+                                        dynamic_shapes)
     graph.import_report.cache = status
     return graph
 

@@ -13,6 +13,7 @@ the report.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +21,7 @@ from types import ModuleType
 import numba
 from numba.core import types as nbtypes
 
+from cuvil import gc_pause
 from cuvil.ir.graph import Graph
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE
 from cuvil.lower.codegen import KERNEL, Program, describe_group, entry_module
@@ -148,7 +150,8 @@ def _compile_cold_aside(module, program: Program, ctx: LowerContext, paths) -> d
     if len(jobs) < 2:
         return {}
     t0 = time.perf_counter()
-    done = compile_pool.compile_cold(jobs)
+    with gc_pause.resumed():  # Numba's compiler makes garbage at scale
+        done = compile_pool.compile_cold(jobs)
     if not done.jobs:
         return {}
     share = (time.perf_counter() - t0) / len(done.jobs)
@@ -172,8 +175,9 @@ def _compile(module, program: Program, ctx: LowerContext, aside: dict):
         hits = sum(fn.stats.cache_hits.values())
         t0 = time.perf_counter()
         try:
-            for sig in sigs:
-                fn.compile(sig)
+            with gc_pause.resumed() if done < len(sigs) else contextlib.nullcontext():
+                for sig in sigs:  # loaded already (`is_cold`), or compiled here
+                    fn.compile(sig)
         except Exception as e:  # Numba reports typing and lowering errors many ways
             reason = f"Numba rejected kernel {kernel.name}: {str(e).splitlines()[0]}"
             failed += [(group, reason) for group in kernel.groups]

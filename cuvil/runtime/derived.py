@@ -17,23 +17,27 @@ from collections.abc import Callable
 
 import numpy as np
 
+from cuvil import gc_pause
 from cuvil.errors import CuvilError
 from cuvil.lower.context import Derived, LowerContext
-from cuvil.runtime.int8 import prepare
-from cuvil.runtime.quantized import QWeight, pack_conv_weight, pack_weight
 
 
-def _int8(pack: Callable[..., QWeight]) -> Callable[..., dict]:
+def _int8(pack: str) -> Callable[..., dict]:
+    """The recipe that packs with `cuvil.runtime.quantized`'s function `pack` (the int8
+    runtime is imported by the first graph that needs it)."""
     def recipe(weight, scale, bias, x_zero: int) -> dict[str, np.ndarray]:
-        args = pack(weight, scale).args(bias)
+        from cuvil.runtime import quantized
+        from cuvil.runtime.int8 import prepare
+
+        args = getattr(quantized, pack)(weight, scale).args(bias)
         data, start, qscale, qbias, _, _ = prepare(args, x_zero)
         return {"qdata": data, "qstart": start, "qscale": qscale, "qbias": qbias}
 
     return recipe
 
 
-RECIPES: dict[str, Callable[..., dict]] = {"int8_gemm": _int8(pack_weight),
-                                            "int8_conv": _int8(pack_conv_weight)}
+RECIPES: dict[str, Callable[..., dict]] = {"int8_gemm": _int8("pack_weight"),
+                                            "int8_conv": _int8("pack_conv_weight")}
 
 
 def compute(ctx: LowerContext, value: str, done: dict) -> np.ndarray:
@@ -55,4 +59,5 @@ def _run(derived: Derived) -> dict[str, np.ndarray]:
     if derived.recipe not in RECIPES:
         raise CuvilError(f"no runtime recipe {derived.recipe!r} for derived constants "
                          f"(known: {', '.join(sorted(RECIPES))})")
-    return RECIPES[derived.recipe](**derived.inputs)
+    with gc_pause.resumed():  # a recipe may compile its Numba drivers
+        return RECIPES[derived.recipe](**derived.inputs)
