@@ -53,3 +53,15 @@ def test_per_image_epilogue_matches_torch(case):
         x = torch.randn(batch, cin, size, size)
         with torch.no_grad():
             torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["1x1", "im2col stride 2"])
+def test_one_thread_applies_each_epilogue_in_a_plain_loop(case):
+    cin, cout, kernel, stride, size, driver = CASES[case]
+    torch.manual_seed(0)
+    model = ConvResidual(cin, cout, kernel, stride).eval()
+    compiled = cuvil.compile(model, (torch.randn(2, cin, size, size),), threads=1)
+    assert "epilogue per image" in compiled.source and "prange" not in compiled.source
+    x = torch.randn(3, cin, size, size)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
