@@ -110,8 +110,11 @@ def load_cached(cache, sig, target_context):
     """
     from numba.core.runtime import rtsys
 
+    load = getattr(cache, "_load_overload", None)
+    if load is None:  # a Numba whose Cache has another shape: its own load, refresh and all
+        return cache.load_overload(sig, target_context)
     rtsys.initialize(target_context)
-    return cache._load_overload(sig, target_context)
+    return load(sig, target_context)
 
 
 @dataclass(frozen=True)
