@@ -4,11 +4,10 @@ without im2col and without a BLAS call.
 An image is first arranged so that every tap of every output pixel is a fixed offset from
 that pixel: the padded planes, split by stride phase (`xs[c, u, v, i, j] = padded[c, i*sh +
 u, j*sw + v]`, so a stride-s tap is a stride-1 tap of one phase plane). An unpadded,
-stride-1 image is used as it is, unless its planes alias in L1 (`_plane`). The offset
-table `offs[k]`, k = (c, a, b) in the order of the weight's rows, then holds the geometry;
-output row i, pixels j0.. read from i*Wq + j0 + offs[k]. When no tap reaches sideways
-(1x1, or kernel = stride) and rows are exactly `Wq` long, the whole image is one row of
-OH*OW pixels.
+stride-1 image is used as it is. The offset table `offs[k]`, k = (c, a, b) in the order of
+the weight's rows, then holds the geometry; output row i, pixels j0.. read from i*Wq + j0 +
+offs[k]. When no tap reaches sideways (1x1, or kernel = stride) and rows are exactly
+`Wq` long, the whole image is one row of OH*OW pixels.
 
 Work is split in units of (row, 16 or 32 pixels), or pairs of rows of exactly 16 pixels
 (a vector each: a 16x16 image would otherwise leave half the tile idle): images between
@@ -25,8 +24,6 @@ from cuvil.runtime.f32_tile import LANES, MR, copy_floats, tile_kernel
 from cuvil.runtime.numba_cache import njit
 
 _T1, _T2 = tile_kernel(1), tile_kernel(2)
-ALIASED = 512  # floats: planes a multiple of 2 KiB apart map their rows to the same L1 sets
-ALIASED_MAX_CHANNELS = 64  # input channels above which aliased planes are read in place
 
 
 @njit(nogil=True, inline="always")
@@ -36,43 +33,16 @@ def _phases(geo, h, w):
     return (h + 2 * ph + sh - 1) // sh, (w + 2 * pw + sw - 1) // sw
 
 
-@njit(nogil=True, inline="always")
-def _plane(geo, ch, h, w, oc):
-    """Floats from one stride-phase plane to the next: Hq*Wq, and a cache line more when
-    planes a multiple of 2 KiB apart would put their rows in the same few L1 sets, while
-    more than two tiles of output channels re-read them (16 -> 64 1x1 on 32x32: 1.5x
-    faster), and there are few enough to copy cheaply (128 -> 32 gained nothing)."""
-    hq, wq = _phases(geo, h, w)
-    aliased = (hq * wq) % ALIASED == 0 and oc > 2 * MR and ch <= ALIASED_MAX_CHANNELS
-    return hq * wq + (LANES if aliased else 0)
-
-
-@njit(nogil=True, inline="always")
-def _in_place(geo, ch, h, w, oc):
-    """Whether the image is read as it is: unpadded, stride 1, planes not aliased."""
-    kh, kw, sh, sw, ph, pw, dh, dw = geo
-    return ph == 0 and pw == 0 and sh == 1 and sw == 1 and _plane(geo, ch, h, w, oc) == h * w
-
-
-def arranged_floats(geo, ch: int, h: int, w: int, oc: int) -> int:
-    """Floats of scratch one image needs (1 when it is read in place): what lowering plans
-    per thread (`templates.conv.arranged_size` restates it)."""
-    if _in_place(geo, ch, h, w, oc):
-        return 1
-    return ch * geo[2] * geo[3] * _plane(geo, ch, h, w, oc)
-
-
 @njit(nogil=True, fastmath=True)
-def _arrange(x, xs, geo, oc):
-    """The image x [C, H, W] as a flat array of stride-phase planes `_plane` apart (x
-    itself, see `_in_place`)."""
+def _arrange(x, xs, geo):
+    """The image x [C, H, W] as a flat array of stride-phase planes (x itself when it is
+    unpadded with stride 1)."""
     kh, kw, sh, sw, ph, pw, dh, dw = geo
     ch, h, w = x.shape
-    if _in_place(geo, ch, h, w, oc):
+    if ph == 0 and pw == 0 and sh == 1 and sw == 1:
         return x.reshape(ch * h * w)
     hq, wq = _phases(geo, h, w)
-    ps = _plane(geo, ch, h, w, oc)
-    size, xf = ch * sh * sw * ps, x.reshape(ch * h * w)
+    size, xf = ch * sh * sw * hq * wq, x.reshape(ch * h * w)
     if xs.size < size:  # sized by lowering (`templates.conv`)
         raise ValueError("conv2d_nchw_direct: scratch for the arranged image is too small")
     for q in range(size):
@@ -80,7 +50,7 @@ def _arrange(x, xs, geo, oc):
     for c in range(ch):
         for u in range(sh):
             for v in range(sw):
-                plane = ((c * sh + u) * sw + v) * ps
+                plane = ((c * sh + u) * sw + v) * hq * wq
                 j0 = max(0, (pw - v + sw - 1) // sw)
                 j1 = min(wq, (w - 1 + pw - v) // sw + 1)
                 i0, i1 = (ph - u + sh - 1) // sh, min(hq, (h - 1 + ph - u) // sh + 1)
@@ -95,16 +65,15 @@ def _arrange(x, xs, geo, oc):
 
 
 @njit(nogil=True)
-def _offsets(ch, geo, hq, wq, ps):
-    """offs[(c*KH + a)*KW + b]: where tap (a, b) of channel c sits from an output pixel
-    (planes ps apart)."""
+def _offsets(ch, geo, hq, wq):
+    """offs[(c*KH + a)*KW + b]: where tap (a, b) of channel c sits from an output pixel."""
     kh, kw, sh, sw, ph, pw, dh, dw = geo
     offs = np.empty(ch * kh * kw, np.intp)
     for c in range(ch):
         for a in range(kh):
             for b in range(kw):
                 phase = (c * sh + (a * dh) % sh) * sw + (b * dw) % sw
-                offs[(c * kh + a) * kw + b] = phase * ps + (a * dh) // sh * wq + (b * dw) // sw
+                offs[(c * kh + a) * kw + b] = (phase * hq + (a * dh) // sh) * wq + (b * dw) // sw
     return offs
 
 
@@ -165,8 +134,7 @@ def conv2d_nchw_direct_image(x, wk, out, xs, geo):
     for the arranged image (see `_arrange`)."""
     ch, h, w = x.shape
     hq, wq = _phases(geo, h, w)
-    oc = wk.shape[1]
-    src, offs = _arrange(x, xs, geo, oc), _offsets(ch, geo, hq, wq, _plane(geo, ch, h, w, oc))
+    src, offs = _arrange(x, xs, geo), _offsets(ch, geo, hq, wq)
     _units(src, offs, wk, out, geo, hq, wq, 0, _n_units(geo, hq, wq, out.shape[1],
                                                         out.shape[2]))
 
@@ -197,10 +165,9 @@ def conv2d_nchw_direct(x, wk, out, xs, geo, parts):
         _images(x, wk, out, xs, geo, parts)
         return
     hq, wq = _phases(geo, h, w)
-    oc = wk.shape[1]
-    offs = _offsets(ch, geo, hq, wq, _plane(geo, ch, h, w, oc))
+    offs = _offsets(ch, geo, hq, wq)
     for n in range(nb):
-        src = _arrange(x[n], xs[0], geo, oc)
+        src = _arrange(x[n], xs[0], geo)
         if parts > 1:
             _split_image(src, offs, wk, out[n], geo, hq, wq, parts)
         else:

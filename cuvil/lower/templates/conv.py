@@ -167,7 +167,7 @@ def geometry(conv, ctx) -> tuple[int, ...]:
 def _direct(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver:
     """The f32 NCHW convolution on the register tile (`runtime.conv_direct`): the weight
     as [C*KH*KW, OC], one arranged image of scratch per thread."""
-    xs = arranged_size(geo, *x.shape[1:], conv.type.shape[1])
+    xs = _arranged_size(geo, x.shape[1], *x.shape[2:])
     scratch = _scratch(ctx, conv, x, {"xs": ("threads", xs)})
     return Driver(weight.reshape(weight.shape[0], -1).T,
                   "conv2d_nchw_direct(x0, x1, out, xs, geo, threads)", scratch, "direct",
@@ -183,18 +183,14 @@ def _direct_row(geo: tuple[int, ...], w: int, oh: int, ow: int) -> int:
     return oh * ow if flat else ow
 
 
-def arranged_size(geo: tuple[int, ...], ch: int, h: int, w: int, oc: int) -> int:
+def _arranged_size(geo: tuple[int, ...], ch: int, h: int, w: int) -> int:
     """Floats of one image arranged in stride-phase planes for `conv_direct` (1: an
-    unpadded stride-1 image whose planes do not alias is read as it is). Lowering never
-    imports the runtime, so this restates `conv_direct._plane` (a test checks they agree);
-    the driver refuses a scratch smaller than it needs."""
+    unpadded stride-1 image is read as it is). Lowering never imports the runtime, so this
+    restates `conv_direct._phases`; the driver refuses a scratch smaller than it needs."""
     kh, kw, sh, sw, ph, pw, dh, dw = geo
-    plane = -(-(h + 2 * ph) // sh) * -(-(w + 2 * pw) // sw)
-    if plane % 512 == 0 and oc > 16 and ch <= 64:  # a cache line between aliased planes
-        plane += 16
-    if ph == 0 and pw == 0 and sh == 1 and sw == 1 and plane == h * w:
+    if ph == 0 and pw == 0 and sh == 1 and sw == 1:
         return 1
-    return ch * sh * sw * plane
+    return ch * sh * sw * -(-(h + 2 * ph) // sh) * -(-(w + 2 * pw) // sw)
 
 
 def _scratch(ctx, conv, x, shapes: dict) -> dict[str, str]:
