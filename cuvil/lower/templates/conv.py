@@ -95,12 +95,17 @@ def _per_image(drv: Driver, ctx, rest, out, seed: str,
         loads = plain_loads(expr, ("n", "c", "i", "j"))
     except NotPlain:
         return None
-    rows = drv.scratch and f"min(threads, {next(iter(drv.scratch.values()))}.shape[0])"
     element = ["acc = out[n, c, i, j]", *expr.body(loads, "out[n, c, i, j]")]
     if serial:
         return ["t = 0", "for n in range(x0.shape[0]):", f"    {drv.image}",
                 "    for c in range(out.shape[1]):", "        for i in range(out.shape[2]):",
                 "            for j in range(out.shape[3]):", *indent(element, 4)], False
+    return _parallel_images(drv, element), True
+
+
+def _parallel_images(drv: Driver, element: list[str]) -> list[str]:
+    """`_per_image`'s parallel body: images or channels split between threads."""
+    rows = drv.scratch and f"min(threads, {next(iter(drv.scratch.values()))}.shape[0])"
     return [f"parts = max(1, {rows or 'threads'})", "nb = x0.shape[0]",
             f"split = parts > 1 and nb >= parts and x1.size * out.shape[2] * out.shape[3] * "
             f"nb >= {PAR_WORK}",
@@ -112,7 +117,7 @@ def _per_image(drv: Driver, ctx, rest, out, seed: str,
             "        if split:", f"            {drv.image}",
             "        for c in range(c0, out.shape[1], c_step):",
             "            for i in range(out.shape[2]):",
-            "                for j in range(out.shape[3]):", *indent(element, 5)], True
+            "                for j in range(out.shape[3]):", *indent(element, 5)]
 
 
 def _driver(conv, ctx) -> Driver:
