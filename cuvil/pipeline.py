@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from cuvil import gc_pause
 from cuvil.egraph.limits import check_strategy
 from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph
@@ -57,7 +58,6 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     CPU, with copies in and out (listed in the report), `"error"` refuses it. `strategy`
     is `optimize`'s.
     """
-    from cuvil import gc_pause
     from cuvil.progress import compile_progress, display_name
 
     strategy = check_strategy(strategy)
@@ -125,8 +125,6 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
             hit = compile_cache.load(key, graph, settings.defs)
         if hit is not None:
             return hit
-    from cuvil import gc_pause
-
     with gc_pause.resumed():  # the optimizer makes garbage at scale
         return _optimize_and_store(graph, settings, tracer, key)
 
@@ -188,7 +186,6 @@ def _calibrated(graph: Graph, quantize: Any, tracer: Tracer) -> Graph:
     """`graph` with the calibration facts `quantize` observes (unchanged without it)."""
     if quantize is None:
         return graph
-    from cuvil import gc_pause
     from cuvil.quantize import Quantize
 
     if not isinstance(quantize, Quantize):
@@ -210,8 +207,6 @@ def import_model(model: Any, example_inputs: Sequence[Any] | None, dynamic_shape
         from cuvil.cache.imports import import_model as cached_import
 
         return cached_import(model, example_inputs, dynamic_shapes, tracer)
-    from cuvil import gc_pause
-
     with tracer.stage("import"), gc_pause.resumed():  # torch.export
         return as_graph(model, example_inputs, dynamic_shapes)
 

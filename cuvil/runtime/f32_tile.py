@@ -37,6 +37,16 @@ def _intrinsic(builder, name: str, ret, args):
     return cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, args), name)
 
 
+def _masked_load(builder):
+    return _intrinsic(builder, "llvm.masked.load.v16f32.p0", VEC,
+                      [VEC.as_pointer(), I32, MASK, VEC])
+
+
+def _masked_store(builder):
+    return _intrinsic(builder, "llvm.masked.store.v16f32.p0", ir.VoidType(),
+                      [VEC, VEC.as_pointer(), I32, MASK])
+
+
 def _masks(builder, cols, nv: int) -> list:
     """Lane masks of the nv vectors: lane l of vector v is live when 16v + l < cols."""
     intp = cols.type
@@ -74,8 +84,7 @@ def _loop(builder, ptrs, kk, wk, xv, masks, mr: int, nv: int) -> list:
     Vector v of step k loads from xb + offs[k] + v*xv."""
     xb, op, wcols = ptrs
     intp, zero = kk.type, ir.Constant(VEC, None)
-    load = _intrinsic(builder, "llvm.masked.load.v16f32.p0", VEC,
-                      [VEC.as_pointer(), I32, MASK, VEC])
+    load = _masked_load(builder)
     fma = _intrinsic(builder, "llvm.fma.v16f32", VEC, [VEC] * 3)
     pre = builder.block
     loop, done = builder.append_basic_block("ctile"), builder.append_basic_block("cdone")
@@ -111,8 +120,7 @@ def _store(builder, accs, db, ldd, dv, rows, masks, mr: int, nv: int) -> None:
     """Row m of the tile to db + m*ldd (vector v at + v*dv), for m < rows, lanes masked to
     the live columns."""
     intp = ldd.type
-    store = _intrinsic(builder, "llvm.masked.store.v16f32.p0", ir.VoidType(),
-                       [VEC, VEC.as_pointer(), I32, MASK])
+    store = _masked_store(builder)
     for m in range(mr):
         live, after = builder.append_basic_block(f"row{m}"), builder.append_basic_block(f"next{m}")
         builder.cbranch(builder.icmp_signed("<", ir.Constant(intp, m), rows), live, after)
@@ -171,10 +179,7 @@ def copy_floats(typingctx, dst, d0, src, s0, n):
         pointers = [context.make_array(signature.args[i])(context, builder, args[i]).data
                     for i in (0, 2)]
         dst_at, src_at = builder.gep(pointers[0], [start]), builder.gep(pointers[1], [first])
-        load = _intrinsic(builder, "llvm.masked.load.v16f32.p0", VEC,
-                          [VEC.as_pointer(), I32, MASK, VEC])
-        store = _intrinsic(builder, "llvm.masked.store.v16f32.p0", ir.VoidType(),
-                           [VEC, VEC.as_pointer(), I32, MASK])
+        load, store = _masked_load(builder), _masked_store(builder)
         intp, pre = count.type, builder.block
         loop, done = builder.append_basic_block("copy"), builder.append_basic_block("copied")
         builder.cbranch(builder.icmp_signed(">", count, ir.Constant(intp, 0)), loop, done)

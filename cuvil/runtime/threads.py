@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import os
 
+from cuvil import gc_pause
+
 _PREFERRED = ("omp", "workqueue")
 
 
@@ -108,8 +110,6 @@ def numba_startup() -> float:
     paid by the first cache load; returns the seconds. The registries a compile needs
     (~0.4 s more) are left to the first compile (`compile_pool.load_cached`)."""
     import time
-
-    from cuvil import gc_pause
 
     start = time.perf_counter()
     with gc_pause.paused():  # as in cuvil.compile, which pays this otherwise
