@@ -175,7 +175,7 @@ class ModuleBuilder:
         for name, scratch in spec.scratch.items():
             self._scratch(name, scratch)
         key = (spec.template, tuple(spec.params), tuple(spec.body), spec.parallel,
-               spec.fastmath, spec.python, spec.target)
+               spec.fastmath, spec.python, spec.target, spec.library)
         if key not in self.kernels:
             self.kernels[key] = Kernel(f"k{len(self.kernels)}_{spec.template}", spec)
         kernel = self.kernels[key]
@@ -267,6 +267,8 @@ def target_of(spec: KernelSpec, default):
 
 def kernel_def(spec: KernelSpec, target, name: str) -> str:
     """The kernel's decorator and function, named `name`."""
+    if spec.library:
+        return f"{name} = {spec.library}  # ({', '.join(spec.params)})\n"
     deco = target.parallel_decorator if spec.parallel else target.kernel_decorator
     lines = [] if spec.python else [deco.format(fastmath=spec.fastmath.upper())]
     lines.append(f"def {name}({', '.join(spec.params)}):")
@@ -288,7 +290,7 @@ def module_text(title: str, target, specs: list[KernelSpec], body: list[str]) ->
     """Title, imports (`target`'s for `body`, or given as text), the fastmath flag sets the
     kernels use, then `body`."""
     flags = [f"{name.upper()} = {FASTMATH[name]}" for name in sorted(FASTMATH)
-             if any(s.fastmath == name and not s.python for s in specs)]
+             if any(s.fastmath == name and not (s.python or s.library) for s in specs)]
     imports = target if isinstance(target, str) else target.imports("\n".join(body))
     parts = [f"{title}\n# ruff: noqa\n", imports]
     parts += [("\n".join(flags) + "\n") if flags else ""] + body

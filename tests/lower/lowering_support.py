@@ -47,3 +47,8 @@ def assert_matches_reference(graph: Graph, compiled, inputs, tol: float = 1e-5,
 
 def templates(compiled) -> list[str]:
     return [k.template for k in compiled.report.kernels]
+
+
+def call_templates(compiled) -> list[str]:
+    """The template of each kernel call, in order (calls of one shared kernel each count)."""
+    return [s.template for s in compiled.report.steps if s.kind == "kernel"]

@@ -1,8 +1,9 @@
-"""NCHW convolutions whose epilogue (bias, residual, ReLU) runs per image, right after that
-image's product, on threads that split the batch: the direct f32 tile (1x1, an RGB stem,
-3x3, a patch embedding, channels that are not whole tiles) and im2col (rows too short for
-the tile), against torch eager, on both branches (enough images and work for the split,
-and a single image, which takes the whole-batch driver)."""
+"""NCHW convolutions whose generated epilogue (bias, residual, tanh: not the common one
+that `runtime.conv_post` applies) runs per image, right after that image's product, on
+threads that split the batch: the direct f32 tile (1x1, an RGB stem, 3x3, a patch
+embedding, channels that are not whole tiles) and im2col (rows too short for the tile),
+against torch eager, on both branches (enough images and work for the split, and a single
+image, which takes the whole-batch driver)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,24 @@ from torch import nn
 
 import cuvil
 
+# The stock rules fuse only the common epilogue (bias, residual, ReLU/ReLU6), which a runtime
+# driver applies; a tanh joins the convolution through ops of the test's own.
+TANH_RULES = """
+ruleset fusion_conv_tanh
+op conv2d_bias_tanh(x, w, b, stride, padding, dilation, groups) =
+    tanh(conv2d_bias(x, w, b, stride, padding, dilation, groups))
+op conv2d_bias_add_tanh(x, w, b, r, stride, padding, dilation, groups) =
+    tanh(conv2d_bias_add(x, w, b, r, stride, padding, dilation, groups))
+rule conv_bias_tanh: tanh(conv2d_bias(x, w, b, s, p, d, g))
+    => conv2d_bias_tanh(x, w, b, s, p, d, g)
+rule conv_bias_add_tanh: tanh(conv2d_bias_add(x, w, b, r, s, p, d, g))
+    => conv2d_bias_add_tanh(x, w, b, r, s, p, d, g)
+"""
+RULES = [None, TANH_RULES]
+
 
 class ConvResidual(nn.Module):
-    """relu(conv(x) + b + x) when the shapes allow a residual, else relu(conv(x) + b)."""
+    """tanh(conv(x) + b + x) when the shapes allow a residual, else tanh(conv(x) + b)."""
 
     def __init__(self, cin: int, cout: int, kernel: int, stride: int = 1):
         super().__init__()
@@ -25,7 +41,7 @@ class ConvResidual(nn.Module):
 
     def forward(self, x):
         y = self.conv(x)
-        return torch.relu(y + x if self.residual else y)
+        return torch.tanh(y + x if self.residual else y)
 
 
 CASES = {  # name -> (cin, cout, kernel, stride, size, driver)
@@ -43,7 +59,8 @@ def test_per_image_epilogue_matches_torch(case):
     cin, cout, kernel, stride, size, driver = CASES[case]
     torch.manual_seed(0)
     model = ConvResidual(cin, cout, kernel, stride).eval()
-    compiled = cuvil.compile(model, (torch.randn(2, cin, size, size),), threads=2)
+    compiled = cuvil.compile(model, (torch.randn(2, cin, size, size),), threads=2,
+                             rules=RULES)
     assert not compiled.report.fallbacks
     assert "epilogue per image" in compiled.source
     assert f"{driver}(" in compiled.source
@@ -60,7 +77,8 @@ def test_one_thread_applies_each_epilogue_in_a_plain_loop(case):
     cin, cout, kernel, stride, size, driver = CASES[case]
     torch.manual_seed(0)
     model = ConvResidual(cin, cout, kernel, stride).eval()
-    compiled = cuvil.compile(model, (torch.randn(2, cin, size, size),), threads=1)
+    compiled = cuvil.compile(model, (torch.randn(2, cin, size, size),), threads=1,
+                             rules=RULES)
     assert "epilogue per image" in compiled.source and "prange" not in compiled.source
     x = torch.randn(3, cin, size, size)
     with torch.no_grad():

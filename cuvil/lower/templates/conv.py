@@ -20,6 +20,7 @@ from cuvil.lower.templates import depthwise
 from cuvil.lower.templates.elementwise import ExprBuilder
 from cuvil.lower.templates.gemm import BLAS_DTYPES, epilogue, split_heavy
 from cuvil.lower.templates.loops import NotPlain, indent, plain_loads
+from cuvil.lower.templates.post import match
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
 from cuvil.ops.nn import pair
 
@@ -51,6 +52,9 @@ def generate(group, ctx) -> KernelSpec:
     params = ["x0", "x1", *drv.scratch.values(), "threads"]
     args = [conv.inputs[0], arranged, *drv.scratch, THREADS]
     out = ctx.type(group.output)
+    post = _library(drv, conv, rest, ctx, group.output, arranged) if drv.library else None
+    if post is not None:
+        return post
     e_params, e_args, e_lines, parallel = epilogue(ctx, rest, out, conv.name, len(params))
     body, note = [drv.call] + e_lines, drv.note
     per_image = _per_image(drv, ctx, rest, out, conv.name, len(params)) if rest else None
@@ -71,6 +75,30 @@ class Driver:
     scratch: dict[str, str]  # scratch value -> kernel parameter
     note: str
     image: str = ""  # one image `n` on one thread, scratch row `t` (NCHW only)
+    library: str = ""  # the `runtime.conv_post` driver: this one with the common epilogue
+
+
+def _library(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSpec | None:
+    """The kernel as `drv.library` itself, when the epilogue is the common one
+    (`templates.post`): nothing to generate, nothing to compile but once per installation."""
+    out = ctx.type(output)
+    post = match(ctx, conv.name, rest, out) if list(layout_perm(out)) == list(range(4)) \
+        else None
+    if post is None or out.dtype != ctx.type(conv.inputs[0]).dtype:
+        return None
+    dt, oc = out.dtype.numpy, out.shape[1]
+    bias = ctx.prepare(f"{post.bias}.channels", logical_const(ctx, post.bias).reshape(oc)) \
+        if post.bias else ctx.prepare(f"zeros.{oc}.{out.dtype}", np.zeros(oc, dt))
+    res = post.res or ctx.prepare(f"empty.{out.dtype}", np.zeros((0, 0, 0, 0), dt))
+    clip = ctx.prepare(f"clip.{post.lo}.{post.hi}.{out.dtype}", np.array([post.lo, post.hi],
+                                                                          dt))
+    geo = ctx.prepare(f"geo.{'.'.join(map(str, geometry(conv, ctx)))}",
+                      np.array(geometry(conv, ctx), np.int64))
+    params = ["x", "w", *drv.scratch.values(), "bias", "res", "clip", "geo", "parts", "out"]
+    args = [conv.inputs[0], weight, *drv.scratch, bias, res, clip, geo, THREADS, output]
+    return KernelSpec("conv", params, args, [], scratch={name: ctx.scratch[name] for name in
+                                                        drv.scratch},
+                      note=f"NCHW, {drv.note}, epilogue {post.describe()}", library=drv.library)
 
 
 def _per_image(drv: Driver, ctx, rest, out, seed: str,
@@ -136,12 +164,14 @@ def _driver(conv, ctx) -> Driver:
     if groups == 1 and geo[:6] == (1, 1, 1, 1, 0, 0):
         packed = weight.reshape(oc, cg).T if nhwc else weight.reshape(oc, cg)
         return Driver(packed, f"conv1x1_{layout}(x0, x1, out, threads)", {}, "1x1",
-                      "" if nhwc else "conv1x1_nchw_image(x0[n], x1, out[n])")
+                      "" if nhwc else "conv1x1_nchw_image(x0[n], x1, out[n])",
+                      "" if nhwc else "conv1x1_nchw_post")
     if groups == 1 and not nhwc and cin < FEW_CHANNELS:
         scratch = _scratch(ctx, conv, x, {"cols": ("threads", cin * kh * kw, ohw)})
         return Driver(weight.reshape(oc, cg * kh * kw),
                       "conv2d_nchw_few(x0, x1, out, cols, geo, threads)", scratch,
-                      "im2col + GEMM", "conv2d_nchw_few_image(x0[n], x1, out[n], cols[t], geo)")
+                      "im2col + GEMM", "conv2d_nchw_few_image(x0[n], x1, out[n], cols[t], geo)",
+                      "conv2d_nchw_few_post")
     if groups == 1:
         shapes = {"cols": ("threads", ohw, kh * kw * cin)}
         if not nhwc:  # NCHW images go through the NHWC path one by one
@@ -153,7 +183,8 @@ def _driver(conv, ctx) -> Driver:
         return Driver(weight.transpose(2, 3, 1, 0).reshape(kh * kw * cg, oc),
                       f"conv2d_{layout}(x0, x1, out, {names}, geo, threads)", scratch,
                       "im2col + GEMM",
-                      "" if nhwc else f"conv2d_nchw_image(x0[n], x1, out[n], {rows}, geo)")
+                      "" if nhwc else f"conv2d_nchw_image(x0[n], x1, out[n], {rows}, geo)",
+                      "" if nhwc else "conv2d_nchw_post")
     if groups == oc and cg == 1 and cin == groups:
         packed = weight.reshape(oc, kh, kw).transpose(1, 2, 0) if nhwc else \
             weight.reshape(oc, kh * kw)
@@ -176,7 +207,8 @@ def _direct(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver:
     scratch = _scratch(ctx, conv, x, {"xs": ("threads", xs)})
     return Driver(weight.reshape(weight.shape[0], -1).T,
                   "conv2d_nchw_direct(x0, x1, out, xs, geo, threads)", scratch, "direct",
-                  "conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], geo)")
+                  "conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], geo)",
+                  "conv2d_nchw_direct_post")
 
 
 def _direct_row(geo: tuple[int, ...], w: int, oh: int, ow: int) -> int:

@@ -18,6 +18,9 @@ HELPERS = {"gemv": "cuvil.runtime.blas", "gemm": "cuvil.runtime.blas",
                "conv2d_nchw_few_image")},
            **{name: "cuvil.runtime.conv_direct" for name in (
                "conv2d_nchw_direct", "conv2d_nchw_direct_image")},
+           **{name: "cuvil.runtime.conv_post" for name in (
+               "conv2d_nchw_direct_post", "conv2d_nchw_post", "conv2d_nchw_few_post",
+               "conv1x1_nchw_post")},
            **{name: "cuvil.runtime.vmath" for name in ("vexp", "vtanh", "verf", "vsigmoid")},
            **{name: "cuvil.runtime.int8" for name in ("qgemm_layer", "qgemm_layer_q", "qconv_layer",
                                                       "qconv_layer_q")}}
@@ -27,7 +30,7 @@ def used_helpers(body: str) -> list[str]:
     """The helpers that generated code `body` calls, in a fixed order."""
     import re
 
-    return [name for name in HELPERS if re.search(rf"\b{name}\(", body)]
+    return [name for name in HELPERS if re.search(rf"\b{name}(\(|  #)", body)]
 
 
 def helper_text(names: list[str]) -> list[str]:

@@ -49,3 +49,4 @@ class KernelSpec:
     note: str = ""
     python: bool = False  # plain numpy code: nothing to compile
     target: str = ""  # the target that generated it (set by lowering; "" = the graph's)
+    library: str = ""  # a runtime driver (`templates.helpers`) that is the kernel: no body

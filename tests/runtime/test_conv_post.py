@@ -1,0 +1,83 @@
+"""NCHW convolutions with the common epilogue (bias, residual, ReLU/ReLU6/hardtanh) are the
+runtime's drivers themselves (`runtime.conv_post`): nothing generated, and the results of
+torch eager for each driver, epilogue, thread count and batch (images split between
+threads, one image split, one thread)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import cuvil
+
+HARDTANH_RULES = """
+ruleset fusion_conv_hardtanh
+op conv2d_bias_hardtanh(x, w, b, stride, padding, dilation, groups) =
+    hardtanh(conv2d_bias(x, w, b, stride, padding, dilation, groups), min_val=-0.5, max_val=0.5)
+rule conv_bias_hardtanh: hardtanh(conv2d_bias(x, w, b, s, p, d, g), min_val=-0.5, max_val=0.5)
+    => conv2d_bias_hardtanh(x, w, b, s, p, d, g)
+"""
+
+DRIVERS = {  # driver -> (cin, cout, kernel, stride, size): shapes that take it
+    "conv2d_nchw_direct_post": (16, 16, 3, 1, 16),
+    "conv2d_nchw_post": (16, 32, 3, 2, 16),  # rows of 8: im2col
+    "conv2d_nchw_few_post": (3, 8, 3, 1, 8),  # 3 channels, rows of 8
+    "conv1x1_nchw_post": (16, 24, 1, 1, 3),  # 9 pixels
+}
+EPILOGUES = {
+    "none": lambda y, x: y,
+    "relu6": lambda y, x: torch.nn.functional.relu6(y),
+    "residual relu": lambda y, x: torch.relu(y + x) if y.shape == x.shape else torch.relu(y),
+    "hardtanh": lambda y, x: torch.nn.functional.hardtanh(y, -0.5, 0.5),
+}
+
+
+class ConvThen(nn.Module):
+    def __init__(self, cin, cout, kernel, stride, epilogue: str):
+        super().__init__()
+        pad = 0 if kernel == 1 else kernel // 2
+        self.conv = nn.Conv2d(cin, cout, kernel, stride, pad, bias=epilogue != "none")
+        self.epilogue = EPILOGUES[epilogue]
+
+    def forward(self, x):
+        return self.epilogue(self.conv(x), x)
+
+
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_the_driver_is_the_kernel_and_matches_torch(driver, epilogue):
+    cin, cout, kernel, stride, size = DRIVERS[driver]
+    torch.manual_seed(0)
+    model = ConvThen(cin, cout, kernel, stride, epilogue).eval()
+    for threads in (2, 1):
+        compiled = cuvil.compile(model, (torch.randn(2, cin, size, size),), threads=threads,
+                                 rules=[None, HARDTANH_RULES])
+        assert [k.template for k in compiled.report.kernels] == ["conv"]
+        assert f"k0_conv = {driver}  #" in compiled.source
+        assert "@njit" not in compiled.source  # nothing generated to compile
+        for batch in (8, 1):
+            x = torch.randn(batch, cin, size, size)
+            with torch.no_grad():
+                torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+
+
+def test_a_broadcast_residual_is_generated():
+    """A residual that broadcasts (one image for the batch) is not the drivers' epilogue."""
+
+    class Broadcast(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(8, 8, 3, 1, 1)
+            self.pos = nn.Parameter(torch.randn(1, 8, 16, 16))
+
+        def forward(self, x):
+            return self.conv(x) + self.pos
+
+    torch.manual_seed(0)
+    model = Broadcast().eval()
+    x = torch.randn(4, 8, 16, 16)
+    compiled = cuvil.compile(model, (x,), threads=2)
+    assert "_post  #" not in compiled.source
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
