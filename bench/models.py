@@ -7,8 +7,10 @@ eager and to ONNX Runtime (lower is faster; `-` where ORT was skipped or could n
 or run the model), max abs error against eager, and compile times. Latencies: all systems
 in one process under their default settings (no `OMP_WAIT_POLICY`), timed in alternating
 blocks so that drift hits all of them alike. Compile times: torch.compile and ONNX Runtime
-(export + session) in this process; cuvil in two fresh processes sharing an empty cache
-directory, the first one cold, the second one warm. Cuvil's cells: the whole
+(export + session) in this process; cuvil in fresh processes: cold (an empty cache
+directory: the shared drivers are compiled too, once per installation), new model (a cache
+holding only the drivers, copied from the cold one: a model this installation has not
+compiled before), warm (the cold one's cache again). Cuvil's cells: the whole
 `cuvil.compile`, and in brackets its lowering step, `compile_graph`, after Numba's one-time
 start-up in the process (measured on its own, column `numba s`; it is part of the whole).
 """
@@ -20,6 +22,7 @@ import io
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -135,9 +138,14 @@ def compile_in_process(name: str, sizes: dict, cache: str) -> dict:
 
 def build_cuvil(model, inputs, name, sizes, cache: str):
     cold = compile_in_process(name, sizes, cache)
+    drivers = tempfile.mkdtemp(prefix="cuvil-bench-drivers-")
+    if Path(cache, "numba").is_dir():  # Cuvil's own drivers, no kernel of this model
+        shutil.copytree(Path(cache, "numba"), Path(drivers, "numba"))
+    new = compile_in_process(name, sizes, drivers)
+    shutil.rmtree(drivers, ignore_errors=True)
     warm = compile_in_process(name, sizes, cache)
     os.environ["CUVIL_CACHE_DIR"] = cache
-    return cuvil.compile(model, inputs), cold, warm
+    return cuvil.compile(model, inputs), cold, new, warm
 
 
 def build_system(system: str, model, inputs, expected, name: str, sizes: dict):
@@ -152,10 +160,11 @@ def build_system(system: str, model, inputs, expected, name: str, sizes: dict):
         err = (torch.from_numpy(run()[0]) - expected).abs().max().item()
         return run, {"compile": cold, "warm": None, "err": err}
     cache = tempfile.mkdtemp(prefix="cuvil-bench-")
-    cu, cold, warm = build_cuvil(model, inputs, name, sizes, cache)
+    cu, cold, new, warm = build_cuvil(model, inputs, name, sizes, cache)
     err = (outputs(cu(*inputs)) - expected).abs().max().item()
     return (lambda: cu(*inputs)), {
         "compile": cold.get("compile_s"), "lower": cold.get("lower_s"),
+        "new": new.get("compile_s"), "new_lower": new.get("lower_s"),
         "warm": warm.get("compile_s"), "warm_lower": warm.get("lower_s"),
         "numba": warm.get("numba_s"), "hit": warm.get("hit"), "err": err,
         "kernels": len(cu.report.kernels), "fallbacks": len(cu.report.fallbacks)}
@@ -217,17 +226,18 @@ def machine() -> str:
 
 def render(rows: list[dict], markdown: bool) -> str:
     header = ["case", "system", "median ms", "x eager", "x ort", "max abs err",
-              "cold compile s", "warm compile s", "numba s"]
+              "cold compile s", "new model s", "warm compile s", "numba s"]
     fmt = lambda v, p: "-" if v is None else f"{v:.{p}f}"  # noqa: E731
 
     def compile_cell(r, key):
-        lower = r.get("warm_lower" if key == "warm" else "lower")
-        return fmt(r[key], 2) + (f" ({lower:.2f})" if lower is not None else "")
+        lower = r.get({"warm": "warm_lower", "new": "new_lower"}.get(key, "lower"))
+        return fmt(r.get(key), 2) + (f" ({lower:.2f})" if lower is not None else "")
 
     cells = [[r["case"], r["system"] + (" (failed)" if r.get("failed") else ""),
               fmt(r["ms"], 3), fmt(r["vs_eager"], 2), fmt(r.get("vs_ort"), 2),
               "-" if r["err"] is None else f"{r['err']:.1e}", compile_cell(r, "compile"),
-              compile_cell(r, "warm"), fmt(r.get("numba"), 2)] for r in rows]
+              compile_cell(r, "new"), compile_cell(r, "warm"), fmt(r.get("numba"), 2)]
+             for r in rows]
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells]) + "\n"

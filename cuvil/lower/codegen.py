@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from cuvil.ir.graph import Node
 from cuvil.ir.types import Dim, DType, TensorType, is_static
 from cuvil.lower.physical import dim_code, physical_shape
-from cuvil.lower.templates.spec import FASTMATH, THREADS, KernelSpec, Scratch
+from cuvil.lower.templates.spec import FASTMATH, ONE_THREAD, THREADS, KernelSpec, Scratch
 
 KERNEL = "kernel"  # the name of the kernel in its own module
 
@@ -114,6 +114,8 @@ class ModuleBuilder:
         """Code for the array of `value` (a view expression for aliases)."""
         if value == THREADS:
             return "n_threads"
+        if value == ONE_THREAD:
+            return "1"
         if value.startswith("#sym:"):
             self.symbols.add(value[5:])
             return f"n_{value[5:]}"

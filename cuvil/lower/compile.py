@@ -23,7 +23,7 @@ from cuvil.lower.group import (
 )
 from cuvil.lower.inline import inline_composites
 from cuvil.lower.report import FallbackReport
-from cuvil.lower.templates.spec import Unsupported
+from cuvil.lower.templates.spec import ONE_THREAD, THREADS, Unsupported
 
 
 def lower_to_source(graph: Graph, *, target="cpu", threads: int = 2,
@@ -93,8 +93,10 @@ def _lower_groups(groups: list[Group], ctx: LowerContext, targets: Targets
         try:
             if gen is None:
                 raise Unsupported(f"target {tgt.name} has no {group.template} kernels")
-            specs[id(group)] = gen(group, ctx)
-            specs[id(group)].target = tgt.name
+            spec = specs[id(group)] = gen(group, ctx)
+            spec.target = tgt.name
+            if spec.library and not tgt.threaded:  # a driver's threads, on a serial target
+                spec.args = [ONE_THREAD if a == THREADS else a for a in spec.args]
             done.append(group)
         except Unsupported as e:
             parts = [n for n in group.nodes if ctx.graph[n].op != "scalar"]

@@ -37,6 +37,11 @@ class Target:
     parallel_decorator: str = ("@njit(cache=True, nogil=True, parallel=True, "
                                "error_model='numpy', fastmath={fastmath})")
 
+    @property
+    def threaded(self) -> bool:
+        """Whether its kernels may use threads (a serial target's decorators are alike)."""
+        return self.parallel_decorator != self.kernel_decorator
+
     def imports(self, body: str) -> str:
         """The import block of a generated module whose code is `body`."""
         from cuvil.lower.templates.helpers import helper_text, used_helpers

@@ -31,7 +31,7 @@ from cuvil.lower.devices import Targets
 from cuvil.lower.report import CompileReport, KernelReport
 from cuvil.lower.steps import step_reports
 from cuvil.lower.templates.helpers import used_helpers
-from cuvil.lower.templates.spec import THREADS
+from cuvil.lower.templates.spec import ONE_THREAD, THREADS
 from cuvil.runtime import compile_pool, derived
 from cuvil.runtime.blas import single_threaded_blas
 from cuvil.runtime.compiled import CompiledGraph
@@ -116,7 +116,7 @@ def _load(program: Program, cache_dir) -> tuple[ModuleType, Path, dict[str, Path
 
 
 def _nb_type(program: Program, ctx: LowerContext, value: str):
-    if value == THREADS:
+    if value in (THREADS, ONE_THREAD):
         return nbtypes.int64
     if value in program.arrays:
         a = program.arrays[value]

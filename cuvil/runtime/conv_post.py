@@ -17,6 +17,7 @@ between threads, then the epilogue's planes; one thread goes image by image.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import prange
 
 from cuvil.runtime.blas import GEMM_PAR_WORK
@@ -45,7 +46,7 @@ def _parts(parts, rows, work):
     return min(parts, rows) if work >= GEMM_PAR_WORK else 1
 
 
-@njit(nogil=True, fastmath=_FAST)
+@njit(nogil=True, fastmath=_FAST, error_model="numpy")
 def _post(out, bias, res, clip, q0, q1):
     """Planes q0..q1 (q = n*OC + c) of out [N, OC, OH, OW] := clip(out + bias[c] + res).
     Rows of 2-d views, indexed from 0: a flat index from q*HW could be negative as far as
@@ -54,15 +55,20 @@ def _post(out, bias, res, clip, q0, q1):
     o = out.reshape((out.shape[0] * oc, hw))
     r = res.reshape((res.shape[0] * res.shape[1], hw))
     lo, hi = clip[0], clip[1]
-    for q in range(q0, q1):
-        b, row = bias[q % oc], o[q]
+    clipped = lo != -np.inf or hi != np.inf
+    for q in range(q0 if bias.size or r.shape[0] or clipped else q1, q1):
+        row = o[q]
+        if bias.size:
+            b = bias[q % oc]
+            for p in range(hw):
+                row[p] += b
         if r.shape[0]:
             add = r[q]
             for p in range(hw):
-                row[p] = min(max(row[p] + b + add[p], lo), hi)
-        else:
+                row[p] += add[p]
+        if clipped:
             for p in range(hw):
-                row[p] = min(max(row[p] + b, lo), hi)
+                row[p] = min(max(row[p], lo), hi)
 
 
 @njit(nogil=True, parallel=True)

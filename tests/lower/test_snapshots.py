@@ -30,13 +30,23 @@ RUNTIME_HASH = re.compile(r"(# cuvil\.runtime\.\w+ )[0-9a-f]{12}$", re.MULTILINE
 
 
 def linear_relu() -> Graph:
-    g = Graph("linear_relu")
+    """A product with the common epilogue: the runtime's `linear_post` is the kernel."""
+    return _linear_then("relu")
+
+
+def linear_tanh() -> Graph:
+    """A product with another epilogue: generated."""
+    return _linear_then("tanh")
+
+
+def _linear_then(act: str) -> Graph:
+    g = Graph(f"linear_{act}")
     g.defs.update(load("op linear(x, w, b) = add(matmul(x, w), b)\n"
-                       "op linear_relu(x, w, b) = relu(linear(x, w, b))\n").ops)
+                       f"op linear_{act}(x, w, b) = {act}(linear(x, w, b))\n").ops)
     x = g.input("x", t(B, 64))
     w, b = g.const(torch.zeros(64, 32), "fc.weight.T"), g.const(torch.zeros(32), "fc.bias")
-    g.set_outputs(g.add("linear_relu", [x, w, b], source="model.py:10",
-                        origin=("linear_relu", "matmul_add")))
+    g.set_outputs(g.add(f"linear_{act}", [x, w, b], source="model.py:10",
+                        origin=(f"linear_{act}", "matmul_add")))
     return g
 
 
@@ -77,7 +87,7 @@ def gpt_attention() -> Graph:
     return g
 
 
-CASES = [linear_relu, broadcast_chain, softmax_rows, conv_nhwc, gpt_attention]
+CASES = [linear_relu, linear_tanh, broadcast_chain, softmax_rows, conv_nhwc, gpt_attention]
 
 
 @pytest.mark.parametrize("build", CASES, ids=[c.__name__ for c in CASES])

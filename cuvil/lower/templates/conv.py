@@ -20,7 +20,7 @@ from cuvil.lower.templates import depthwise
 from cuvil.lower.templates.elementwise import ExprBuilder
 from cuvil.lower.templates.gemm import BLAS_DTYPES, epilogue, split_heavy
 from cuvil.lower.templates.loops import NotPlain, indent, plain_loads
-from cuvil.lower.templates.post import match
+from cuvil.lower.templates.post import match, post_args
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
 from cuvil.ops.nn import pair
 
@@ -82,16 +82,11 @@ def _library(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSp
     """The kernel as `drv.library` itself, when the epilogue is the common one
     (`templates.post`): nothing to generate, nothing to compile but once per installation."""
     out = ctx.type(output)
-    post = match(ctx, conv.name, rest, out) if list(layout_perm(out)) == list(range(4)) \
+    post = match(ctx, conv.name, rest, out, 1) if list(layout_perm(out)) == list(range(4)) \
         else None
-    if post is None or out.dtype != ctx.type(conv.inputs[0]).dtype:
+    if post is None or post.gelu or out.dtype != ctx.type(conv.inputs[0]).dtype:
         return None
-    dt, oc = out.dtype.numpy, out.shape[1]
-    bias = ctx.prepare(f"{post.bias}.channels", logical_const(ctx, post.bias).reshape(oc)) \
-        if post.bias else ctx.prepare(f"zeros.{oc}.{out.dtype}", np.zeros(oc, dt))
-    res = post.res or ctx.prepare(f"empty.{out.dtype}", np.zeros((0, 0, 0, 0), dt))
-    clip = ctx.prepare(f"clip.{post.lo}.{post.hi}.{out.dtype}", np.array([post.lo, post.hi],
-                                                                          dt))
+    bias, res, clip = post_args(ctx, post, out)
     geo = ctx.prepare(f"geo.{'.'.join(map(str, geometry(conv, ctx)))}",
                       np.array(geometry(conv, ctx), np.int64))
     params = ["x", "w", *drv.scratch.values(), "bias", "res", "clip", "geo", "parts", "out"]

@@ -10,9 +10,13 @@ products with at most `GEMV_MAX_ROWS` rows (batch-1 inference) take the dot-prod
 
 from __future__ import annotations
 
+import numpy as np
+
 from cuvil.ir.types import DType
+from cuvil.lower.physical import layout_perm
 from cuvil.lower.templates.elementwise import ExprBuilder
 from cuvil.lower.templates.loops import emit_loops
+from cuvil.lower.templates.post import match, post_args
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Unsupported
 from cuvil.ops import registry
 
@@ -65,6 +69,9 @@ def generate(group, ctx) -> KernelSpec:
     if x.dtype not in BLAS_DTYPES:
         raise Unsupported(f"matmul in {x.dtype} has no BLAS routine")
     out_type = ctx.type(group.output)
+    library = _library(mm, rest, ctx, group.output) if y.rank == 2 else None
+    if library is not None:
+        return library
     if y.rank == 2:
         params, args, body = _flat(mm, ctx, x, y)
     elif x.shape[:-2] == y.shape[:-2]:
@@ -74,6 +81,28 @@ def generate(group, ctx) -> KernelSpec:
     e_params, e_args, e_lines, parallel = epilogue(ctx, rest, out_type, mm.name, len(params))
     return KernelSpec("gemm", [*params, *e_params, "out"], [*args, *e_args, group.output],
                       body + e_lines, parallel=parallel)
+
+
+def _library(mm, rest, ctx, output: str) -> KernelSpec | None:
+    """The kernel as `runtime.gemm_post.linear_post` itself, when the epilogue is the common
+    one (`templates.post`): nothing to generate, nothing to compile but once per
+    installation."""
+    x, out = ctx.type(mm.inputs[0]), ctx.type(output)
+    plain = all(list(layout_perm(t)) == list(range(t.rank)) for t in (x, out))
+    post = match(ctx, mm.name, rest, out, out.rank - 1) if plain else None
+    if post is None or x.rank != out.rank:
+        return None
+    bias, res, clip = post_args(ctx, post, out)
+    y = ctx.type(mm.inputs[1])
+    wt = ctx.prepare(f"{mm.inputs[1]}.T", ctx.const_array(mm.inputs[1]).T) \
+        if _use_gemv(ctx, mm, y) else ctx.prepare(f"empty2.{y.dtype}", np.zeros((0, 0),
+                                                                               y.dtype.numpy))
+    mode = ctx.prepare(f"linear.{int(post.gelu)}.{GEMV_MAX_ROWS}.{ctx.par_min}",
+                       np.array([post.gelu, GEMV_MAX_ROWS, ctx.par_min], np.int64))
+    params = ["x", "w", "wt", "bias", "res", "clip", "mode", "parts", "out"]
+    args = [*mm.inputs, wt, bias, res, clip, mode, THREADS, output]
+    return KernelSpec("gemm", params, args, [], note=f"epilogue {post.describe()}",
+                      library="linear_post")
 
 
 def _use_gemv(ctx, mm, y) -> bool:

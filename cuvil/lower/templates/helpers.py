@@ -21,6 +21,7 @@ HELPERS = {"gemv": "cuvil.runtime.blas", "gemm": "cuvil.runtime.blas",
            **{name: "cuvil.runtime.conv_post" for name in (
                "conv2d_nchw_direct_post", "conv2d_nchw_post", "conv2d_nchw_few_post",
                "conv1x1_nchw_post")},
+           "linear_post": "cuvil.runtime.gemm_post",
            **{name: "cuvil.runtime.vmath" for name in ("vexp", "vtanh", "verf", "vsigmoid")},
            **{name: "cuvil.runtime.int8" for name in ("qgemm_layer", "qgemm_layer_q", "qconv_layer",
                                                       "qconv_layer_q")}}

@@ -1,14 +1,18 @@
-"""The common epilogue of a convolution, recognised: `clip(acc + bias + res)`, a bias per
-channel, a residual add and a clip (ReLU, ReLU6, hardtanh), each optional, the clip last.
+"""The common epilogue of a convolution or a product, recognised: `clip(gelu?(acc + bias)
++ res)`, a bias per channel, the exact GELU, a residual add and a clip (ReLU, ReLU6,
+hardtanh), each optional, in that order.
 
 A group whose epilogue is exactly that is lowered to a runtime driver that applies it
-(`cuvil.runtime.conv_post`), nothing generated; any other epilogue is generated code.
+(`cuvil.runtime.conv_post`, `.gemm_post`), nothing generated; any other epilogue is
+generated code.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from cuvil.lower.physical import layout_perm
 
@@ -17,32 +21,43 @@ CLIPS = {"relu": (0.0, math.inf), "relu6": (0.0, 6.0)}
 
 @dataclass(frozen=True)
 class Post:
-    bias: str | None = None  # a constant with one value per output channel (axis 1)
+    """out = clip(gelu?(acc + bias) + res): each part optional."""
+
+    bias: str | None = None  # a constant with one value per channel (`match`'s axis)
     res: str | None = None  # a value shaped like the output
     lo: float = -math.inf
     hi: float = math.inf
+    gelu: bool = False  # the exact (erf) GELU, before the residual
+
+    @property
+    def clipped(self) -> bool:
+        return (self.lo, self.hi) != (-math.inf, math.inf)
 
     def describe(self) -> str:
-        parts = [name for name, v in (("bias", self.bias), ("residual", self.res)) if v]
-        if (self.lo, self.hi) != (-math.inf, math.inf):
+        parts = [name for name, v in (("bias", self.bias), ("GELU", self.gelu),
+                                      ("residual", self.res)) if v]
+        if self.clipped:
             parts.append(f"clip [{self.lo:g}, {self.hi:g}]")
         return " + ".join(parts) or "none"
 
 
-def match(ctx, seed: str, nodes, out) -> Post | None:
+def match(ctx, seed: str, nodes, out, axis: int) -> Post | None:
     """The epilogue `nodes` (in order, from the value `seed`) as a `Post` over the output
-    type `out` (plain layout), or None when it is anything else."""
+    type `out` (plain layout), the bias along `axis`; None when it is anything else."""
     post, acc, inside = Post(), seed, {seed}
     for node in nodes:
         if acc not in node.inputs or len(node.inputs) != (2 if node.op == "add" else 1):
             return None
         if node.op == "add" and set(node.inputs) <= inside:  # acc + acc, or an earlier acc
             return None
-        if post.lo != -math.inf or post.hi != math.inf:  # nothing after the clip
+        if post.clipped:  # nothing after the clip
             return None
         if node.op == "add":
             other = node.inputs[1] if node.inputs[0] == acc else node.inputs[0]
-            post = _add(ctx, post, other, out)
+            post = _add(ctx, post, other, out, axis)
+        elif node.op == "gelu":
+            ok = node.attrs.get("approximate", "none") == "none" and post.res is None
+            post = replace(post, gelu=True) if ok and not post.gelu else None
         else:
             post = _clip(node, post)
         if post is None:
@@ -52,22 +67,33 @@ def match(ctx, seed: str, nodes, out) -> Post | None:
     return post
 
 
-def _add(ctx, post: Post, other: str, out) -> Post | None:
+def _add(ctx, post: Post, other: str, out, axis: int) -> Post | None:
     t = ctx.type(other)
     if t.dtype != out.dtype or list(layout_perm(t)) != list(range(t.rank)):
         return None
-    channels = (1,) * (4 - t.rank) + tuple(t.shape) == (1, out.shape[1], 1, 1)
-    if post.bias is None and ctx.is_const(other) and t.rank <= 4 and channels:
-        return Post(other, post.res)
+    shape = (1,) * (out.rank - t.rank) + tuple(t.shape)
+    channels = tuple(d if k == axis else 1 for k, d in enumerate(out.shape))
+    if post.bias is None and not post.gelu and ctx.is_const(other) and shape == channels:
+        return replace(post, bias=other)
     if post.res is None and tuple(t.shape) == tuple(out.shape):
-        return Post(post.bias, other)
+        return replace(post, res=other)
     return None
 
 
 def _clip(node, post: Post) -> Post | None:
     if node.op in CLIPS:
-        return Post(post.bias, post.res, *CLIPS[node.op])
+        return replace(post, lo=CLIPS[node.op][0], hi=CLIPS[node.op][1])
     if node.op == "hardtanh":
-        return Post(post.bias, post.res, float(node.attrs["min_val"]),
-                    float(node.attrs["max_val"]))
+        return replace(post, lo=float(node.attrs["min_val"]), hi=float(node.attrs["max_val"]))
     return None
+
+
+def post_args(ctx, post: Post, out) -> tuple[str, str, str]:
+    """The drivers' epilogue arguments (constants): the bias as a vector (empty for none),
+    the residual (an empty array of the output's rank for none), `clip` [lo, hi]."""
+    dt, name = out.dtype.numpy, out.dtype.value
+    bias = ctx.prepare(f"{post.bias}.vector", ctx.const_array(post.bias).reshape(-1)) \
+        if post.bias else ctx.prepare(f"empty.{name}", np.zeros(0, dt))
+    res = post.res or ctx.prepare(f"empty.{out.rank}.{name}", np.zeros((0,) * out.rank, dt))
+    clip = ctx.prepare(f"clip.{post.lo}.{post.hi}.{name}", np.array([post.lo, post.hi], dt))
+    return bias, res, clip

@@ -16,6 +16,8 @@ FASTMATH = {
 
 # The argument value that stands for the thread count of the call (an int).
 THREADS = "#threads"
+# The thread count a library kernel gets on a serial target (`Target.threaded`).
+ONE_THREAD = "#one_thread"
 
 
 class Unsupported(CuvilError):

@@ -2,36 +2,13 @@
 # ruff: noqa
 
 import numpy as np
-from numba import njit
-from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas <runtime hash>
+from cuvil.runtime.gemm_post import linear_post  # cuvil.runtime.gemm_post <runtime hash>
 
-FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
-# k0_gemm: template gemm
+
+# k0_gemm: template gemm (epilogue bias + clip [0, inf])
 #   v1 = linear_relu(x, fc_weight_T, fc_bias) at model.py:10; rules: linear_relu, matmul_add
-@njit(cache=True, nogil=True, error_model='numpy', fastmath=FAST)
-def k0_gemm(x0, x1, x2, threads, x4, out):
-    kd = x0.shape[1]
-    nd = x1.shape[1]
-    mrows = x0.shape[0]
-    am = x0.reshape((mrows, kd))
-    cm = out.reshape((mrows, nd))
-    if mrows <= 3:
-        gemv(am, x2, cm, threads)
-    else:
-        gemm(am, x1, cm, threads)
-    d0 = out.shape[0]
-    d1 = out.shape[1]
-    nrows = d0
-    o = out.reshape((nrows, d1))
-    x4_ = x4.reshape((d1,))
-    for r in range(nrows):
-        for i1 in range(d1):
-            acc = o[r, i1]
-            a0 = x4_[i1]
-            t0 = (acc + a0)
-            t1 = max(t0, np.float32(0.0))
-            o[r, i1] = t1
+k0_gemm = linear_post  # (x, w, wt, bias, res, clip, mode, parts, out)
 
-def entry(in0, c0, c1, c2, o0, n_batch, n_threads, fallbacks):
-    k0_gemm(in0, c0, c1, n_threads, c2, o0)
+def entry(in0, c0, c1, c2, c3, c4, c5, o0, n_batch, n_threads, fallbacks):
+    k0_gemm(in0, c0, c1, c2, c3, c4, c5, n_threads, o0)

@@ -1,0 +1,76 @@
+"""Products ending in the common epilogue, `out = clip(gelu?(x @ w + bias) + res)`, as one
+call compiled once per installation: a GEMM group with that epilogue (the stock `linear`,
+`linear_relu`, `linear_gelu`, `linear_residual` ops, or none) *is* `linear_post`, so
+lowering generates and Numba compiles nothing for it.
+
+`x` [..., K] is one product over all its rows with `w` [K, N]; `wt` is `w` transposed for
+`blas.gemv` (empty when the weight is not a constant). The epilogue runs over rows of the
+output after the product, as a generated one does: `bias` [N] (empty for none), `res`
+(shaped like `out`, or empty), `clip` [lo, hi], and `mode` [GELU or not, the most rows
+that take `gemv`, the output size from which rows are split between threads], the
+policy lowering decides (`templates.gemm`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import prange
+
+from cuvil.runtime.blas import gemm, gemv
+from cuvil.runtime.numba_cache import njit
+from cuvil.runtime.vmath import verf
+
+_FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip bounds are inf
+
+
+@njit(nogil=True, fastmath=_FAST, error_model="numpy")
+def _post(o, bias, r, clip, gelu, r0, r1):
+    """Rows r0..r1 of o [M, N] := clip(gelu?(o + bias) + r): a pass per part, the row in
+    L1 (each loop indexed from 0, so that Numba's wraparound check does not keep it
+    scalar)."""
+    lo, hi = clip[0], clip[1]
+    clipped = lo != -np.inf or hi != np.inf
+    half, one, s = o.dtype.type(0.5), o.dtype.type(1.0), o.dtype.type(0.7071067811865476)
+    for i in range(r0 if bias.size or gelu or r.shape[0] or clipped else r1, r1):
+        row = o[i]
+        if bias.size:
+            for j in range(row.shape[0]):
+                row[j] += bias[j]
+        if gelu:
+            for j in range(row.shape[0]):
+                v = row[j]
+                row[j] = half * v * (one + o.dtype.type(verf(v * s)))
+        if r.shape[0]:
+            add = r[i]
+            for j in range(row.shape[0]):
+                row[j] += add[j]
+        if clipped:
+            for j in range(row.shape[0]):
+                row[j] = min(max(row[j], lo), hi)
+
+
+@njit(nogil=True, parallel=True)
+def _post_split(o, bias, r, clip, gelu, parts):
+    rows = o.shape[0]
+    step = (rows + parts - 1) // parts
+    for t in prange(parts):
+        _post(o, bias, r, clip, gelu, min(rows, t * step), min(rows, (t + 1) * step))
+
+
+@njit(nogil=True)
+def linear_post(x, w, wt, bias, res, clip, mode, parts, out):
+    """out [..., N] = the epilogue of x [..., K] @ w [K, N]."""
+    kd, nd = w.shape
+    rows = 1
+    for d in x.shape[:-1]:
+        rows *= d
+    a, o = x.reshape((rows, kd)), out.reshape((rows, nd))
+    if wt.size and rows <= mode[1]:
+        gemv(a, wt, o, parts)
+    else:
+        gemm(a, w, o, parts)
+    r = res.reshape((res.size // nd if nd else 0, nd))
+    if parts > 1 and out.size >= mode[2]:
+        _post_split(o, bias, r, clip, mode[0] != 0, parts)
+    else:
+        _post(o, bias, r, clip, mode[0] != 0, 0, rows)
