@@ -9,10 +9,11 @@ in one process under their default settings (no `OMP_WAIT_POLICY`), timed in alt
 blocks so that drift hits all of them alike. Compile times: torch.compile and ONNX Runtime
 (export + session) in this process; cuvil in fresh processes: cold (an empty cache
 directory: the shared drivers are compiled too, once per installation), new model (a cache
-holding only the drivers, copied from the cold one: a model this installation has not
-compiled before), warm (the cold one's cache again). Cuvil's cells: the whole
-`cuvil.compile`, and in brackets its lowering step, `compile_graph`, after Numba's one-time
-start-up in the process (measured on its own, column `numba s`; it is part of the whole).
+holding only the drivers and the checked stock rules, copied from the cold one: a model
+this installation has not compiled before), warm (the cold one's cache again). Cuvil's
+cells: the whole `cuvil.compile`, and in brackets its lowering step, `compile_graph`, after
+Numba's one-time start-up in the process (measured on its own, column `numba s`; it is
+part of the whole).
 """
 
 from __future__ import annotations
@@ -139,8 +140,9 @@ def compile_in_process(name: str, sizes: dict, cache: str) -> dict:
 def build_cuvil(model, inputs, name, sizes, cache: str):
     cold = compile_in_process(name, sizes, cache)
     drivers = tempfile.mkdtemp(prefix="cuvil-bench-drivers-")
-    if Path(cache, "numba").is_dir():  # Cuvil's own drivers, no kernel of this model
-        shutil.copytree(Path(cache, "numba"), Path(drivers, "numba"))
+    for part in ("numba", "rules"):  # Cuvil's drivers and checked rules: nothing of the model
+        if Path(cache, part).is_dir():
+            shutil.copytree(Path(cache, part), Path(drivers, part))
     new = compile_in_process(name, sizes, drivers)
     shutil.rmtree(drivers, ignore_errors=True)
     warm = compile_in_process(name, sizes, cache)

@@ -12,11 +12,13 @@ follow torch exactly (padding, dilation, `ceil_mode`, `count_include_pad`).
 
 from __future__ import annotations
 
+import numpy as np
+
 from cuvil.ir.types import NHWC, is_static
-from cuvil.lower.physical import np_name
+from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.templates.elementwise import literal
 from cuvil.lower.templates.loops import indent
-from cuvil.lower.templates.spec import KernelSpec, Unsupported
+from cuvil.lower.templates.spec import THREADS, KernelSpec, Unsupported
 from cuvil.ops.nn import pair
 
 
@@ -28,6 +30,9 @@ def generate(group, ctx) -> KernelSpec:
     x = ctx.type(node.inputs[0])
     if not x.dtype.is_float:
         raise Unsupported(f"{node.op} on {x.dtype}")
+    library = _library(node, x, ctx)
+    if library is not None:
+        return library
     nhwc = x.layout == NHWC
     if node.op == "adaptive_avg_pool2d" and tuple(pair(node.attrs["output_size"])) == (1, 1):
         head, loop = _global_average(nhwc, x.dtype)
@@ -48,6 +53,24 @@ def generate(group, ctx) -> KernelSpec:
         lines = head + ["if nq < 4 or out.size < 4096:"] + indent(serial, 1) + ["else:"] + \
             indent(["for q in prange(nq):"] + indent(loop, 1), 1)
     return KernelSpec("pool", ["x0", "out"], [node.inputs[0], node.name], lines, parallel)
+
+
+def _library(node, x, ctx) -> KernelSpec | None:
+    """The kernel as a `runtime.pool` function itself, for an NCHW global average or a pool
+    whose windows all lie inside the image: nothing to generate or compile per model."""
+    if list(layout_perm(x)) != list(range(4)) or x.dtype != node.type.dtype:
+        return None
+    if node.op == "adaptive_avg_pool2d" and tuple(pair(node.attrs["output_size"])) == (1, 1):
+        return KernelSpec("pool", ["x", "parts", "out"], [node.inputs[0], THREADS, node.name],
+                          [], note="global average", library="global_average_nchw")
+    if node.op not in ("max_pool2d", "avg_pool2d") or not _inside(node, x):
+        return None
+    kh, kw, sh, sw, *_ = _geometry(node)
+    geo = ctx.prepare(f"pool.{kh}.{kw}.{sh}.{sw}.{node.op}", np.array(
+        [kh, kw, sh, sw, node.op == "max_pool2d"], np.int64))
+    return KernelSpec("pool", ["x", "geo", "parts", "out"],
+                      [node.inputs[0], geo, THREADS, node.name], [],
+                      note=f"{kh}x{kw} windows inside the image", library="pool_inside_nchw")
 
 
 _NCHW = ["nb = x0.shape[0]", "ch = x0.shape[1]", "h = x0.shape[2]", "w = x0.shape[3]",
