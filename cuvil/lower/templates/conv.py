@@ -75,7 +75,11 @@ class Driver:
     scratch: dict[str, str]  # scratch value -> kernel parameter
     note: str
     image: str = ""  # one image `n` on one thread, scratch row `t` (NCHW only)
-    library: str = ""  # the `runtime.conv_post` driver: this one with the common epilogue
+
+    @property
+    def library(self) -> str:
+        """The `runtime.conv_post` driver: this one with the common epilogue (NCHW only)."""
+        return self.image.split("(")[0].replace("_image", "_post")
 
 
 def _library(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSpec | None:
@@ -147,9 +151,8 @@ def _driver(conv, ctx) -> Driver:
     """How the convolution is computed: which runtime driver, on what weight and scratch."""
     x, w = (ctx.type(i) for i in conv.inputs)
     oc, cg, kh, kw = w.shape
-    a = conv.attrs
     geo = geometry(conv, ctx)
-    nhwc, cin, groups = x.layout == NHWC, x.shape[1], a["groups"]
+    nhwc, cin, groups = x.layout == NHWC, x.shape[1], conv.attrs["groups"]
     layout = "nhwc" if nhwc else "nchw"
     weight = logical_const(ctx, conv.inputs[1])
     ohw = conv.type.shape[2] * conv.type.shape[3]
@@ -159,14 +162,12 @@ def _driver(conv, ctx) -> Driver:
     if groups == 1 and geo[:6] == (1, 1, 1, 1, 0, 0):
         packed = weight.reshape(oc, cg).T if nhwc else weight.reshape(oc, cg)
         return Driver(packed, f"conv1x1_{layout}(x0, x1, out, threads)", {}, "1x1",
-                      "" if nhwc else "conv1x1_nchw_image(x0[n], x1, out[n])",
-                      "" if nhwc else "conv1x1_nchw_post")
+                      "" if nhwc else "conv1x1_nchw_image(x0[n], x1, out[n])")
     if groups == 1 and not nhwc and cin < FEW_CHANNELS:
         scratch = _scratch(ctx, conv, x, {"cols": ("threads", cin * kh * kw, ohw)})
         return Driver(weight.reshape(oc, cg * kh * kw),
                       "conv2d_nchw_few(x0, x1, out, cols, geo, threads)", scratch,
-                      "im2col + GEMM", "conv2d_nchw_few_image(x0[n], x1, out[n], cols[t], geo)",
-                      "conv2d_nchw_few_post")
+                      "im2col + GEMM", "conv2d_nchw_few_image(x0[n], x1, out[n], cols[t], geo)")
     if groups == 1:
         shapes = {"cols": ("threads", ohw, kh * kw * cin)}
         if not nhwc:  # NCHW images go through the NHWC path one by one
@@ -178,8 +179,7 @@ def _driver(conv, ctx) -> Driver:
         return Driver(weight.transpose(2, 3, 1, 0).reshape(kh * kw * cg, oc),
                       f"conv2d_{layout}(x0, x1, out, {names}, geo, threads)", scratch,
                       "im2col + GEMM",
-                      "" if nhwc else f"conv2d_nchw_image(x0[n], x1, out[n], {rows}, geo)",
-                      "" if nhwc else "conv2d_nchw_post")
+                      "" if nhwc else f"conv2d_nchw_image(x0[n], x1, out[n], {rows}, geo)")
     if groups == oc and cg == 1 and cin == groups:
         packed = weight.reshape(oc, kh, kw).transpose(1, 2, 0) if nhwc else \
             weight.reshape(oc, kh * kw)
@@ -202,8 +202,7 @@ def _direct(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver:
     scratch = _scratch(ctx, conv, x, {"xs": ("threads", xs)})
     return Driver(weight.reshape(weight.shape[0], -1).T,
                   "conv2d_nchw_direct(x0, x1, out, xs, geo, threads)", scratch, "direct",
-                  "conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], geo)",
-                  "conv2d_nchw_direct_post")
+                  "conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], geo)")
 
 
 def _direct_row(geo: tuple[int, ...], w: int, oh: int, ow: int) -> int:
