@@ -23,6 +23,7 @@ HELPERS = {"gemv": "cuvil.runtime.blas", "gemm": "cuvil.runtime.blas",
                "conv1x1_nchw_post")},
            "linear_post": "cuvil.runtime.gemm_post",
            "pool_inside_nchw": "cuvil.runtime.pool", "global_average_nchw": "cuvil.runtime.pool",
+           "layer_norm_rows": "cuvil.runtime.rows",
            **{name: "cuvil.runtime.vmath" for name in ("vexp", "vtanh", "verf", "vsigmoid")},
            **{name: "cuvil.runtime.int8" for name in ("qgemm_layer", "qgemm_layer_q", "qconv_layer",
                                                       "qconv_layer_q")}}

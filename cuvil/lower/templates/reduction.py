@@ -7,12 +7,14 @@ in `prange`; otherwise the kernel walks `inner` columns side by side.
 
 from __future__ import annotations
 
+import numpy as np
+
 from cuvil.ir.graph import Node
 from cuvil.ir.types import DType, is_static
-from cuvil.lower.physical import np_name
+from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.templates.elementwise import literal, math_call
 from cuvil.lower.templates.loops import indent
-from cuvil.lower.templates.spec import KernelSpec, Unsupported
+from cuvil.lower.templates.spec import THREADS, KernelSpec, Unsupported
 from cuvil.ops.reduce import norm_dims
 
 
@@ -30,6 +32,9 @@ def generate(group, ctx) -> KernelSpec:
         raise Unsupported("row kernels take one op")
     node = nodes[0]
     x = ctx.type(node.inputs[0])
+    library = _library(node, x, ctx)
+    if library is not None:
+        return library
     dims = reduced_dims(node, x.rank)
     if dims and list(dims) != list(range(dims[0], dims[-1] + 1)):
         raise Unsupported(f"{node.op} over non-adjacent dims {dims}")
@@ -65,6 +70,20 @@ def generate(group, ctx) -> KernelSpec:
                     + ["else:"] + indent(body, 1) if parallel else serial)
     return KernelSpec("rows", [*params, "out"], [*args, group.output], lines, parallel,
                       fastmath="rows")
+
+
+def _library(node: Node, x, ctx) -> KernelSpec | None:
+    """A float layer norm of contiguous rows as `runtime.rows.layer_norm_rows` itself."""
+    if node.op != "layer_norm" or not x.dtype.is_float or x.dtype == DType.bf16 or \
+            any(layout_perm(ctx.type(v)) != tuple(range(ctx.type(v).rank))
+                for v in (*node.inputs[:3], node.name)) or \
+            any(ctx.type(v).dtype != x.dtype for v in node.inputs[1:3]):
+        return None
+    eps = ctx.prepare(f"eps.{node.attrs['eps']}", np.array([node.attrs["eps"]], np.float64))
+    mode = ctx.prepare(f"rows.{ctx.par_min}", np.array([ctx.par_min], np.int64))
+    return KernelSpec("rows", ["x", "w", "b", "eps", "mode", "parts", "out"],
+                      [*node.inputs[:3], eps, mode, THREADS, node.name], [],
+                      note="layer norm", library="layer_norm_rows")
 
 
 def _softmax(node: Node, acc: DType) -> list[str]:
