@@ -33,21 +33,21 @@ VEC = ir.VectorType(F32, LANES)
 MASK = ir.VectorType(ir.IntType(1), LANES)
 
 
-def _intrinsic(builder, name: str, ret, args):
+def declare(builder, name: str, ret, args):
     return cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, args), name)
 
 
-def _masked_load(builder):
-    return _intrinsic(builder, "llvm.masked.load.v16f32.p0", VEC,
+def masked_load(builder):
+    return declare(builder, "llvm.masked.load.v16f32.p0", VEC,
                       [VEC.as_pointer(), I32, MASK, VEC])
 
 
-def _masked_store(builder):
-    return _intrinsic(builder, "llvm.masked.store.v16f32.p0", ir.VoidType(),
+def masked_store(builder):
+    return declare(builder, "llvm.masked.store.v16f32.p0", ir.VoidType(),
                       [VEC, VEC.as_pointer(), I32, MASK])
 
 
-def _masks(builder, cols, nv: int) -> list:
+def lane_masks(builder, cols, nv: int) -> list:
     """Lane masks of the nv vectors: lane l of vector v is live when 16v + l < cols."""
     intp = cols.type
     lanes = ir.Constant(ir.VectorType(intp, LANES), list(range(LANES)))
@@ -63,7 +63,7 @@ def _masks(builder, cols, nv: int) -> list:
     return out
 
 
-def _broadcast(builder, value):
+def broadcast(builder, value):
     undef = ir.Constant(VEC, ir.Undefined)
     one = builder.insert_element(undef, value, ir.Constant(I32, 0))
     return builder.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, LANES), None))
@@ -84,8 +84,8 @@ def _loop(builder, ptrs, kk, wk, xv, masks, mr: int, nv: int) -> list:
     Vector v of step k loads from xb + offs[k] + v*xv."""
     xb, op, wcols = ptrs
     intp, zero = kk.type, ir.Constant(VEC, None)
-    load = _masked_load(builder)
-    fma = _intrinsic(builder, "llvm.fma.v16f32", VEC, [VEC] * 3)
+    load = masked_load(builder)
+    fma = declare(builder, "llvm.fma.v16f32", VEC, [VEC] * 3)
     pre = builder.block
     loop, done = builder.append_basic_block("ctile"), builder.append_basic_block("cdone")
     builder.cbranch(builder.icmp_signed(">", kk, ir.Constant(intp, 0)), loop, done)
@@ -99,7 +99,7 @@ def _loop(builder, ptrs, kk, wk, xv, masks, mr: int, nv: int) -> list:
     step = builder.mul(k, wk)
     new = []
     for m in range(mr):
-        wm = _broadcast(builder, builder.load(builder.gep(wcols[m], [step])))
+        wm = broadcast(builder, builder.load(builder.gep(wcols[m], [step])))
         new += [builder.call(fma, [wm, xs[v], accs[m * nv + v]]) for v in range(nv)]
     k1 = builder.add(k, ir.Constant(intp, 1))
     k.add_incoming(ir.Constant(intp, 0), pre)
@@ -120,7 +120,7 @@ def _store(builder, accs, db, ldd, dv, rows, masks, mr: int, nv: int) -> None:
     """Row m of the tile to db + m*ldd (vector v at + v*dv), for m < rows, lanes masked to
     the live columns."""
     intp = ldd.type
-    store = _masked_store(builder)
+    store = masked_store(builder)
     for m in range(mr):
         live, after = builder.append_basic_block(f"row{m}"), builder.append_basic_block(f"next{m}")
         builder.cbranch(builder.icmp_signed("<", ir.Constant(intp, m), rows), live, after)
@@ -152,7 +152,7 @@ def tile_kernel(nv: int, mr: int = MR):
         def codegen(context, builder, signature, args):
             data = [context.make_array(signature.args[i])(context, builder, args[i]).data
                     for i in (0, 2, 4, 8)]
-            masks = _masks(builder, args[12], nv)
+            masks = lane_masks(builder, args[12], nv)
             wcols = _row_operands(builder, builder.gep(data[2], [args[5]]), args[7], args[11],
                                   mr)
             ptrs = (builder.gep(data[0], [args[1]]), data[1], wcols)
@@ -179,13 +179,13 @@ def copy_floats(typingctx, dst, d0, src, s0, n):
         pointers = [context.make_array(signature.args[i])(context, builder, args[i]).data
                     for i in (0, 2)]
         dst_at, src_at = builder.gep(pointers[0], [start]), builder.gep(pointers[1], [first])
-        load, store = _masked_load(builder), _masked_store(builder)
+        load, store = masked_load(builder), masked_store(builder)
         intp, pre = count.type, builder.block
         loop, done = builder.append_basic_block("copy"), builder.append_basic_block("copied")
         builder.cbranch(builder.icmp_signed(">", count, ir.Constant(intp, 0)), loop, done)
         builder.position_at_end(loop)
         i = builder.phi(intp)
-        mask = _masks(builder, builder.sub(count, i), 1)[0]
+        mask = lane_masks(builder, builder.sub(count, i), 1)[0]
         vec = builder.call(load, [builder.bitcast(builder.gep(src_at, [i]), VEC.as_pointer()),
                                   ir.Constant(I32, 4), mask, ir.Constant(VEC, None)])
         builder.call(store, [vec, builder.bitcast(builder.gep(dst_at, [i]), VEC.as_pointer()),

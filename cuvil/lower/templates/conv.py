@@ -45,7 +45,9 @@ def generate(group, ctx) -> KernelSpec:
         weight = logical_const(ctx, conv.inputs[1])
         arranged = ctx.prepare(f"{conv.inputs[1]}.nchw.depthwise", weight.reshape(
             weight.shape[0], -1))
-        return depthwise.generate(group, conv, rest, ctx, arranged, geometry(conv, ctx))
+        geo = geometry(conv, ctx)
+        return depthwise.library(group, conv, rest, ctx, arranged, geo) or \
+            depthwise.generate(group, conv, rest, ctx, arranged, geo)
     drv = _driver(conv, ctx)
     layout = "nhwc" if x.layout == NHWC else "nchw"
     arranged = ctx.prepare(f"{conv.inputs[1]}.{layout}.{drv.note}", drv.packed)

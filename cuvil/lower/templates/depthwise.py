@@ -9,17 +9,27 @@ no bounds checks, so LLVM vectorizes it. On MobileNet's 3x3 depthwise layer (16 
 replaces, and the separate epilogue pass over the output is gone.
 
 Planes (image, channel) are split between threads; the pad buffer is per-thread scratch.
+
+An f32 square 3x3, 5x5 or 7x7 window of stride 1 whose epilogue is a bias and a clip
+(`templates.post`) is the runtime's `depthwise_nchw_post` instead (`library`): nothing
+generated, and on MobileNet's layer 2-3x faster (it neither copies planes into a zero
+border nor leaves rows of 32 pixels to LLVM's scalar loop).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from cuvil.ir.types import DType
 from cuvil.lower.physical import layout_perm
 from cuvil.lower.templates.elementwise import ExprBuilder
 from cuvil.lower.templates.loops import NotPlain, indent, plain_loads
+from cuvil.lower.templates.post import match, post_args
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch
 
 INDEX = ("n", "c", "i", "j")  # the output's logical (and physical, NCHW) indices
 PAR_WORK = 1 << 18  # multiply-adds below which one thread does every plane
+LIBRARY_SIZES = (3, 5, 7)  # `runtime.depthwise.SIZES` (lowering never imports the runtime)
 
 
 def applies(conv, ctx) -> bool:
@@ -43,6 +53,25 @@ def fusable(conv, rest, ctx) -> bool:
     except NotPlain:
         return False
     return True
+
+
+def library(group, conv, rest, ctx, weight, geo: tuple[int, ...]) -> KernelSpec | None:
+    """The kernel as the runtime's `depthwise_nchw_post`, when the window, the dtype and
+    the epilogue (a bias and a clip at most) are what it computes; else None."""
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    out = ctx.type(group.output)
+    if kh != kw or kh not in LIBRARY_SIZES or (sh, sw, dh, dw) != (1, 1, 1, 1) or \
+            {ctx.type(conv.inputs[0]).dtype, out.dtype} != {DType.f32}:
+        return None
+    post = match(ctx, conv.name, rest, out, 1)
+    if post is None or post.gelu or post.res is not None:
+        return None
+    bias, _, clip = post_args(ctx, post, out)
+    geometry = ctx.prepare(f"geo.{'.'.join(map(str, geo))}", np.array(geo, np.int64))
+    return KernelSpec("conv", ["x", "w", "bias", "clip", "geo", "parts", "out"],
+                      [conv.inputs[0], weight, bias, clip, geometry, THREADS, group.output],
+                      [], note=f"NCHW, depthwise, epilogue {post.describe()}",
+                      library="depthwise_nchw_post")
 
 
 def generate(group, conv, rest, ctx, weight, geo: tuple[int, ...]) -> KernelSpec:
