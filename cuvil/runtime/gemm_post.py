@@ -8,7 +8,8 @@ lowering generates and Numba compiles nothing for it.
 output after the product, as a generated one does: `bias` [N] (empty for none), `res`
 (shaped like `out`, or empty), `clip` [lo, hi], and `mode` [GELU or not, the most rows
 that take `gemv`, the output size from which rows are split between threads], the
-policy lowering decides (`templates.gemm`).
+policy lowering decides (`templates.gemm`). GELU is 0 for none, 1 for the exact (erf)
+form, 2 for the tanh form (GPT-2's `approximate="tanh"`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from numba import prange
 
 from cuvil.runtime.blas import gemm, gemv
 from cuvil.runtime.numba_cache import njit
-from cuvil.runtime.vmath import verf
+from cuvil.runtime.vmath import verf, vtanh
 
 _FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip bounds are inf
 
@@ -27,16 +28,21 @@ _FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip boun
 def _post(o, bias, r, clip, gelu, r0, r1):
     """Rows r0..r1 of o [M, N] := clip(gelu?(o + bias) + r), in one pass over each row
     but with GELU (each loop indexed from 0, so that Numba's wraparound check does not
-    keep it scalar)."""
+    keep it scalar). `gelu`: 0 none, 1 erf, 2 tanh (the generated code's expressions)."""
     lo, hi = clip[0], clip[1]
     half, one, s = o.dtype.type(0.5), o.dtype.type(1.0), o.dtype.type(0.7071067811865476)
+    c0, c1 = o.dtype.type(0.7978845608028654), o.dtype.type(0.044715)
     live = bias.size or gelu or r.shape[0] or lo != -np.inf or hi != np.inf
     for i in range(r0 if live else r1, r1):
         row, add = o[i], r[i] if r.shape[0] else o[i]
-        if gelu:
+        if gelu == 1:
             for j in range(row.shape[0]):
                 v = row[j] + bias[j] if bias.size else row[j]
                 row[j] = half * v * (one + o.dtype.type(verf(v * s)))
+        elif gelu == 2:
+            for j in range(row.shape[0]):
+                v = row[j] + bias[j] if bias.size else row[j]
+                row[j] = half * v * (one + o.dtype.type(vtanh(c0 * (v + c1 * v * v * v))))
         if bias.size and not gelu and r.shape[0]:
             for j in range(row.shape[0]):
                 row[j] = min(max(row[j] + bias[j] + add[j], lo), hi)
@@ -73,6 +79,6 @@ def linear_post(x, w, wt, bias, res, clip, mode, parts, out):
         gemm(a, w, o, parts)
     r = res.reshape((res.size // nd if nd else 0, nd))
     if parts > 1 and out.size >= mode[2]:
-        _post_split(o, bias, r, clip, mode[0] != 0, parts)
+        _post_split(o, bias, r, clip, mode[0], parts)
     else:
-        _post(o, bias, r, clip, mode[0] != 0, 0, rows)
+        _post(o, bias, r, clip, mode[0], 0, rows)

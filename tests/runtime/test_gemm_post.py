@@ -1,4 +1,4 @@
-"""Products with the common epilogue (bias, exact GELU, residual, ReLU) are the runtime's
+"""Products with the common epilogue (bias, GELU exact or tanh, residual, ReLU) are the runtime's
 `linear_post` itself: nothing generated, and the results of torch eager for each epilogue,
 input rank, row count (`gemv` for a few rows, the tile for more; rows split between
 threads for the epilogue of a large output) and thread count."""
@@ -11,10 +11,17 @@ from torch import nn
 
 import cuvil
 
+TANH_RULES = """
+ruleset fusion_linear_tanh
+op linear_tanh(x, w, b) = tanh(linear(x, w, b))
+rule linear_tanh: tanh(linear(x, w, b)) => linear_tanh(x, w, b)
+"""
+
 EPILOGUES = {
     "none": lambda y, x: y,
     "relu": lambda y, x: torch.relu(y),
     "gelu": lambda y, x: nn.functional.gelu(y),
+    "tanh gelu": lambda y, x: nn.functional.gelu(y, approximate="tanh"),
     "residual": lambda y, x: y + x,
 }
 
@@ -45,12 +52,14 @@ def test_the_driver_is_the_kernel_and_matches_torch(epilogue, shape):
                 torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
 
 
-def test_a_tanh_gelu_is_generated():
-    """GELU's tanh form is not the driver's: the epilogue is generated code."""
+def test_another_epilogue_is_generated():
+    """A tanh (a user's fused `linear_tanh`) is not the driver's: the epilogue is generated
+    code."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 32), nn.GELU(approximate="tanh")).eval()
+    model = nn.Sequential(nn.Linear(32, 32), nn.Tanh()).eval()
     x = torch.randn(4, 32)
-    compiled = cuvil.compile(model, (x,), threads=2)
+    compiled = cuvil.compile(model, (x,), threads=2, rules=[None, TANH_RULES])
+    assert [k.template for k in compiled.report.kernels] == ["gemm"]
     assert "linear_post" not in compiled.source
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)

@@ -7,13 +7,19 @@ matmul). Each slice's scores stay in a per-thread scratch tile: two products
 applies the chain and the softmax while the row is in cache. Keys given as rows are
 transposed into a per-thread scratch first (the tile reads its right operand's rows).
 Slices run in `prange`; the score tensor is never materialized.
+
+An f32 rank-4 attention whose chain is a constant scale, then a mask (boolean or added),
+then the causal mask, each optional, is the runtime's `attention_post` instead
+(`library`): the same loops compiled once per installation, nothing generated.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from cuvil.ir.graph import Graph, Node
 from cuvil.ir.types import DType, TensorType, is_static
-from cuvil.lower.physical import np_name
+from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.templates.elementwise import ExprBuilder, literal, math_call
 from cuvil.lower.templates.gemm import BLAS_DTYPES
 from cuvil.lower.templates.loops import BCAST, FIXED, STRIDED, Operand, broadcast_axes, indent
@@ -89,7 +95,87 @@ def _users(graph: Graph) -> dict[str, list[str]]:
 
 
 def generate(group, ctx) -> KernelSpec:
-    return _kernel(ctx, *scores_chain(group, ctx))
+    return library(group, ctx) or _kernel(ctx, *scores_chain(group, ctx))
+
+
+def library(group, ctx) -> KernelSpec | None:
+    """The kernel as the runtime's `attention_post`, when it computes this group; else
+    None."""
+    found = _library_operands(group, ctx)
+    if found is None:
+        return None
+    out, (q, k, v), k_rows, mask, scale, divide, causal = found
+    qt, scores = ctx.type(q), ctx.type(out)
+    if qt.dtype != DType.f32 or qt.rank != 4 or \
+            any(list(layout_perm(ctx.type(x))) != [0, 1, 2, 3] for x in (q, k, v, out)):
+        return None
+    kind = 0 if mask is None else 1 if ctx.type(mask).dtype is DType.bool else 2
+    if mask is not None and not _plain_mask(ctx.type(mask), qt, ctx.type(v).shape[-2]):
+        return None
+    sl = ctx.type(v).shape[-2]
+    tile = ctx.add_scratch(f"{out}.scores", Scratch(qt.dtype, ("threads", qt.shape[-2], sl)))
+    keys = ctx.add_scratch(f"{out}.keys", Scratch(qt.dtype, ("threads", qt.shape[-1], sl))) \
+        if k_rows else ctx.prepare("empty.keys.f32", np.zeros((1, 0, 0), np.float32))
+    parallel = ctx.worth_parallel(scores.shape, 4 * qt.shape[-1])
+    mode = np.array([k_rows, divide, kind, causal, parallel], np.int64)
+    args = [q, k, v, mask or ctx.prepare("empty.4.f32", np.zeros((0,) * 4, np.float32)),
+            ctx.prepare(f"attention.mode.{'.'.join(map(str, mode))}", mode),
+            ctx.prepare(f"scale.{scale!r}.f32", np.array([scale], np.float32)), tile, keys,
+            THREADS, out]
+    return KernelSpec("attention", ["q", "k", "v", "mask", "mode", "scale", "tiles", "keys",
+                                    "threads", "out"], args, [],
+                      scratch={s: ctx.scratch[s] for s in (tile, keys) if s in ctx.scratch},
+                      note="attention rows", library="attention_post")
+
+
+def _plain_mask(mask: TensorType, q: TensorType, sl) -> bool:
+    """Whether the mask is an array `attention_post` indexes: [1 or B, 1 or H, 1 or L, S]."""
+    if mask.rank != 4 or list(layout_perm(mask)) != [0, 1, 2, 3] or mask.shape[3] != sl:
+        return False
+    return all(mask.shape[a] in (1, q.shape[a]) for a in range(3)) and \
+        mask.dtype in (DType.bool, q.dtype)
+
+
+def _library_operands(group, ctx) -> tuple | None:
+    """(output, [q, k, v], k in rows, mask or None, scale, divide, causal) of an attention
+    group whose chain `attention_post` computes; else None."""
+    nodes = group.node_list(ctx)
+    if len(nodes) == 1 and nodes[0].op == "scaled_dot_product_attention":
+        node, d = nodes[0], ctx.type(nodes[0].inputs[0]).shape[-1]
+        scale = node.attrs["scale"]
+        if scale is None and not is_static(d):
+            return None
+        scale = 1.0 / d ** 0.5 if scale is None else scale
+        mask = node.inputs[3] if len(node.inputs) == 4 else None
+        return (node.name, list(node.inputs[:3]), True, mask, scale, False,
+                bool(node.attrs["is_causal"]))
+    soft = [n for n in nodes if n.op == "softmax"]
+    found = _pattern(ctx.graph, soft[0], lambda v, c: True) if len(soft) == 1 else None
+    if found is None or {n for n in found if n} != {n.name for n in nodes}:
+        return None
+    trans, m1, *chain, s, drop, m2 = found
+    scaled = _scalar_scale(ctx.graph, chain, m1)
+    if scaled is None:
+        return None
+    m1n, m2n = ctx.graph[m1], ctx.graph[m2]
+    k = ctx.graph[trans].inputs[0] if trans else m1n.inputs[1]
+    return (group.output, [m1n.inputs[0], k, m2n.inputs[1]], bool(trans), None, *scaled,
+            False)
+
+
+def _scalar_scale(graph: Graph, chain: list[str], scores: str) -> tuple[float, bool] | None:
+    """(scale, divide) of a chain that is one product or quotient of the scores by a
+    constant scalar ((1.0, False) for no chain); else None."""
+    if not chain:
+        return 1.0, False
+    node = graph[chain[0]]
+    if len(chain) != 1 or node.op not in ("mul", "div") or len(node.inputs) != 2:
+        return None
+    other = [i for i in node.inputs if i != scores]
+    if len(other) != 1 or graph[other[0]].op != "scalar" or \
+            (node.op == "div" and node.inputs[0] != scores):
+        return None
+    return float(graph[other[0]].attrs["value"]), node.op == "div"
 
 
 def scores_chain(group, ctx) -> tuple:

@@ -97,8 +97,9 @@ def _library(mm, rest, ctx, output: str) -> KernelSpec | None:
     wt = ctx.prepare(f"{mm.inputs[1]}.T", ctx.const_array(mm.inputs[1]).T) \
         if _use_gemv(ctx, mm, y) else ctx.prepare(f"empty2.{y.dtype}", np.zeros((0, 0),
                                                                                y.dtype.numpy))
-    mode = ctx.prepare(f"linear.{int(post.gelu)}.{GEMV_MAX_ROWS}.{ctx.par_min}",
-                       np.array([post.gelu, GEMV_MAX_ROWS, ctx.par_min], np.int64))
+    gelu = {"": 0, "erf": 1, "tanh": 2}[post.gelu]
+    mode = ctx.prepare(f"linear.{gelu}.{GEMV_MAX_ROWS}.{ctx.par_min}",
+                       np.array([gelu, GEMV_MAX_ROWS, ctx.par_min], np.int64))
     params = ["x", "w", "wt", "bias", "res", "clip", "mode", "parts", "out"]
     args = [*mm.inputs, wt, bias, res, clip, mode, THREADS, output]
     return KernelSpec("gemm", params, args, [], note=f"epilogue {post.describe()}",

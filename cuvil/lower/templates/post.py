@@ -1,6 +1,6 @@
 """The common epilogue of a convolution or a product, recognised: `clip(gelu?(acc + bias)
-+ res)`, a bias per channel, the exact GELU, a residual add and a clip (ReLU, ReLU6,
-hardtanh), each optional, in that order.
++ res)`, a bias per channel, a GELU (exact or tanh), a residual add and a clip (ReLU,
+ReLU6, hardtanh), each optional, in that order.
 
 A group whose epilogue is exactly that is lowered to a runtime driver that applies it
 (`cuvil.runtime.conv_post`, `.gemm_post`), nothing generated; any other epilogue is
@@ -27,14 +27,14 @@ class Post:
     res: str | None = None  # a value shaped like the output
     lo: float = -math.inf
     hi: float = math.inf
-    gelu: bool = False  # the exact (erf) GELU, before the residual
+    gelu: str = ""  # a GELU before the residual: "erf" (exact) or "tanh" ("" for none)
 
     @property
     def clipped(self) -> bool:
         return (self.lo, self.hi) != (-math.inf, math.inf)
 
     def describe(self) -> str:
-        parts = [name for name, v in (("bias", self.bias), ("GELU", self.gelu),
+        parts = [name for name, v in (("bias", self.bias), (f"GELU ({self.gelu})", self.gelu),
                                       ("residual", self.res)) if v]
         if self.clipped:
             parts.append(f"clip [{self.lo:g}, {self.hi:g}]")
@@ -56,8 +56,9 @@ def match(ctx, seed: str, nodes, out, axis: int) -> Post | None:
             other = node.inputs[1] if node.inputs[0] == acc else node.inputs[0]
             post = _add(ctx, post, other, out, axis)
         elif node.op == "gelu":
-            ok = node.attrs.get("approximate", "none") == "none" and post.res is None
-            post = replace(post, gelu=True) if ok and not post.gelu else None
+            form = {"none": "erf", "tanh": "tanh"}.get(node.attrs.get("approximate", "none"))
+            ok = form is not None and post.res is None and not post.gelu
+            post = replace(post, gelu=form) if ok else None
         else:
             post = _clip(node, post)
         if post is None:

@@ -1,0 +1,97 @@
+"""`runtime.attention.attention_post` against torch's scaled_dot_product_attention: each
+mask kind and broadcast, causal, keys in rows or transposed, a quotient or a product by
+the scale, one thread and two; and the lowering of attention groups to it (SDPA and the
+same written out), and not of a chain it does not compute."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import cuvil
+from cuvil.runtime.attention import attention_post
+
+B, H, L, S, D = 2, 3, 5, 7, 8
+MASKS = {"none": None, "bool row": (1, 1, 1, S), "bool per batch": (B, 1, L, S),
+         "bool full": (B, H, L, S), "added": (1, H, L, S)}
+
+
+def run(q, k, v, mask, kind, scale, divide=False, causal=False, k_rows=True, threads=2):
+    out = np.full((*q.shape[:-1], v.shape[-1]), np.nan, np.float32)
+    mask = np.zeros((0,) * 4, np.float32) if mask is None else mask
+    keys = np.zeros((threads, q.shape[-1], k.shape[-2]), np.float32) if k_rows else \
+        np.zeros((1, 0, 0), np.float32)
+    mode = np.array([k_rows, divide, kind, causal, threads > 1], np.int64)
+    attention_post(q, k if k_rows else np.ascontiguousarray(k.swapaxes(-1, -2)), v, mask, mode,
+                   np.array([scale], np.float32),
+                   np.zeros((threads, q.shape[-2], k.shape[-2]), np.float32), keys, threads, out)
+    return out
+
+
+def inputs(seed: int):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(np.float32) for s in
+            ((B, H, L, D), (B, H, S, D), (B, H, S, D + 2))]
+
+
+@pytest.mark.parametrize("mask", MASKS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_driver_matches_torch(mask, threads):
+    q, k, v = inputs(threads)
+    rng = np.random.default_rng(7)
+    m = None if MASKS[mask] is None else rng.random(MASKS[mask]) > 0.3
+    kind = 0 if m is None else 1
+    if mask == "added":
+        m, kind = rng.standard_normal(MASKS[mask]).astype(np.float32), 2
+    if m is not None and kind == 1:
+        m[..., 0] = True  # every row keeps one key: no row is all -inf
+    expected = nn.functional.scaled_dot_product_attention(
+        *map(torch.from_numpy, (q, k, v)), attn_mask=None if m is None else torch.from_numpy(m),
+        scale=0.3)
+    np.testing.assert_allclose(run(q, k, v, m, kind, 0.3, threads=threads), expected.numpy(),
+                               atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("k_rows", [True, False], ids=["keys in rows", "keys transposed"])
+def test_causal_and_a_quotient(k_rows):
+    q, k, v = inputs(3)
+    expected = nn.functional.scaled_dot_product_attention(
+        *map(torch.from_numpy, (q, k, v)), is_causal=True, scale=1 / 2.5)
+    out = run(q, k, v, None, 0, 2.5, divide=True, causal=True, k_rows=k_rows)
+    np.testing.assert_allclose(out, expected.numpy(), atol=2e-6, rtol=1e-5)
+
+
+class Attention(nn.Module):
+    """Scores written out (`chain`: "div" by a constant, or "tanh" soft-capping), or SDPA."""
+
+    def __init__(self, chain: str):
+        super().__init__()
+        self.chain = chain
+
+    def forward(self, q, k, v, mask):
+        if self.chain == "sdpa":
+            return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if self.chain == "causal":
+            return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        scores = q @ k.transpose(-1, -2)
+        scores = scores / 2.0 if self.chain == "div" else torch.tanh(scores / 8) * 8
+        return torch.softmax(scores, dim=-1) @ v
+
+
+@pytest.mark.parametrize("chain", ["sdpa", "causal", "div", "tanh"])
+def test_attention_groups_lower_to_the_driver(chain):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 6, 8) for _ in range(3))
+    mask = torch.rand(2, 1, 6, 6) > 0.2
+    mask[..., 0] = True
+    compiled = cuvil.compile(Attention(chain), (q, k, v, mask))
+    library = chain != "tanh"
+    assert ("= attention_post  #" in compiled.source) == library
+    assert [k.template for k in compiled.report.kernels if k.template == "attention"]
+    q, k, v = (torch.randn(3, 4, 6, 8) for _ in range(3))
+    mask = torch.rand(3, 1, 6, 6) > 0.2
+    mask[..., 0] = True
+    torch.testing.assert_close(compiled(q, k, v, mask), Attention(chain)(q, k, v, mask),
+                               atol=2e-6, rtol=1e-5)
