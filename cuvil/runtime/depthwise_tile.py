@@ -24,9 +24,18 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from cuvil.runtime.f32_tile import I32, LANES, VEC, broadcast, declare, masked_load, masked_store
+from cuvil.runtime.f32_tile import (
+    I32,
+    LANES,
+    MASK,
+    VEC,
+    broadcast,
+    declare,
+    masked_load,
+    masked_store,
+)
 
-I16, MASK = ir.IntType(16), ir.VectorType(ir.IntType(1), LANES)
+I16 = ir.IntType(16)
 
 
 def _clamp16(builder, value):

@@ -20,7 +20,7 @@ from cuvil.lower.templates import depthwise
 from cuvil.lower.templates.elementwise import ExprBuilder
 from cuvil.lower.templates.gemm import BLAS_DTYPES, epilogue, split_heavy
 from cuvil.lower.templates.loops import NotPlain, indent, plain_loads
-from cuvil.lower.templates.post import match, post_args
+from cuvil.lower.templates.post import geometry_arg, match, post_args
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
 from cuvil.ops.nn import pair
 
@@ -93,8 +93,7 @@ def _library(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSp
     if post is None or post.gelu or out.dtype != ctx.type(conv.inputs[0]).dtype:
         return None
     bias, res, clip = post_args(ctx, post, out)
-    geo = ctx.prepare(f"geo.{'.'.join(map(str, geometry(conv, ctx)))}",
-                      np.array(geometry(conv, ctx), np.int64))
+    geo = geometry_arg(ctx, geometry(conv, ctx))
     params = ["x", "w", *drv.scratch.values(), "bias", "res", "clip", "geo", "parts", "out"]
     args = [conv.inputs[0], weight, *drv.scratch, bias, res, clip, geo, THREADS, output]
     return KernelSpec("conv", params, args, [], scratch={name: ctx.scratch[name] for name in

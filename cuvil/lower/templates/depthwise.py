@@ -18,13 +18,11 @@ border nor leaves rows of 32 pixels to LLVM's scalar loop).
 
 from __future__ import annotations
 
-import numpy as np
-
 from cuvil.ir.types import DType
 from cuvil.lower.physical import layout_perm
 from cuvil.lower.templates.elementwise import ExprBuilder
 from cuvil.lower.templates.loops import NotPlain, indent, plain_loads
-from cuvil.lower.templates.post import match, post_args
+from cuvil.lower.templates.post import geometry_arg, match, post_args
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch
 
 INDEX = ("n", "c", "i", "j")  # the output's logical (and physical, NCHW) indices
@@ -67,9 +65,9 @@ def library(group, conv, rest, ctx, weight, geo: tuple[int, ...]) -> KernelSpec 
     if post is None or post.gelu or post.res is not None:
         return None
     bias, _, clip = post_args(ctx, post, out)
-    geometry = ctx.prepare(f"geo.{'.'.join(map(str, geo))}", np.array(geo, np.int64))
     return KernelSpec("conv", ["x", "w", "bias", "clip", "geo", "parts", "out"],
-                      [conv.inputs[0], weight, bias, clip, geometry, THREADS, group.output],
+                      [conv.inputs[0], weight, bias, clip, geometry_arg(ctx, geo), THREADS,
+                       group.output],
                       [], note=f"NCHW, depthwise, epilogue {post.describe()}",
                       library="depthwise_nchw_post")
 

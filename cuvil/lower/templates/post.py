@@ -98,3 +98,8 @@ def post_args(ctx, post: Post, out) -> tuple[str, str, str]:
     res = post.res or ctx.prepare(f"empty.{out.rank}.{name}", np.zeros((0,) * out.rank, dt))
     clip = ctx.prepare(f"clip.{post.lo}.{post.hi}.{name}", np.array([post.lo, post.hi], dt))
     return bias, res, clip
+
+
+def geometry_arg(ctx, geo: tuple[int, ...]) -> str:
+    """A convolution driver's `geo` argument: the geometry as a shared int64 constant."""
+    return ctx.prepare(f"geo.{'.'.join(map(str, geo))}", np.array(geo, np.int64))
