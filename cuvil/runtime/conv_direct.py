@@ -10,8 +10,10 @@ offs[k]. When no tap reaches sideways (1x1, or kernel = stride) and rows are exa
 `Wq` long, the whole image is one row of OH*OW pixels.
 
 Work is split in units of (row, 16 or 32 pixels), or pairs of rows of exactly 16 pixels
-(a vector each: a 16x16 image would otherwise leave half the tile idle): images between
+(a vector each: a 16x16 image would otherwise leave half the tile idle), or 2g rows of at
+most 8 pixels, g to a vector (`f32_lines`: a stride-2 layer's output); images between
 threads when there are at least as many images as threads, else the units of each image.
+A stride-2 image is split into its phases sixteen pixels at a time (`copy_every_other`).
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ import numpy as np
 from numba import prange
 
 from cuvil.runtime.blas import GEMM_PAR_WORK
+from cuvil.runtime.f32_lines import copy_every_other, line_tile_kernel
 from cuvil.runtime.f32_tile import LANES, MR, copy_floats, tile_kernel
 from cuvil.runtime.numba_cache import njit
 
 _T1, _T2 = tile_kernel(1), tile_kernel(2)
+_L2, _L4 = line_tile_kernel(2, 2), line_tile_kernel(2, 4)
 
 
 @njit(nogil=True, inline="always")
@@ -58,6 +62,8 @@ def _arrange(x, xs, geo):
                     at, src = plane + i * wq, (c * h + i * sh + u - ph) * w + v - pw
                     if sw == 1:  # rows of 16-32 pixels: under LLVM's vector loop minimum
                         copy_floats(xs, at + j0, xf, src + j0, j1 - j0)
+                    elif sw == 2:  # scalar, this was 5.6 us of a 16x16x16 image
+                        copy_every_other(xs, at + j0, xf, src + 2 * j0, j1 - j0)
                     else:
                         for j in range(j0, j1):
                             xs[at + j] = xf[src + j * sw]
@@ -89,14 +95,18 @@ def _rows(geo, hq, wq, oh, ow):
 
 @njit(nogil=True, inline="always")
 def _tiling(geo, hq, wq, oh, ow):
-    """(units, tiles per row, tile width): rows of exactly 16 pixels go two to a tile
-    (one vector each), other rows are cut in tiles of 32 pixels, or 16 when shorter."""
+    """(units, tiles per row, tile width, lines per vector): rows of at most 8 pixels go
+    g = 2 or 4 to a vector, 2g to a tile (`f32_lines`); rows of exactly 16 two to a tile
+    (a vector each); other rows are cut in tiles of 32 pixels, or 16 when shorter."""
     rows, length, step = _rows(geo, hq, wq, oh, ow)
+    if rows > 1 and 2 * length <= LANES:
+        g = 2 if 4 * length > LANES else 4
+        return (rows + 2 * g - 1) // (2 * g), 1, 0, g
     if length == LANES and rows > 1:
-        return (rows + 1) // 2, 1, 0
+        return (rows + 1) // 2, 1, 0, 1
     width = 2 * LANES if length >= 2 * LANES else LANES
     per_row = (length + width - 1) // width
-    return rows * per_row, per_row, width
+    return rows * per_row, per_row, width, 1
 
 
 @njit(nogil=True, fastmath=True)
@@ -104,9 +114,12 @@ def _units(src, offs, wk, out, geo, hq, wq, u0, u1):
     """Units u0..u1 of one image (see `_tiling`), every channel tile of each."""
     oc, oh, ow = out.shape
     rows, length, step = _rows(geo, hq, wq, oh, ow)
-    units, per_row, width = _tiling(geo, hq, wq, oh, ow)
+    units, per_row, width, g = _tiling(geo, hq, wq, oh, ow)
     flat, ldw, kk = out.reshape(oc * oh * ow), wk.shape[1], offs.shape[0]
     wf = wk.reshape(wk.size)
+    if g > 1:
+        _lines(src, offs, wf, ldw, flat, (rows, length, step), g, u0, u1)
+        return
     for u in range(u0, u1):
         if width == 0:  # rows 2u and 2u + 1, a vector each
             q0, d0, cols, xv, dv = 2 * u * step, 2 * u * length, LANES * min(2, rows - 2 * u), \
@@ -121,6 +134,24 @@ def _units(src, offs, wk, out, geo, hq, wq, u0, u1):
                 _T2(src, q0, offs, kk, wf, co, ldw, 1, flat, at, oh * ow, rows_left, cols, xv, dv)
             else:
                 _T1(src, q0, offs, kk, wf, co, ldw, 1, flat, at, oh * ow, rows_left, cols, xv, dv)
+
+
+@njit(nogil=True, fastmath=True)
+def _lines(src, offs, wf, ldw, flat, shape, g, u0, u1):
+    """Units u0..u1 of short rows, 2g rows each, g to a vector (see `_tiling`)."""
+    rows, length, step = shape
+    oc, plane, kk = ldw, flat.size // ldw, offs.shape[0]
+    for u in range(u0, u1):
+        first = 2 * g * u
+        lines = min(2 * g, rows - first)
+        for co in range(0, oc, MR):
+            at = co * plane + first * length
+            if g == 2:
+                _L2(src, first * step, offs, kk, wf, co, ldw, 1, flat, at, plane, min(MR, oc - co),
+                    length, lines, step, length)
+            else:
+                _L4(src, first * step, offs, kk, wf, co, ldw, 1, flat, at, plane, min(MR, oc - co),
+                    length, lines, step, length)
 
 
 @njit(nogil=True, inline="always")

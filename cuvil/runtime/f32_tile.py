@@ -69,7 +69,7 @@ def broadcast(builder, value):
     return builder.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, LANES), None))
 
 
-def _row_operands(builder, wb, wm, rows, mr: int) -> list:
+def row_operands(builder, wb, wm, rows, mr: int) -> list:
     """Pointers to each row's first broadcast operand; rows past `rows` repeat the last
     one, so that no load reaches past `w`."""
     intp = rows.type
@@ -79,12 +79,11 @@ def _row_operands(builder, wb, wm, rows, mr: int) -> list:
         for m in range(mr)]
 
 
-def _loop(builder, ptrs, kk, wk, xv, masks, mr: int, nv: int) -> list:
+def tile_loop(builder, ptrs, kk, wk, load_x, mr: int, nv: int) -> list:
     """The loop over the kk steps; returns the mr*nv accumulators after it (zero if kk=0).
-    Vector v of step k loads from xb + offs[k] + v*xv."""
+    Step k's nv vectors are `load_x(builder, xb + offs[k])`."""
     xb, op, wcols = ptrs
     intp, zero = kk.type, ir.Constant(VEC, None)
-    load = masked_load(builder)
     fma = declare(builder, "llvm.fma.v16f32", VEC, [VEC] * 3)
     pre = builder.block
     loop, done = builder.append_basic_block("ctile"), builder.append_basic_block("cdone")
@@ -93,9 +92,7 @@ def _loop(builder, ptrs, kk, wk, xv, masks, mr: int, nv: int) -> list:
     k = builder.phi(intp)
     accs = [builder.phi(VEC) for _ in range(mr * nv)]
     xrow = builder.gep(xb, [builder.load(builder.gep(op, [k]))])
-    xs = [builder.call(load, [builder.bitcast(builder.gep(xrow, [builder.mul(
-        ir.Constant(intp, v), xv)]), VEC.as_pointer()),
-                              ir.Constant(I32, 4), masks[v], zero]) for v in range(nv)]
+    xs = load_x(builder, xrow)
     step = builder.mul(k, wk)
     new = []
     for m in range(mr):
@@ -116,22 +113,41 @@ def _loop(builder, ptrs, kk, wk, xv, masks, mr: int, nv: int) -> list:
     return final
 
 
-def _store(builder, accs, db, ldd, dv, rows, masks, mr: int, nv: int) -> None:
-    """Row m of the tile to db + m*ldd (vector v at + v*dv), for m < rows, lanes masked to
-    the live columns."""
+def store_rows(builder, accs, db, ldd, rows, store_row, mr: int, nv: int) -> None:
+    """Row m of the tile (its nv accumulators) to db + m*ldd by `store_row(builder, accs,
+    row pointer)`, for m < rows."""
     intp = ldd.type
-    store = masked_store(builder)
     for m in range(mr):
         live, after = builder.append_basic_block(f"row{m}"), builder.append_basic_block(f"next{m}")
         builder.cbranch(builder.icmp_signed("<", ir.Constant(intp, m), rows), live, after)
         builder.position_at_end(live)
-        row = builder.gep(db, [builder.mul(ir.Constant(intp, m), ldd)])
-        for v in range(nv):
-            ptr = builder.bitcast(builder.gep(row, [builder.mul(ir.Constant(intp, v), dv)]),
-                                  VEC.as_pointer())
-            builder.call(store, [accs[m * nv + v], ptr, ir.Constant(I32, 4), masks[v]])
+        store_row(builder, accs[m * nv:(m + 1) * nv], builder.gep(db, [builder.mul(
+            ir.Constant(intp, m), ldd)]))
         builder.branch(after)
         builder.position_at_end(after)
+
+
+def _strided(builder, base, step, v: int):
+    """base + v*step, as a vector pointer."""
+    return builder.bitcast(builder.gep(base, [builder.mul(ir.Constant(step.type, v), step)]),
+                           VEC.as_pointer())
+
+
+def _vector_io(xv, dv, masks, nv: int):
+    """(load_x, store_row) of the plain tile: vector v at + v*xv / + v*dv, lanes masked."""
+    zero, align = ir.Constant(VEC, None), ir.Constant(I32, 4)
+
+    def load_x(builder, xrow):
+        load = masked_load(builder)
+        return [builder.call(load, [_strided(builder, xrow, xv, v), align, masks[v], zero])
+                for v in range(nv)]
+
+    def store_row(builder, accs, row):
+        store = masked_store(builder)
+        for v in range(nv):
+            builder.call(store, [accs[v], _strided(builder, row, dv, v), align, masks[v]])
+
+    return load_x, store_row
 
 
 @cache
@@ -153,12 +169,13 @@ def tile_kernel(nv: int, mr: int = MR):
             data = [context.make_array(signature.args[i])(context, builder, args[i]).data
                     for i in (0, 2, 4, 8)]
             masks = lane_masks(builder, args[12], nv)
-            wcols = _row_operands(builder, builder.gep(data[2], [args[5]]), args[7], args[11],
+            wcols = row_operands(builder, builder.gep(data[2], [args[5]]), args[7], args[11],
                                   mr)
             ptrs = (builder.gep(data[0], [args[1]]), data[1], wcols)
-            accs = _loop(builder, ptrs, args[3], args[6], args[13], masks, mr, nv)
-            _store(builder, accs, builder.gep(data[3], [args[9]]), args[10], args[14], args[11],
-                   masks, mr, nv)
+            load_x, store_row = _vector_io(args[13], args[14], masks, nv)
+            accs = tile_loop(builder, ptrs, args[3], args[6], load_x, mr, nv)
+            store_rows(builder, accs, builder.gep(data[3], [args[9]]), args[10], args[11],
+                   store_row, mr, nv)
             return context.get_dummy_value()
 
         return sig, codegen

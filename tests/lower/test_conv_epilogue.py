@@ -50,7 +50,8 @@ CASES = {  # name -> (cin, cout, kernel, stride, size, driver)
     "rgb stem": (3, 16, 3, 1, 32, "conv2d_nchw_direct"),
     "3x3 residual, 12 channels": (12, 12, 3, 1, 20, "conv2d_nchw_direct"),
     "patch embedding": (3, 20, 4, 4, 64, "conv2d_nchw_direct"),
-    "im2col stride 2": (16, 32, 3, 2, 16, "conv2d_nchw"),
+    "stride 2, rows of 8 two to a vector": (16, 32, 3, 2, 16, "conv2d_nchw_direct"),
+    "im2col stride 2, rows of 12": (16, 32, 3, 2, 24, "conv2d_nchw"),
 }
 
 
@@ -72,7 +73,7 @@ def test_per_image_epilogue_matches_torch(case):
             torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
 
 
-@pytest.mark.parametrize("case", ["1x1", "im2col stride 2"])
+@pytest.mark.parametrize("case", ["1x1", "im2col stride 2, rows of 12"])
 def test_one_thread_applies_each_epilogue_in_a_plain_loop(case):
     cin, cout, kernel, stride, size, driver = CASES[case]
     torch.manual_seed(0)

@@ -61,6 +61,17 @@ def test_large_enough_to_split_between_threads(h, w):
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("w", [3, 4, 5, 7, 8])  # output rows of 1-8: packed 2 or 4 to a vector
+def test_short_rows_go_several_to_a_vector(stride, w):
+    for n, parts in ((1, 1), (3, 2), (1, 2)):
+        x, wk, ref, geo = _case(n, 5, 11, 2 * w + 1, 2 * w if stride == 2 else w, (3, 3),
+                                (stride, stride), (1, 1), (1, 1), seed=w)
+        out = np.full(ref.shape, np.nan, np.float32)
+        conv2d_nchw_direct(x, wk, out, _scratch(geo, 5, *x.shape[2:]), geo, parts)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
 def test_scratch_too_small_for_the_arranged_image_is_refused():
     x, wk, ref, geo = _case(1, 4, 8, 10, 10, (3, 3), (1, 1), (1, 1), (1, 1))
     out = np.empty(ref.shape, np.float32)
