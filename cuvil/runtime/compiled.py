@@ -86,6 +86,7 @@ class CompiledGraph:
         self._consts = consts
         self._plan = plan
         self._plans: OrderedDict[tuple, _EnvPlan] = OrderedDict()
+        self._last: tuple | None = None  # (key, plan, args before, args after the outputs)
         self._lock = threading.Lock()
         arrays = program.arrays
         self._params = [(n, graph[n].type) for n in graph.inputs]
@@ -106,6 +107,14 @@ class CompiledGraph:
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, *inputs: Any) -> Any:
+        last = self._last
+        if last is not None and _calling.__dict__.get("threads") == self.threads:
+            arrays = _same_plain_arrays(inputs, last[0])
+            if arrays is not None:  # the last call's shapes, plain tensors: 1-1.5 us less
+                with self._lock:
+                    outs = last[1].output_arrays()
+                    self._entry(*arrays, *last[2], *outs, *last[3])
+                return self._results_of(outs)
         if len(inputs) != len(self._params):
             names = ", ".join(n for n, _ in self._params)
             raise CuvilError(f"expected {len(self._params)} input(s) ({names}), "
@@ -122,6 +131,14 @@ class CompiledGraph:
             outs = plan.output_arrays()
             self._entry(*arrays, *self._consts, *plan.buffers, *outs, *plan.symbols,
                         self.threads, plan.fallbacks)
+        if not any(self._in_perms):
+            self._last = (key, plan, (*self._consts, *plan.buffers),
+                          (*plan.symbols, self.threads, plan.fallbacks))
+        return self._results_of(outs)
+
+    def _results_of(self, outs: list[np.ndarray]) -> Any:
+        if self._single is not None and self._out_perms[self._single] is None:
+            return torch.from_numpy(outs[self._single])
         tensors = [torch.from_numpy(o) if p is None else logical_view(o, p)
                    for o, p in zip(outs, self._out_perms, strict=True)]
         if self._single is not None:
@@ -195,6 +212,23 @@ class CompiledGraph:
     def __repr__(self) -> str:
         return (f"<CompiledGraph {self.graph.name}: {len(self.report.kernels)} kernels, "
                 f"{len(self.report.fallbacks)} fallbacks, target {self.report.target}>")
+
+
+def _same_plain_arrays(inputs: tuple, key: tuple) -> list[np.ndarray] | None:
+    """The inputs as arrays if each is a contiguous CPU tensor (or array) of the shape and
+    dtype in `key`, else None (the general path checks and converts)."""
+    if len(inputs) != len(key):
+        return None
+    arrays = []
+    for x, (shape, dtype) in zip(inputs, key, strict=True):
+        try:
+            a = x.numpy() if isinstance(x, torch.Tensor) else None
+        except (RuntimeError, TypeError):  # grad, another device: the general path says so
+            return None
+        if a is None or a.shape != shape or a.dtype != dtype or not a.flags.c_contiguous:
+            return None
+        arrays.append(a)
+    return arrays
 
 
 def _non_identity(perm: tuple[int, ...]) -> tuple[int, ...] | None:

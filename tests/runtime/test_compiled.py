@@ -157,3 +157,22 @@ def test_outputs_are_recycled_only_when_nothing_refers_to_them(mlp):
     del view, second
     ptrs = {compiled(x)[0].data_ptr() for _ in range(4)}  # results dropped: memory reused
     assert len(ptrs) == 1
+
+
+def test_a_repeated_call_takes_the_short_path_and_any_change_leaves_it(mlp):
+    """After a call, the same shapes of plain tensors skip the general checks; an input
+    that differs in any way (shape, dtype, layout, grad, numpy, count) takes them again."""
+    g, compiled = mlp
+    x = torch.randn(4, 16)
+    compiled(x)
+    assert compiled._last is not None and compiled._last[0] == (((4, 16), np.float32),)
+    for arg in (torch.randn(4, 16), torch.randn(9, 16), torch.randn(16, 4).t(),
+                torch.randn(4, 16).numpy(), torch.randn(4, 16)):
+        ref = cuvil.run(g, torch.as_tensor(arg).contiguous())[0]
+        torch.testing.assert_close(compiled(arg)[0], ref)
+    with pytest.warns(UserWarning, match="requires grad"):
+        compiled(torch.randn(4, 16, requires_grad=True))
+    with pytest.raises(CuvilError, match="unsupported dtype"):
+        compiled(torch.randn(4, 16, dtype=torch.float64).to(torch.int16))
+    with pytest.raises(CuvilError, match="expected 1 input"):
+        compiled(x, x)
