@@ -58,18 +58,20 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     CPU, with copies in and out (listed in the report), `"error"` refuses it. `strategy`
     is `optimize`'s.
     """
+    from cuvil.egraph.handoff import OptimizerAhead
     from cuvil.progress import compile_progress, display_name
 
     strategy = check_strategy(strategy)
     tracer = Tracer()
-    with gc_pause.paused(), compile_progress(tracer, display_name(model)):
+    with gc_pause.paused(), compile_progress(tracer, display_name(model)), \
+            OptimizerAhead(rules, tuple(disable)) as ahead:
         from cuvil.runtime import compile_graph
 
-        graph = import_model(model, example_inputs, dynamic_shapes, tracer, cache)
+        graph = import_model(model, example_inputs, dynamic_shapes, tracer, cache, ahead.start)
         graph = _calibrated(graph, quantize, tracer)
         settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable),
                             "auto", _hints(graph, example_inputs), strategy)
-        optimized = optimize_imported(graph, settings, tracer, cache)
+        optimized = optimize_imported(graph, settings, tracer, cache, ahead)
         with tracer.stage("lower"):
             compiled = compile_graph(optimized, target=settings.targets, fallback=fallback,
                                      threads=threads, fuse_elementwise=fuse_elementwise,
@@ -100,7 +102,7 @@ class Settings:
     def options(self):
         """The optimizer's `Options` for these settings."""
         from cuvil.egraph.cost import DEVICE_TARGET
-        from cuvil.egraph.optimizer import Options
+        from cuvil.egraph.options import Options
 
         return Options(targets=self.targets, limits=self.limits, extract=self.extract,
                        hints=self.hints, strategy=self.strategy,
@@ -114,8 +116,10 @@ class Settings:
         return dict(load(self.rules).ops)
 
 
-def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: bool) -> Graph:
-    """Stages parse, check, encode, saturate, extract, decode; or one cache lookup."""
+def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: bool,
+                      ahead=None) -> Graph:
+    """Stages parse, check, encode, saturate, extract, decode; or one cache lookup. `ahead`:
+    an `egraph.handoff.OptimizerAhead` whose child, if started, does the optimizing."""
     from cuvil import cache as compile_cache
 
     key = None
@@ -126,16 +130,26 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
         if hit is not None:
             return hit
     with gc_pause.resumed():  # the optimizer makes garbage at scale
-        return _optimize_and_store(graph, settings, tracer, key)
+        return _optimize_and_store(graph, settings, tracer, key, ahead)
 
 
-def _optimize_and_store(graph: Graph, settings: Settings, tracer: Tracer, key) -> Graph:
+def _optimize_and_store(graph: Graph, settings: Settings, tracer: Tracer, key,
+                        ahead) -> Graph:
     from cuvil import cache as compile_cache
-    from cuvil.egraph.optimizer import optimize_graph  # egglog, scipy: on a miss
     from cuvil.rules import load
 
-    library = load(settings.rules, tracer).without(settings.disable)
-    result = optimize_graph(graph, library, settings.options(), tracer)
+    def library():
+        return load(settings.rules, tracer).without(settings.disable)
+
+    pending = ahead.take(graph) if ahead is not None else None
+    if pending is not None:  # forked before torch.export, egglog imported and rules loaded
+        from cuvil.egraph.handoff import optimize_ahead
+
+        result = optimize_ahead(pending, graph, library, settings.options(), tracer)
+    else:
+        from cuvil.egraph.optimizer import optimize_graph  # egglog, scipy: on a miss
+
+        result = optimize_graph(graph, library(), settings.options(), tracer)
     if key is not None and result.report is not None:
         result.report.cache = f"miss: {compile_cache.why_missed(key)}"
         with tracer.stage("cache store"):
@@ -200,13 +214,17 @@ def _write_trace(tracer: Tracer, path: str | Path | None) -> None:
 
 
 def import_model(model: Any, example_inputs: Sequence[Any] | None, dynamic_shapes: Any,
-                 tracer: Tracer, cache: bool) -> Graph:
+                 tracer: Tracer, cache: bool, before_export=None) -> Graph:
     """Stage import: the model's Cuvil graph; with `cache`, through the import cache
-    (`cuvil/cache/imports.py`), whose hit is stage "import (cached)"."""
+    (`cuvil/cache/imports.py`), whose hit is stage "import (cached)". `before_export()` is
+    called when torch.export is about to run."""
+    before_export = before_export or (lambda: None)
     if cache and isinstance(model, torch.nn.Module):
         from cuvil.cache.imports import import_model as cached_import
 
-        return cached_import(model, example_inputs, dynamic_shapes, tracer)
+        return cached_import(model, example_inputs, dynamic_shapes, tracer, before_export)
+    if not isinstance(model, Graph):
+        before_export()
     with tracer.stage("import"), gc_pause.resumed():  # torch.export
         return as_graph(model, example_inputs, dynamic_shapes)
 

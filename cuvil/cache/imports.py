@@ -51,10 +51,10 @@ FORMAT = 1
 SUFFIX = ".cvi"
 
 
-def import_model(model: Any, example_inputs: Any, dynamic_shapes: Any,
-                 tracer: Tracer) -> Graph:
+def import_model(model: Any, example_inputs: Any, dynamic_shapes: Any, tracer: Tracer,
+                 before_export=lambda: None) -> Graph:
     """The imported graph of `model`: from the import cache, else from torch.export (and
-    then stored, when export agreed with the trace)."""
+    then stored, when export agreed with the trace); `before_export()` runs just before."""
     start = time.perf_counter()
     fp, parts, found = None, None, None
     try:
@@ -70,6 +70,7 @@ def import_model(model: Any, example_inputs: Any, dynamic_shapes: Any,
     if found is not None:
         found.import_report.cache = f"hit (key {key_digest(parts)[:12]}): torch.export skipped"
         return found
+    before_export()
     with gc_pause.resumed():  # torch.export makes garbage at scale
         with tracer.stage("import"):
             graph, path = _import(model, example_inputs, dynamic_shapes, fp)

@@ -21,10 +21,12 @@ from cuvil.egraph.extract import (
     greedy_dag,
     greedy_tree,
 )
+from cuvil.egraph.handoff import deadline_of, pack, result_of
+from cuvil.egraph.options import Options
 from cuvil.egraph.precision import precision_choices
 from cuvil.egraph.report import Iteration, OptimizeReport, RuleStat
 from cuvil.egraph.saturate import Saturation, saturate
-from cuvil.egraph.session import Limits, Session
+from cuvil.egraph.session import Session
 from cuvil.egraph.strategy import resource, select_throughput
 from cuvil.egraph.worker import Post, can_fork, run_isolated
 from cuvil.ir.graph import Graph
@@ -33,18 +35,6 @@ from cuvil.trace import Tracer
 
 TIE_BREAK = 1e-6  # us added to rewritten e-nodes
 CONSTANT_LEAVES = ("const", "scalar")
-
-
-@dataclass
-class Options:
-    targets: tuple[str, ...] = ("cpu",)
-    limits: Limits = field(default_factory=Limits)
-    extract: str = "auto"  # "greedy", "exact" or "auto" (exact when small)
-    fold: bool = True
-    hints: dict | None = None  # symbol -> size the cost model assumes
-    isolate: bool = True  # saturate in a forked worker that the deadline can kill
-    device_params: dict | None = None  # target name -> cost parameters (registered targets)
-    strategy: str = "latency"  # or "throughput" (cuvil/egraph/strategy.py)
 
 
 def cost_model(graph: Graph, library: RuleLibrary, options: Options) -> CostModel:
@@ -188,55 +178,20 @@ class _Interim:
         selection = fast(prob)
         result = _finish(self.session.graph, self.session, run, selection, self.costs,
                          Tracer())
-        self.post(_pack(result, self.tracer))
+        self.post(pack(result, self.tracer))
 
 
 def _isolated(graph: Graph, library: RuleLibrary, options: Options, tracer: Tracer) -> Graph:
-    limits = options.limits
-    deadline = 1.2 * limits.time + 0.5
-
     def work(post: Post):
-        child_tracer = Tracer(origin=tracer.origin)
-        return _pack(_optimize(graph, library, options, child_tracer, post), child_tracer)
+        return optimize_in_child(graph, library, options, Tracer(origin=tracer.origin), post)
 
-    outcome = run_isolated(work, deadline)
-    if outcome.payload is None:
-        result = graph.copy()
-        result.report = OptimizeReport(
-            stop_reason=f"time limit (no result within {outcome.seconds:.1f} s; "
-                        "returned the input graph)", graph=result)
-        return result
-    result = _unpack(outcome.payload, graph, library, tracer)
-    if not outcome.finished:
-        result.report.stop_reason = (f"time limit (worker stopped after "
-                                     f"{outcome.seconds:.1f} s; best graph so far)")
-    return result
+    return result_of(run_isolated(work, deadline_of(options)), graph, library, tracer)
 
 
-def _pack(result: Graph, tracer: Tracer) -> tuple:
-    """A picklable result: imported weights stay behind (the parent has them)."""
-    slim = result.copy()
-    slim.constants = {k: v for k, v in result.constants.items() if k.startswith("~")}
-    slim.defs = {}
-    report = result.report
-    report.graph = None
-    return slim, sorted(result.defs), report, tracer.events, tracer.totals
-
-
-def _unpack(payload: tuple, graph: Graph, library: RuleLibrary, tracer: Tracer) -> Graph:
-    result, def_names, report, events, totals = payload
-    for node in result:
-        if node.op == "const" and node.attrs["ref"] in graph.constants:
-            result.constants[node.attrs["ref"]] = graph.constants[node.attrs["ref"]]
-    defs = {**graph.defs, **library.ops}
-    result.defs = {name: defs[name] for name in def_names}
-    report.graph = result
-    result.report = report
-    tracer.events += events
-    for k, v in totals.items():
-        tracer.totals[k] = tracer.totals.get(k, 0.0) + v
-    report.timings = dict(tracer.totals)
-    return result
+def optimize_in_child(graph: Graph, library: RuleLibrary, options: Options, tracer: Tracer,
+                      post: Post) -> tuple:
+    """In the optimizer's child: the result, packed for the parent (`handoff.pack`)."""
+    return pack(_optimize(graph, library, options, tracer, post), tracer)
 
 
 def build_report(before: Graph, after: Graph, session: Session, run: Saturation,

@@ -11,6 +11,8 @@ make a deadline useful are why this is a pipe of its own.)
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import multiprocessing as mp
 import os
 import pickle
@@ -39,14 +41,72 @@ def run_isolated(work: Callable[[Post], Any], deadline: float) -> Outcome:
     ctx = mp.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child, args=(work, send), daemon=True)
-    start = time.perf_counter()
+    _fork(child)
+    send.close()
+    return _collect(child, receive, deadline)
+
+
+@dataclass
+class Pending:
+    """A child forked ahead of its input, preparing (imports, loading) meanwhile."""
+
+    child: Any
+    inbox: Any  # the parent's end of the pipe that carries the input
+    receive: Any  # the parent's end of the pipe that carries results
+
+    def send(self, data: Any) -> None:
+        """The input: the child computes `run(data, post)` once it has prepared."""
+        payload = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+        with contextlib.suppress(BrokenPipeError, OSError):  # a child that died preparing
+            self.inbox.send_bytes(payload)  # has left its error in the results pipe
+        self.inbox.close()
+
+    def collect(self, deadline: float) -> Outcome:
+        """Its results, as `run_isolated` collects them."""
+        self.inbox.close()
+        return _collect(self.child, self.receive, deadline)
+
+    def cancel(self) -> None:
+        if self.child.is_alive():
+            self.child.kill()
+        self.child.join()
+        self.inbox.close()
+        self.receive.close()
+
+
+def prestart(prepare: Callable[[], Callable[[Any, Post], Any]]) -> Pending:
+    """Fork a child now that runs `run = prepare()` while the caller goes on, then waits
+    for its input (`Pending.send`). What the child prepares costs the caller nothing on a
+    machine with a core to spare."""
+    ctx = mp.get_context("fork")
+    data_end, inbox = ctx.Pipe(duplex=False)
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(functools.partial(_prepared, prepare, data_end),
+                                             send), daemon=True)
+    _fork(child)
+    send.close()
+    data_end.close()
+    return Pending(child, inbox, receive)
+
+
+def _prepared(prepare, data_end, post: Post) -> Any:
+    run = prepare()
+    data = pickle.loads(data_end.recv_bytes())
+    return run(data, post)
+
+
+def _fork(child) -> None:
     with warnings.catch_warnings():
         # torch's idle pool threads exist in the parent; the child runs single-threaded
         # (see `_child`) and never touches them, so fork is safe here and far cheaper than
         # spawning a fresh interpreter that would import torch again.
         warnings.simplefilter("ignore", DeprecationWarning)
         child.start()
-    send.close()
+
+
+def _collect(child, receive, deadline: float) -> Outcome:
+    """Results from `child` until it is done or `deadline` seconds have passed."""
+    start = time.perf_counter()
     last, finished = None, False
     try:
         while True:
