@@ -67,7 +67,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
             OptimizerAhead(rules, tuple(disable)) as ahead:
         from cuvil.runtime import compile_graph
 
-        graph = import_model(model, example_inputs, dynamic_shapes, tracer, cache, ahead.start)
+        graph = import_model(model, example_inputs, dynamic_shapes, tracer, cache, ahead.start,
+                             ahead.defer)
         graph = _calibrated(graph, quantize, tracer)
         settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable),
                             "auto", _hints(graph, example_inputs), strategy)
@@ -145,10 +146,13 @@ def _optimize_and_store(graph: Graph, settings: Settings, tracer: Tracer, key,
     if pending is not None:  # forked before torch.export, egglog imported and rules loaded
         from cuvil.egraph.handoff import optimize_ahead
 
-        result = optimize_ahead(pending, graph, library, settings.options(), tracer)
+        result = optimize_ahead(pending, graph, library, settings.options(), tracer,
+                                meanwhile=ahead.run_deferred)
     else:
         from cuvil.egraph.optimizer import optimize_graph  # egglog, scipy: on a miss
 
+        if ahead is not None:
+            ahead.run_deferred()
         result = optimize_graph(graph, library(), settings.options(), tracer)
     if key is not None and result.report is not None:
         result.report.cache = f"miss: {compile_cache.why_missed(key)}"
@@ -214,15 +218,16 @@ def _write_trace(tracer: Tracer, path: str | Path | None) -> None:
 
 
 def import_model(model: Any, example_inputs: Sequence[Any] | None, dynamic_shapes: Any,
-                 tracer: Tracer, cache: bool, before_export=None) -> Graph:
+                 tracer: Tracer, cache: bool, before_export=None, defer=None) -> Graph:
     """Stage import: the model's Cuvil graph; with `cache`, through the import cache
     (`cuvil/cache/imports.py`), whose hit is stage "import (cached)". `before_export()` is
-    called when torch.export is about to run."""
+    called when torch.export is about to run; `defer(work)` may hold storing the import."""
     before_export = before_export or (lambda: None)
     if cache and isinstance(model, torch.nn.Module):
         from cuvil.cache.imports import import_model as cached_import
 
-        return cached_import(model, example_inputs, dynamic_shapes, tracer, before_export)
+        return cached_import(model, example_inputs, dynamic_shapes, tracer, before_export,
+                             defer)
     if not isinstance(model, Graph):
         before_export()
     with tracer.stage("import"), gc_pause.resumed():  # torch.export

@@ -52,9 +52,11 @@ SUFFIX = ".cvi"
 
 
 def import_model(model: Any, example_inputs: Any, dynamic_shapes: Any, tracer: Tracer,
-                 before_export=lambda: None) -> Graph:
+                 before_export=lambda: None, defer=None) -> Graph:
     """The imported graph of `model`: from the import cache, else from torch.export (and
-    then stored, when export agreed with the trace); `before_export()` runs just before."""
+    then stored, when export agreed with the trace); `before_export()` runs just before.
+    `defer(work)` takes the storing (a second export, to check) to run later, while the
+    optimizer's child works; without it the graph is stored at once."""
     start = time.perf_counter()
     fp, parts, found = None, None, None
     try:
@@ -71,15 +73,22 @@ def import_model(model: Any, example_inputs: Any, dynamic_shapes: Any, tracer: T
         found.import_report.cache = f"hit (key {key_digest(parts)[:12]}): torch.export skipped"
         return found
     before_export()
-    with gc_pause.resumed():  # torch.export makes garbage at scale
-        with tracer.stage("import"):
-            graph, path = _import(model, example_inputs, dynamic_shapes, fp)
-        if fp is not None:
-            with tracer.stage("import store"):
-                status = _store_checked(parts, fp, path, graph, example_inputs,
-                                        dynamic_shapes)
-    graph.import_report.cache = status
+    with gc_pause.resumed(), tracer.stage("import"):  # torch.export makes garbage at scale
+        graph, path = _import(model, example_inputs, dynamic_shapes, fp)
+    if fp is None:
+        graph.import_report.cache = status
+    else:
+        store = functools.partial(_store_stage, tracer, parts, fp, path, graph, example_inputs,
+                                  dynamic_shapes)
+        (defer or (lambda work: work()))(store)
     return graph
+
+
+def _store_stage(tracer: Tracer, parts, fp: Fingerprint, path: CodePath | None, graph: Graph,
+                 example_inputs: Any, dynamic_shapes: Any) -> None:
+    with gc_pause.resumed(), tracer.stage("import store"):
+        graph.import_report.cache = _store_checked(parts, fp, path, graph, example_inputs,
+                                                   dynamic_shapes)
 
 
 def _import(model, example_inputs, dynamic_shapes, fp: Fingerprint | None):

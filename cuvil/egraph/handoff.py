@@ -11,7 +11,7 @@ egglog: the parent of an ahead-started child never does.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cuvil.egraph.options import Options
@@ -77,6 +77,14 @@ class OptimizerAhead:
     rules: Any
     disable: tuple[str, ...] = ()
     pending: Pending | None = None
+    deferred: list = field(default_factory=list)  # work for the parent while the child runs
+
+    def defer(self, work) -> None:
+        self.deferred.append(work)
+
+    def run_deferred(self) -> None:
+        while self.deferred:
+            self.deferred.pop(0)()
 
     def start(self) -> None:
         if self.pending is None and can_fork():
@@ -100,16 +108,19 @@ class OptimizerAhead:
     def __enter__(self) -> OptimizerAhead:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: Any, *exc: Any) -> None:
         self.cancel()
+        if kind is None:  # e.g. a cache hit: nothing ran the deferred work
+            self.run_deferred()
 
 
 def optimize_ahead(pending: Pending, graph: Graph, load_library, options: Options,
-                   tracer: Tracer) -> Graph:
-    """`optimizer.optimize_graph` in the ahead-started child; the parent loads the rules'
-    definitions (`load_library()`) while the child optimizes."""
+                   tracer: Tracer, meanwhile=lambda: None) -> Graph:
+    """`optimizer.optimize_graph` in the ahead-started child; the parent does `meanwhile()`
+    and loads the rules' definitions (`load_library()`) while the child optimizes."""
     try:
         pending.send((graph, options, tracer.origin))
+        meanwhile()
         library = load_library()
         result = result_of(pending.collect(deadline_of(options)), graph, library, tracer)
     finally:
