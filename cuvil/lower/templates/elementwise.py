@@ -11,10 +11,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from cuvil.ir.graph import Node
 from cuvil.ir.types import DType, TensorType
-from cuvil.lower.physical import dim_code, np_name
+from cuvil.lower.physical import dim_code, layout_perm, np_name
 from cuvil.lower.templates.loops import (
+    BCAST,
     FIXED,
     FULL,
     STRIDED,
@@ -24,7 +27,7 @@ from cuvil.lower.templates.loops import (
     emit_loops,
     mapped_axes,
 )
-from cuvil.lower.templates.spec import KernelSpec, Unsupported
+from cuvil.lower.templates.spec import THREADS, KernelSpec, Unsupported
 from cuvil.ops import element, registry
 from cuvil.ops.elementwise import result_dtype
 from cuvil.ops.reduce import norm_dims
@@ -294,10 +297,59 @@ def generate(group, ctx) -> KernelSpec:
     expr = ExprBuilder(ctx, out).build(nodes)
     if not expr.result:
         raise Unsupported("empty elementwise group")
+    library = _mapped_binary(nodes, expr, out, group.output, ctx)
+    if library is not None:
+        return library
     parallel = ctx.worth_parallel(out.shape)
     body = emit_loops(out, expr.operands, expr.body, ctx.par_min, parallel)
     params = [op.arg for op in expr.operands] + ["out"]
     return KernelSpec("elementwise", params, [*expr.args, group.output], body, parallel)
+
+
+RANK = 4  # `runtime.mapped`'s padded rank
+MAPPED_OPS = {"add": 0, "sub": 1, "mul": 2}  # `runtime.mapped.binary_mapped`'s op codes
+
+
+def _mapped_binary(nodes: list[Node], expr: Expr, out: TensorType, output: str,
+                   ctx) -> KernelSpec | None:
+    """An f32 add/sub/mul of two arrays, each read in any dim order or broadcast (moves
+    before it only), as `runtime.mapped.binary_mapped` itself: nothing generated."""
+    last = nodes[-1]
+    if last.op not in MAPPED_OPS or len(expr.operands) != 2 or out.rank > RANK or \
+            out.dtype is not DType.f32 or layout_perm(out) != tuple(range(out.rank)) or \
+            any(registry.get(n.op).lowering not in ("move", "alias") for n in nodes[:-1]) or \
+            any(ctx.type(v).dtype is not DType.f32 for v in expr.args) or \
+            any(ax.kind not in (FULL, BCAST) for op in expr.operands for ax in op.axes):
+        return None
+    first = _source(last.inputs[0], nodes[:-1])
+    if expr.args[0] == expr.args[1] and last.op == "sub":
+        return None  # which load is the first operand is not told by its value
+    order = (0, 1) if expr.args[0] == first else (1, 0)
+    maps = [_axis_map(expr.operands[i], out) for i in order]
+    names = [ctx.prepare(f"mapped.map.{'.'.join(map(str, m))}", np.array(m, np.int64))
+             for m in maps]
+    mode = ctx.prepare(f"mapped.{MAPPED_OPS[last.op]}.{ctx.par_min}",
+                       np.array([MAPPED_OPS[last.op], ctx.par_min], np.int64))
+    return KernelSpec("elementwise", ["a", "amap", "b", "bmap", "mode", "parts", "out"],
+                      [expr.args[order[0]], names[0], expr.args[order[1]], names[1], mode,
+                       THREADS, output], [], note=f"{last.op} through axis maps",
+                      library="binary_mapped")
+
+
+def _source(value: str, moves: list[Node]) -> str:
+    """The array a chain of the group's move nodes ending in `value` reads."""
+    by_name = {n.name: n for n in moves}
+    while value in by_name:
+        value = by_name[value].inputs[0]
+    return value
+
+
+def _axis_map(operand: Operand, out: TensorType) -> list[int]:
+    """For each dim of `out` padded in front to rank 4: the operand's axis following it,
+    or -1."""
+    follow = {ax.out: k for k, ax in enumerate(operand.axes) if ax.kind == FULL}
+    pad = RANK - out.rank
+    return [-1 if p < pad else follow.get(p - pad, -1) for p in range(RANK)]
 
 
 __all__ = ["Expr", "ExprBuilder", "expression", "generate", "literal"]
