@@ -46,30 +46,37 @@ def _shape(out):
     return shape
 
 
+@njit(nogil=True, inline="always")
+def _apply(af, pa, sa, bf, pb, sb, row, op):
+    """row[j] = af[pa + j*sa] (op) bf[pb + j*sb]: a loop per op; unsigned indices, so that
+    Numba adds no negative-index fixup (which kept such loops scalar and twice as slow)."""
+    if op == 0:
+        for j in range(row.shape[0]):
+            row[j] = af[np.uintp(pa + j * sa)] + bf[np.uintp(pb + j * sb)]
+    elif op == 1:
+        for j in range(row.shape[0]):
+            row[j] = af[np.uintp(pa + j * sa)] - bf[np.uintp(pb + j * sb)]
+    else:
+        for j in range(row.shape[0]):
+            row[j] = af[np.uintp(pa + j * sa)] * bf[np.uintp(pb + j * sb)]
+
+
 @njit(nogil=True, fastmath=_FAST, error_model="numpy")
 def _rows(af, sa, bf, sb, o, shape, op, r0, r1):
-    """Rows r0..r1 of o [rows, n]: o[r, j] = a (op) b at row r, column j."""
-    n = o.shape[1]
+    """Rows r0..r1 of o [rows, n]: o[r, j] = a (op) b at row r, column j. A stride of 1
+    is passed as the literal 1, so that contiguous rows are vector loads."""
     for r in range(r0, r1):
         i2, i1, i0 = r % shape[2], (r // shape[2]) % shape[1], r // (shape[2] * shape[1])
         pa = i0 * sa[0] + i1 * sa[1] + i2 * sa[2]
         pb = i0 * sb[0] + i1 * sb[1] + i2 * sb[2]
-        row = o[r]
-        if sa[3] == 1 and sb[3] == 1:  # both contiguous along the row: vector loads
-            x, y = af[pa:pa + n], bf[pb:pb + n]
-            if op == 0:
-                for j in range(n):
-                    row[j] = x[j] + y[j]
-            elif op == 1:
-                for j in range(n):
-                    row[j] = x[j] - y[j]
-            else:
-                for j in range(n):
-                    row[j] = x[j] * y[j]
+        if sa[3] == 1 and sb[3] == 1:
+            _apply(af, pa, 1, bf, pb, 1, o[r], op)
+        elif sb[3] == 1:
+            _apply(af, pa, sa[3], bf, pb, 1, o[r], op)
+        elif sa[3] == 1:
+            _apply(af, pa, 1, bf, pb, sb[3], o[r], op)
         else:
-            for j in range(n):
-                x, y = af[pa + j * sa[3]], bf[pb + j * sb[3]]
-                row[j] = x + y if op == 0 else (x - y if op == 1 else x * y)
+            _apply(af, pa, sa[3], bf, pb, sb[3], o[r], op)
 
 
 @njit(nogil=True, parallel=True)
