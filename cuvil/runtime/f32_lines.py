@@ -29,12 +29,10 @@ from cuvil.runtime.f32_tile import (
     LANES,
     MR,
     VEC,
+    emit_tile,
     lane_masks,
     masked_load,
     masked_store,
-    row_operands,
-    store_rows,
-    tile_loop,
 )
 
 _ALIGN = ir.Constant(I32, 4)
@@ -109,16 +107,11 @@ def line_tile_kernel(nv: int, g: int, mr: int = MR):
         sig = types.void(x, ip, offs, ip, w, ip, ip, ip, d, ip, ip, ip, ip, ip, ip, ip)
 
         def codegen(context, builder, signature, args):
-            data = [context.make_array(signature.args[i])(context, builder, args[i]).data
-                    for i in (0, 2, 4, 8)]
-            masks = _line_masks(builder, args[12], args[13], g, nv * g)
-            wcols = row_operands(builder, builder.gep(data[2], [args[5]]), args[7], args[11],
-                                 mr)
-            ptrs = (builder.gep(data[0], [args[1]]), data[1], wcols)
-            load_x, store_row = _line_io(args[14], args[15], masks, nv, g)
-            accs = tile_loop(builder, ptrs, args[3], args[6], load_x, mr, nv)
-            store_rows(builder, accs, builder.gep(data[3], [args[9]]), args[10], args[11],
-                       store_row, mr, nv)
+            def io(builder, args):
+                masks = _line_masks(builder, args[12], args[13], g, nv * g)
+                return _line_io(args[14], args[15], masks, nv, g)
+
+            emit_tile(context, builder, signature, args, io, mr, nv)
             return context.get_dummy_value()
 
         return sig, codegen

@@ -150,6 +150,20 @@ def _vector_io(xv, dv, masks, nv: int):
     return load_x, store_row
 
 
+def emit_tile(context, builder, signature, args, io, mr: int, nv: int) -> None:
+    """The tile's code for an intrinsic whose first 12 arguments are `tile_kernel`'s
+    (x, q0, offs, kk, w, w0, wk, wm, d, d0, ldd, rows); `io(builder, args)` gives its
+    (load_x, store_row)."""
+    data = [context.make_array(signature.args[i])(context, builder, args[i]).data
+            for i in (0, 2, 4, 8)]
+    load_x, store_row = io(builder, args)
+    wcols = row_operands(builder, builder.gep(data[2], [args[5]]), args[7], args[11], mr)
+    ptrs = (builder.gep(data[0], [args[1]]), data[1], wcols)
+    accs = tile_loop(builder, ptrs, args[3], args[6], load_x, mr, nv)
+    store_rows(builder, accs, builder.gep(data[3], [args[9]]), args[10], args[11], store_row,
+               mr, nv)
+
+
 @cache
 def tile_kernel(nv: int, mr: int = MR):
     """`tile(x, q0, offs, kk, w, w0, wk, wm, d, d0, ldd, rows, cols, xv, dv)`: for m < rows,
@@ -166,16 +180,10 @@ def tile_kernel(nv: int, mr: int = MR):
         sig = types.void(x, ip, offs, ip, w, ip, ip, ip, d, ip, ip, ip, ip, ip, ip)
 
         def codegen(context, builder, signature, args):
-            data = [context.make_array(signature.args[i])(context, builder, args[i]).data
-                    for i in (0, 2, 4, 8)]
-            masks = lane_masks(builder, args[12], nv)
-            wcols = row_operands(builder, builder.gep(data[2], [args[5]]), args[7], args[11],
-                                  mr)
-            ptrs = (builder.gep(data[0], [args[1]]), data[1], wcols)
-            load_x, store_row = _vector_io(args[13], args[14], masks, nv)
-            accs = tile_loop(builder, ptrs, args[3], args[6], load_x, mr, nv)
-            store_rows(builder, accs, builder.gep(data[3], [args[9]]), args[10], args[11],
-                   store_row, mr, nv)
+            def io(builder, args):
+                return _vector_io(args[13], args[14], lane_masks(builder, args[12], nv), nv)
+
+            emit_tile(context, builder, signature, args, io, mr, nv)
             return context.get_dummy_value()
 
         return sig, codegen
