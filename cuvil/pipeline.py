@@ -129,6 +129,8 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
             key = compile_cache.key_of(graph, settings.rules, settings.key_options())
             hit = compile_cache.load(key, graph, settings.defs)
         if hit is not None:
+            if ahead is not None:
+                ahead.cancel()  # an optimizer child started for nothing: end it before lowering
             return hit
     with gc_pause.resumed():  # the optimizer makes garbage at scale
         return _optimize_and_store(graph, settings, tracer, key, ahead)

@@ -3,15 +3,15 @@
 One stage per module: `schema` (terms in egglog), `encode` (graph -> program), `rules`
 and `guards` (checked rules -> egglog rules), `session` (stepping egglog), `typing` and
 `fold` (analyses between steps), `saturate` (schedules and limits), `cost`, `extract`,
-`decode`, `report`, `strategy` (latency or throughput); `optimizer` runs them in order,
-`worker` isolates a run.
+`decode`, `report`, `strategy` (latency or throughput); `optimizer` runs them in order
+on `options`, `worker` isolates a run, `handoff` starts it ahead of `torch.export`.
 
 Names load on first use: unpickling a cached report must not import egglog and scipy.
 """
 
 import importlib
 
-_LAZY = {"Options": "optimizer", "optimize_graph": "optimizer", "OptimizeReport": "report",
+_LAZY = {"Options": "options", "optimize_graph": "optimizer", "OptimizeReport": "report",
          "Limits": "limits"}
 
 __all__ = sorted(_LAZY)
