@@ -1,8 +1,7 @@
-"""The direct f32 NCHW convolution (`cuvil.runtime.conv_direct` on the register tile of
-`f32_tile`) against torch's conv2d: every geometry (kernel, stride per axis, padding,
-dilation), channel counts that are not whole tiles, rows shorter and longer than a tile,
-one thread and two (images split, or one image's tiles split); and through the compiler,
-with a fused epilogue, against the reference executor."""
+"""The direct f32 NCHW convolution (`cuvil.runtime.conv_direct` on the register tiles of
+`f32_tile`, `f32_lines` and `f32_pixels`) against torch's conv2d: every geometry (kernel,
+stride per axis, padding, dilation), channel counts that are not whole tiles, rows shorter
+and longer than a tile, one thread and two (images split, or one image's tiles split)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,12 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cuvil.runtime.conv_direct import conv2d_nchw_direct, conv2d_nchw_direct_image
+from cuvil.runtime.conv_direct import (
+    PIXEL_MIN_STEPS,
+    _pixel_tiles,
+    conv2d_nchw_direct,
+    conv2d_nchw_direct_image,
+)
 
 
 def _scratch(geo, ch, h, w, threads=2):
@@ -85,3 +89,25 @@ def test_one_image_reads_an_unpadded_input_in_place():
     xs = np.full(1, np.nan, np.float32)  # never read: the image is its own arranged form
     conv2d_nchw_direct_image(x[0], wk, out, xs, geo)
     np.testing.assert_allclose(out, ref[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("c, oc, h, w, stride, pad, dil", [
+    (16, 32, 16, 16, (2, 2), (1, 1), (1, 1)),  # the CNN's widening layer: 8 x 32 tiles
+    (16, 16, 16, 16, (1, 1), (1, 1), (1, 1)),  # rows of 16: 16 x 16 tiles
+    (8, 40, 13, 37, (1, 2), (2, 1), (1, 2)),  # row tails, channel tails, dilation
+    (9, 17, 9, 9, (2, 1), (0, 1), (2, 1)),  # rows of 9: a 16 tile with 9 live pixels
+    (12, 5, 11, 6, (1, 1), (1, 0), (1, 1)),  # rows of 4, fewer channels than a vector
+])
+def test_layers_with_enough_steps_run_on_the_pixel_tile(c, oc, h, w, stride, pad, dil):
+    for n, parts in ((1, 1), (3, 2), (1, 2)):
+        x, wk, ref, geo = _case(n, c, oc, h, w, (3, 3), stride, pad, dil, seed=c)
+        assert _pixel_tiles.py_func(geo, c * 9) and c * 9 >= PIXEL_MIN_STEPS
+        out = np.full(ref.shape, np.nan, np.float32)
+        conv2d_nchw_direct(x, wk, out, _scratch(geo, c, h, w), geo, parts)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_few_steps_and_no_sideways_taps_stay_on_the_plain_tile():
+    assert not _pixel_tiles.py_func((3, 3, 1, 1, 1, 1, 1, 1), 27)  # the CNN's stem
+    assert not _pixel_tiles.py_func((1, 1, 1, 1, 0, 0, 1, 1), 256)  # 1x1: loads line up
+    assert not _pixel_tiles.py_func((3, 3, 3, 3, 1, 1, 1, 1), 256)  # pixels 3 apart

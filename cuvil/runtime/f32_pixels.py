@@ -1,0 +1,163 @@
+"""The f32 register tile turned around for the direct convolution: output channels in the
+vectors, output pixels in the broadcasts (what ONNX Runtime's NCHWc kernels do), on NCHW
+images. The accumulators are transposed in registers before they are stored.
+
+`f32_tile`'s tile puts pixels in the vectors: each step loads 16 neighbouring pixels of a
+tap, which for every tap but one in three starts off a 64-byte line (two line reads per
+load), and a stride-2 image must first be split into its stride phases. Here step k loads
+the weight's row k (output channels, contiguous in the [C*KH*KW, OC] weight, the same one
+`conv_direct` uses) and broadcasts one input scalar per pixel, from any stride.
+
+    pixel_tile_kernel(mr, nv, stride)(x, q0, offs, kk, w, w0, ldw, d, d0, plane, pixels,
+                                      chans)
+
+computes, for pixel m < pixels (m < mr, a power of two up to 16) and channel t < chans
+(t < 16*nv), d[d0 + t*plane + m] = the sum over k < kk of x[q0 + offs[k] + m*stride] *
+w[w0 + k*ldw + t]. All arrays f32 but offs.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from cuvil.runtime.f32_tile import I32, LANES, VEC, broadcast, declare, lane_masks, masked_load
+
+_ALIGN = ir.Constant(I32, 4)
+
+
+def _step_loop(builder, ptrs, kk, ldw, wmask, mr: int, nv: int, stride: int) -> list:
+    """The loop over the kk steps; the mr*nv accumulators after it (zero if kk = 0):
+    accumulator m*nv + v holds pixel m of channels 16v..16v+15."""
+    xb, ob, wb = ptrs
+    intp, zero = kk.type, ir.Constant(VEC, None)
+    fma, load = declare(builder, "llvm.fma.v16f32", VEC, [VEC] * 3), masked_load(builder)
+    pre = builder.block
+    loop, done = builder.append_basic_block("ptile"), builder.append_basic_block("pdone")
+    builder.cbranch(builder.icmp_signed(">", kk, ir.Constant(intp, 0)), loop, done)
+    builder.position_at_end(loop)
+    k = builder.phi(intp)
+    accs = [builder.phi(VEC) for _ in range(mr * nv)]
+    xrow = builder.gep(xb, [builder.load(builder.gep(ob, [k]))])
+    wrow = builder.gep(wb, [builder.mul(k, ldw)])
+    ws = [builder.call(load, [builder.bitcast(builder.gep(wrow, [ir.Constant(intp, LANES * v)]),
+                                              VEC.as_pointer()), _ALIGN, wmask[v], zero])
+          for v in range(nv)]
+    new = []
+    for m in range(mr):
+        xm = broadcast(builder, builder.load(builder.gep(xrow, [ir.Constant(intp, m * stride)])))
+        new += [builder.call(fma, [xm, ws[v], accs[m * nv + v]]) for v in range(nv)]
+    k1 = builder.add(k, ir.Constant(intp, 1))
+    k.add_incoming(ir.Constant(intp, 0), pre)
+    k.add_incoming(k1, builder.block)
+    for a, n in zip(accs, new, strict=True):
+        a.add_incoming(zero, pre)
+        a.add_incoming(n, builder.block)
+    builder.cbranch(builder.icmp_signed("<", k1, kk), loop, done)
+    builder.position_at_end(done)
+    final = [builder.phi(VEC) for _ in new]
+    for f, n in zip(final, new, strict=True):
+        f.add_incoming(zero, pre)
+        f.add_incoming(n, loop)
+    return final
+
+
+@cache
+def transpose_plan(mr: int) -> tuple[list, list[list[int]]]:
+    """The shuffles that turn mr vectors (vector m: pixel m of 16 channels, lane = channel)
+    into mr vectors of 16/mr channels x mr pixels each (lane = channel slot * mr + pixel),
+    and the channels of each of those.
+
+    One list per round; round entry (a, b, mask, out): new[out] = `shuffle(old[a],
+    old[b], mask)`. Each round pairs vectors holding neighbouring pixel runs and the same
+    channels: the channels are halved between the pair's two outputs, the runs joined.
+    """
+    vecs = [(list(range(LANES)), [m]) for m in range(mr)]  # (channels, pixels) per vector
+    rounds = []
+    while len(vecs[0][1]) < mr:
+        step, new, plan = len(vecs[0][1]), [None] * mr, []
+        pairs = [(a, a + step) for g in range(0, mr, 2 * step) for a in range(g, g + step)]
+        for a, b in pairs:
+            chans, pix = vecs[a][0], vecs[a][1] + vecs[b][1]
+            half = len(chans) // 2
+            for kept, out in ((chans[:half], a), (chans[half:], b)):
+                new[out] = (kept, pix)
+                plan.append((a, b, [_source(vecs, a, b, c, p) for c in kept for p in pix], out))
+        rounds.append(plan)
+        vecs = new
+    return rounds, [chans for chans, _ in vecs]
+
+
+def _source(vecs, a: int, b: int, chan: int, pixel: int) -> int:
+    """Lane of (chan, pixel) in the concatenation old[a] ++ old[b]."""
+    for base, (chans, pixels) in ((0, vecs[a]), (LANES, vecs[b])):
+        if pixel in pixels:
+            return base + chans.index(chan) * len(pixels) + pixels.index(pixel)
+    raise AssertionError("pixel in neither vector")
+
+
+def _store_transposed(builder, vecs, db, plane, pixels, chans, mr: int, v: int) -> None:
+    """Stores vector group v (vecs[m]: pixel m of channels 16v..16v+15): channel 16v + t's
+    mr pixels at db + (16v + t)*plane, masked to `pixels` pixels and `chans` channels."""
+    rounds, channels = transpose_plan(mr)
+    for rnd in rounds:
+        old, vecs = vecs, list(vecs)
+        for a, b, mask, out in rnd:
+            vecs[out] = builder.shuffle_vector(old[a], old[b], ir.Constant(
+                ir.VectorType(I32, LANES), mask))
+    intp, sub = plane.type, ir.VectorType(ir.FloatType(), mr)
+    store = declare(builder, f"llvm.masked.store.v{mr}f32.p0", ir.VoidType(),
+                    [sub, sub.as_pointer(), I32, ir.VectorType(ir.IntType(1), mr)])
+    lanes = ir.Constant(ir.VectorType(intp, mr), list(range(mr)))
+    live_pixels = builder.icmp_signed("<", lanes, _splat(builder, pixels, mr))
+    for vec, held in zip(vecs, channels, strict=True):
+        for slot, t in enumerate(held):
+            chan = ir.Constant(intp, LANES * v + t)
+            live = builder.and_(live_pixels, _splat(builder, builder.icmp_signed(
+                "<", chan, chans), mr))
+            part = vec if mr == LANES else builder.shuffle_vector(
+                vec, ir.Constant(VEC, ir.Undefined), ir.Constant(
+                    ir.VectorType(I32, mr), list(range(slot * mr, slot * mr + mr))))
+            ptr = builder.bitcast(builder.gep(db, [builder.mul(chan, plane)]), sub.as_pointer())
+            builder.call(store, [part, ptr, _ALIGN, live])
+
+
+def _splat(builder, value, n: int):
+    vec = ir.VectorType(value.type, n)
+    one = builder.insert_element(ir.Constant(vec, ir.Undefined), value, ir.Constant(I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vec, ir.Undefined),
+                                  ir.Constant(ir.VectorType(I32, n), None))
+
+
+@cache
+def pixel_tile_kernel(mr: int, nv: int, stride: int):
+    """The tile of mr pixels (a power of two, 2..16) x nv vectors of 16 output channels,
+    its pixels `stride` apart in x (see the module docstring)."""
+    if mr not in (2, 4, 8, 16):
+        raise ValueError(f"pixel_tile_kernel: {mr} pixels (2, 4, 8 or 16)")
+
+    @intrinsic
+    def tile(typingctx, x, q0, offs, kk, w, w0, ldw, d, d0, plane, pixels, chans):
+        if any(getattr(a, "dtype", None) != types.float32 for a in (x, w, d)):
+            return None
+        ip = types.intp
+        sig = types.void(x, ip, offs, ip, w, ip, ip, d, ip, ip, ip, ip)
+
+        def codegen(context, builder, signature, args):
+            data = [context.make_array(signature.args[i])(context, builder, args[i]).data
+                    for i in (0, 2, 4, 7)]
+            ptrs = (builder.gep(data[0], [args[1]]), data[1], builder.gep(data[2], [args[5]]))
+            wmask = lane_masks(builder, args[11], nv)
+            accs = _step_loop(builder, ptrs, args[3], args[6], wmask, mr, nv, stride)
+            db = builder.gep(data[3], [args[8]])
+            for v in range(nv):
+                _store_transposed(builder, [accs[m * nv + v] for m in range(mr)], db, args[9],
+                                  args[10], args[11], mr, v)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
