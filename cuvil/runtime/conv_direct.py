@@ -150,10 +150,11 @@ def _arranged_geo(geo, ch):
 
 
 @njit(nogil=True, fastmath=True)
-def _pixel_rows(src, offs, wf, flat, shape, geo, wq, r0, r1):
+def _pixel_rows(src, offs, wf, flat, shape, geo, wq, r0, r1, epi):
     """Output rows r0..r1 on the pixel tile: 16 pixels by 16 channels, or on rows of at
-    most 8 pixels, 8 by 32 (16 when there are no more)."""
+    most 8 pixels, 8 by 32 (16 when there are no more); the epilogue `epi` in its stores."""
     oc, oh, ow = shape
+    bias, res, lo, hi, flags = epi
     sh, sw, plane, kk = geo[2], geo[3], oh * ow, offs.shape[0]
     mr = 16 if ow > 8 else 8
     cw = 32 if mr == 8 and oc > 16 else 16
@@ -161,7 +162,8 @@ def _pixel_rows(src, offs, wf, flat, shape, geo, wq, r0, r1):
         for j0 in range(0, ow, mr):
             for co in range(0, oc, cw):
                 a = (src, i * sh * wq + j0 * sw, offs, kk, wf, co, oc, flat,
-                     co * plane + i * ow + j0, plane, min(mr, ow - j0), min(cw, oc - co))
+                     co * plane + i * ow + j0, plane, min(mr, ow - j0), min(cw, oc - co),
+                     bias, res, lo, hi, flags)
                 if mr == 16 and sw == 1:
                     _P16(*a)
                 elif mr == 16:
@@ -177,13 +179,14 @@ def _pixel_rows(src, offs, wf, flat, shape, geo, wq, r0, r1):
 
 
 @njit(nogil=True, fastmath=True)
-def _units(src, offs, wk, out, geo, hq, wq, u0, u1):
-    """Units u0..u1 of one image (see `_n_units`), every channel tile of each."""
+def _units(src, offs, wk, out, geo, hq, wq, u0, u1, epi):
+    """Units u0..u1 of one image (see `_n_units`), every channel tile of each; the
+    epilogue `epi` only on the pixel tile."""
     oc, oh, ow = out.shape
     flat, ldw, kk = out.reshape(oc * oh * ow), wk.shape[1], offs.shape[0]
     wf = wk.reshape(wk.size)
     if _pixel_tiles(geo, kk):
-        _pixel_rows(src, offs, wf, flat, out.shape, geo, wq, u0, u1)
+        _pixel_rows(src, offs, wf, flat, out.shape, geo, wq, u0, u1, epi)
         return
     rows, length, step = _rows(geo, hq, wq, oh, ow)
     units, per_row, width, g = _tiling(geo, hq, wq, oh, ow)
@@ -239,13 +242,28 @@ def _prepare(x, xs, geo):
     return _arrange(x, xs, ag), _offsets(ch, ag, hq, wq), hq, wq
 
 
+@njit(nogil=True, inline="always")
+def _no_epilogue():
+    empty = np.empty(0, np.float32)
+    return empty, empty, np.float32(-np.inf), np.float32(np.inf), 0
+
+
+@njit(nogil=True)
+def conv2d_nchw_direct_image_post(x, wk, out, xs, geo, epi):
+    """`conv2d_nchw_direct_image`, with the epilogue epi = (bias [OC], residual [OC*OH*OW],
+    lo, hi, flags: 1 bias, 2 residual) in the tile's stores where the pixel tile computes
+    it; returns whether it did (if not, the caller applies the epilogue)."""
+    src, offs, hq, wq = _prepare(x, xs, geo)
+    _units(src, offs, wk, out, geo, hq, wq, 0, _n_units(geo, offs.shape[0], hq, wq,
+                                                        out.shape[1], out.shape[2]), epi)
+    return _pixel_tiles(geo, offs.shape[0])
+
+
 @njit(nogil=True)
 def conv2d_nchw_direct_image(x, wk, out, xs, geo):
     """One image: out [OC, OH, OW] = conv(x [C, H, W], wk [C*KH*KW, OC]); xs: scratch
     for the arranged image (see `_arrange`)."""
-    src, offs, hq, wq = _prepare(x, xs, geo)
-    _units(src, offs, wk, out, geo, hq, wq, 0, _n_units(geo, offs.shape[0], hq, wq,
-                                                        out.shape[1], out.shape[2]))
+    conv2d_nchw_direct_image_post(x, wk, out, xs, geo, _no_epilogue())
 
 
 @njit(nogil=True, parallel=True)
@@ -260,7 +278,8 @@ def _split_image(src, offs, wk, out, geo, hq, wq, parts):
     units = _n_units(geo, offs.shape[0], hq, wq, out.shape[1], out.shape[2])
     step = (units + parts - 1) // parts
     for t in prange(parts):
-        _units(src, offs, wk, out, geo, hq, wq, min(units, t * step), min(units, (t + 1) * step))
+        _units(src, offs, wk, out, geo, hq, wq, min(units, t * step), min(units, (t + 1) * step),
+               _no_epilogue())
 
 
 @njit(nogil=True)
@@ -279,5 +298,5 @@ def conv2d_nchw_direct(x, wk, out, xs, geo, parts):
             _split_image(src, offs, wk, out[n], geo, hq, wq, parts)
         else:
             _units(src, offs, wk, out[n], geo, hq, wq, 0, _n_units(
-                geo, offs.shape[0], hq, wq, out.shape[2], out.shape[3]))
+                geo, offs.shape[0], hq, wq, out.shape[2], out.shape[3]), _no_epilogue())
 

@@ -12,7 +12,9 @@ int64[8]), `parts` (the thread count), then `out`, last as in every kernel.
 With at least as many images as threads, threads take images, each image's epilogue right
 after its product while the output is in cache (MobileNet's 16 -> 64 1x1 + ReLU6: 1.1 ms
 with the epilogue over the whole batch, 0.6 ms so); with fewer, the product is split
-between threads, then the epilogue's planes; one thread goes image by image.
+between threads, then the epilogue's planes; one thread goes image by image. Where the
+direct convolution runs on its pixel tile (`conv_direct`), an image's epilogue is applied
+in the tile's stores instead, while the sums are still in registers.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from cuvil.runtime.conv import (
     conv2d_nchw_few_image,
     conv2d_nchw_image,
 )
-from cuvil.runtime.conv_direct import conv2d_nchw_direct, conv2d_nchw_direct_image
+from cuvil.runtime.conv_direct import conv2d_nchw_direct, conv2d_nchw_direct_image_post
 from cuvil.runtime.numba_cache import njit
 
 _FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip bounds are inf
@@ -75,19 +77,30 @@ def _post_split(out, bias, res, clip, parts):
         _post(out, bias, res, clip, min(planes, t * step), min(planes, (t + 1) * step))
 
 
+@njit(nogil=True)
+def _direct_image(x, wk, xs, bias, res, clip, geo, n, out):
+    """Image n and its epilogue: in the tile's stores where the pixel tile computes it,
+    else right after (while the image's output is in cache)."""
+    oc, per = out.shape[1], out[0].size
+    rf = res.reshape(res.size)
+    epi = (bias, rf[n * per:n * per + per] if res.size else rf, np.float32(clip[0]),
+           np.float32(clip[1]),
+           (1 if bias.size else 0) + (2 if res.size else 0))
+    if not conv2d_nchw_direct_image_post(x[n], wk, out[n], xs, geo, epi):
+        _post(out, bias, res, clip, n * oc, n * oc + oc)
+
+
 @njit(nogil=True, parallel=True)
 def _direct_images(x, wk, xs, bias, res, clip, geo, parts, out):
-    oc = out.shape[1]
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
-            conv2d_nchw_direct_image(x[n], wk, out[n], xs[t], geo)
-            _post(out, bias, res, clip, n * oc, n * oc + oc)
+            _direct_image(x, wk, xs[t], bias, res, clip, geo, n, out)
 
 
 @njit(nogil=True)
 def conv2d_nchw_direct_post(x, wk, xs, bias, res, clip, geo, parts, out):
     """`conv_direct.conv2d_nchw_direct`, then the epilogue."""
-    g, nb, oc = _geo(geo), x.shape[0], out.shape[1]
+    g, nb = _geo(geo), x.shape[0]
     parts = _parts(parts, xs.shape[0], wk.size * out.shape[2] * out.shape[3] * nb)
     if parts > 1 and nb >= parts:
         _direct_images(x, wk, xs, bias, res, clip, g, parts, out)
@@ -96,8 +109,7 @@ def conv2d_nchw_direct_post(x, wk, xs, bias, res, clip, geo, parts, out):
         _post_split(out, bias, res, clip, parts)
     else:
         for n in range(nb):
-            conv2d_nchw_direct_image(x[n], wk, out[n], xs[0], g)
-            _post(out, bias, res, clip, n * oc, n * oc + oc)
+            _direct_image(x, wk, xs[0], bias, res, clip, g, n, out)
 
 
 @njit(nogil=True, parallel=True)

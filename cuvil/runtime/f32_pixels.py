@@ -9,11 +9,13 @@ the weight's row k (output channels, contiguous in the [C*KH*KW, OC] weight, the
 `conv_direct` uses) and broadcasts one input scalar per pixel, from any stride.
 
     pixel_tile_kernel(mr, nv, stride)(x, q0, offs, kk, w, w0, ldw, d, d0, plane, pixels,
-                                      chans)
+                                      chans, b, r, lo, hi, flags)
 
 computes, for pixel m < pixels (m < mr, a power of two up to 16) and channel t < chans
 (t < 16*nv), d[d0 + t*plane + m] = the sum over k < kk of x[q0 + offs[k] + m*stride] *
-w[w0 + k*ldw + t]. All arrays f32 but offs.
+w[w0 + k*ldw + t], then (flags != 0) the convolution's epilogue on it while it is in
+registers: + b[w0 + t] (flags & 1), + r[d0 + t*plane + m] (flags & 2), clipped to
+[lo, hi]. All arrays f32 but offs; b and r may be empty when their flag is off.
 """
 
 from __future__ import annotations
@@ -99,21 +101,26 @@ def _source(vecs, a: int, b: int, chan: int, pixel: int) -> int:
     raise AssertionError("pixel in neither vector")
 
 
-def _store_transposed(builder, vecs, db, plane, pixels, chans, mr: int, v: int) -> None:
-    """Stores vector group v (vecs[m]: pixel m of channels 16v..16v+15): channel 16v + t's
-    mr pixels at db + (16v + t)*plane, masked to `pixels` pixels and `chans` channels."""
-    rounds, channels = transpose_plan(mr)
-    for rnd in rounds:
+def _transposed(builder, vecs, mr: int) -> list:
+    """`transpose_plan`'s shuffles applied to vecs."""
+    for rnd in transpose_plan(mr)[0]:
         old, vecs = vecs, list(vecs)
         for a, b, mask, out in rnd:
             vecs[out] = builder.shuffle_vector(old[a], old[b], ir.Constant(
                 ir.VectorType(I32, LANES), mask))
-    intp, sub = plane.type, ir.VectorType(ir.FloatType(), mr)
+    return vecs
+
+
+def _store_transposed(builder, vecs, at, pixels, chans, mr: int, v: int, post=None) -> None:
+    """Stores vector group v (vecs[m]: pixel m of channels 16v..16v+15): channel 16v + t's
+    mr pixels at `at(channel)`, masked to `pixels` pixels and `chans` channels; each
+    through `post(builder, part, channel, mask)` if given."""
+    intp, sub = pixels.type, ir.VectorType(ir.FloatType(), mr)
     store = declare(builder, f"llvm.masked.store.v{mr}f32.p0", ir.VoidType(),
                     [sub, sub.as_pointer(), I32, ir.VectorType(ir.IntType(1), mr)])
     lanes = ir.Constant(ir.VectorType(intp, mr), list(range(mr)))
     live_pixels = builder.icmp_signed("<", lanes, _splat(builder, pixels, mr))
-    for vec, held in zip(vecs, channels, strict=True):
+    for vec, held in zip(_transposed(builder, vecs, mr), transpose_plan(mr)[1], strict=True):
         for slot, t in enumerate(held):
             chan = ir.Constant(intp, LANES * v + t)
             live = builder.and_(live_pixels, _splat(builder, builder.icmp_signed(
@@ -121,8 +128,31 @@ def _store_transposed(builder, vecs, db, plane, pixels, chans, mr: int, v: int) 
             part = vec if mr == LANES else builder.shuffle_vector(
                 vec, ir.Constant(VEC, ir.Undefined), ir.Constant(
                     ir.VectorType(I32, mr), list(range(slot * mr, slot * mr + mr))))
-            ptr = builder.bitcast(builder.gep(db, [builder.mul(chan, plane)]), sub.as_pointer())
-            builder.call(store, [part, ptr, _ALIGN, live])
+            if post is not None:
+                part = post(builder, part, chan, live)
+            builder.call(store, [part, builder.bitcast(at(builder, chan), sub.as_pointer()),
+                                 _ALIGN, live])
+
+
+def _epilogue(builder, res_at, flags, lo, hi, mr: int):
+    """`post` for `_store_transposed`: clip(part + the residual, if flags & 2), with NaN
+    kept (as torch's clamp and relu keep it)."""
+    sub = ir.VectorType(ir.FloatType(), mr)
+    load = declare(builder, f"llvm.masked.load.v{mr}f32.p0", sub,
+                   [sub.as_pointer(), I32, ir.VectorType(ir.IntType(1), mr), sub])
+    has_res = builder.icmp_signed("!=", builder.and_(flags, ir.Constant(flags.type, 2)),
+                                  ir.Constant(flags.type, 0))
+    low, high = _splat(builder, lo, mr), _splat(builder, hi, mr)
+
+    def post(builder, part, chan, live):
+        mask = builder.and_(live, _splat(builder, has_res, mr))
+        ptr = builder.bitcast(res_at(builder, chan), sub.as_pointer())
+        part = builder.fadd(part, builder.call(load, [ptr, _ALIGN, mask,
+                                                      ir.Constant(sub, None)]))
+        part = builder.select(builder.fcmp_ordered("<", part, low), low, part)
+        return builder.select(builder.fcmp_ordered(">", part, high), high, part)
+
+    return post
 
 
 def _splat(builder, value, n: int):
@@ -135,29 +165,59 @@ def _splat(builder, value, n: int):
 @cache
 def pixel_tile_kernel(mr: int, nv: int, stride: int):
     """The tile of mr pixels (a power of two, 2..16) x nv vectors of 16 output channels,
-    its pixels `stride` apart in x (see the module docstring)."""
+    its pixels `stride` apart in x (see the module docstring), with the epilogue when
+    `flags` is not 0: the bias b[w0 + t] (flags & 1), the residual r[d0 + t*plane + m]
+    (flags & 2, r laid out as d), then the clip to [lo, hi]."""
     if mr not in (2, 4, 8, 16):
         raise ValueError(f"pixel_tile_kernel: {mr} pixels (2, 4, 8 or 16)")
 
     @intrinsic
-    def tile(typingctx, x, q0, offs, kk, w, w0, ldw, d, d0, plane, pixels, chans):
-        if any(getattr(a, "dtype", None) != types.float32 for a in (x, w, d)):
+    def tile(typingctx, x, q0, offs, kk, w, w0, ldw, d, d0, plane, pixels, chans, b, r, lo,
+             hi, flags):
+        if any(getattr(a, "dtype", None) != types.float32 for a in (x, w, d, b, r)):
             return None
-        ip = types.intp
-        sig = types.void(x, ip, offs, ip, w, ip, ip, d, ip, ip, ip, ip)
+        ip, f32 = types.intp, types.float32
+        sig = types.void(x, ip, offs, ip, w, ip, ip, d, ip, ip, ip, ip, b, r, f32, f32, ip)
 
         def codegen(context, builder, signature, args):
             data = [context.make_array(signature.args[i])(context, builder, args[i]).data
-                    for i in (0, 2, 4, 7)]
+                    for i in (0, 2, 4, 7, 12, 13)]
             ptrs = (builder.gep(data[0], [args[1]]), data[1], builder.gep(data[2], [args[5]]))
             wmask = lane_masks(builder, args[11], nv)
             accs = _step_loop(builder, ptrs, args[3], args[6], wmask, mr, nv, stride)
-            db = builder.gep(data[3], [args[8]])
-            for v in range(nv):
-                _store_transposed(builder, [accs[m * nv + v] for m in range(mr)], db, args[9],
-                                  args[10], args[11], mr, v)
+            _stores(builder, accs, data, args, wmask, mr, nv)
             return context.get_dummy_value()
 
         return sig, codegen
 
     return tile
+
+
+def _stores(builder, accs, data, args, wmask, mr: int, nv: int) -> None:
+    """The tile's stores: plain when flags is 0, else through the epilogue (the bias added
+    before the transpose, the residual and the clip after it)."""
+    plane, pixels, chans, lo, hi, flags = (args[i] for i in (9, 10, 11, 14, 15, 16))
+    zero = ir.Constant(flags.type, 0)
+    db, rb = (builder.gep(data[i], [args[8]]) for i in (3, 5))
+    plain, post = builder.append_basic_block("plain"), builder.append_basic_block("post")
+    done = builder.append_basic_block("stored")
+    builder.cbranch(builder.icmp_signed("==", flags, zero), plain, post)
+
+    def place(base):
+        return lambda builder, chan: builder.gep(base, [builder.mul(chan, plane)])
+
+    builder.position_at_end(plain)
+    for v in range(nv):
+        _store_transposed(builder, accs[v::nv], place(db), pixels, chans, mr, v)
+    builder.branch(done)
+    builder.position_at_end(post)
+    has_bias = builder.icmp_signed("!=", builder.and_(flags, ir.Constant(flags.type, 1)), zero)
+    load, epilogue = masked_load(builder), _epilogue(builder, place(rb), flags, lo, hi, mr)
+    for v in range(nv):
+        bias = builder.call(load, [builder.bitcast(builder.gep(data[4], [builder.add(
+            args[5], ir.Constant(args[5].type, LANES * v))]), VEC.as_pointer()), _ALIGN,
+            builder.and_(wmask[v], _splat(builder, has_bias, LANES)), ir.Constant(VEC, None)])
+        _store_transposed(builder, [builder.fadd(a, bias) for a in accs[v::nv]], place(db),
+                          pixels, chans, mr, v, epilogue)
+    builder.branch(done)
+    builder.position_at_end(done)

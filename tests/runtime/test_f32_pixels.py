@@ -1,7 +1,8 @@
 """`cuvil.runtime.f32_pixels`: the pixel tile (output channels in the vectors, pixels
 broadcast) against its definition summed in numpy, for every tile shape the convolution
-uses and every live pixel/channel count, nothing written outside the live ones; and the
-in-register transpose's plan against the layout it promises."""
+uses, every live pixel/channel count and every epilogue (bias, residual, clip; NaN kept),
+nothing written outside the live ones; and the in-register transpose's plan against the
+layout it promises."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ _P0, _P1, _P2, _P3, _P4, _P5 = (pixel_tile_kernel(*s) for s in SHAPES)
 
 
 @njit
-def _tile(which, x, q0, offs, w, w0, ldw, d, d0, plane, pixels, chans):
-    a = (x, q0, offs, offs.size, w, w0, ldw, d, d0, plane, pixels, chans)
+def _tile(which, x, q0, offs, w, w0, ldw, d, d0, plane, pixels, chans, epi):
+    a = (x, q0, offs, offs.size, w, w0, ldw, d, d0, plane, pixels, chans, *epi)
     if which == 0:
         _P0(*a)
     elif which == 1:
@@ -34,28 +35,43 @@ def _tile(which, x, q0, offs, w, w0, ldw, d, d0, plane, pixels, chans):
         _P5(*a)
 
 
-def _reference(d, x, q0, offs, w, w0, ldw, d0, plane, pixels, chans, stride):
+def _reference(d, x, q0, offs, w, w0, ldw, d0, plane, pixels, chans, stride, epi):
+    bias, res, lo, hi, flags = epi
     taps = x[q0 + offs[:, None] + stride * np.arange(pixels)]  # [kk, pixels]
     rows = w[w0 + np.arange(len(offs))[:, None] * ldw + np.arange(chans)]  # [kk, chans]
     for t in range(chans):
-        d[d0 + t * plane:d0 + t * plane + pixels] = (rows[:, t:t + 1] * taps).sum(0)
+        at = slice(d0 + t * plane, d0 + t * plane + pixels)
+        d[at] = (rows[:, t:t + 1] * taps).sum(0)
+        if flags:
+            d[at] += (bias[w0 + t] if flags & 1 else 0) + (res[at] if flags & 2 else 0)
+            d[at] = np.where(d[at] < lo, lo, np.where(d[at] > hi, hi, d[at]))
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.integers(0, len(SHAPES) - 1), st.integers(0, 30), st.data())
-def test_pixel_tile_matches_its_definition(which, kk, data):
+EPILOGUES = st.tuples(st.integers(0, 3), st.sampled_from([(-np.inf, np.inf), (0, np.inf),
+                                                         (0, 6), (-0.5, 0.5)]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, len(SHAPES) - 1), st.integers(0, 30), EPILOGUES, st.data())
+def test_pixel_tile_matches_its_definition(which, kk, epilogue, data):
     mr, nv, stride = SHAPES[which]
     pixels = data.draw(st.integers(1, mr))
     chans = data.draw(st.integers(1, 16 * nv))
     rng = np.random.default_rng(kk)
     x = rng.standard_normal(600).astype(np.float32)
+    x[rng.integers(0, 600, 3)] = np.nan  # kept through the epilogue's clip
     offs = rng.integers(0, 500, kk)
     ldw, plane = 16 * nv + data.draw(st.integers(0, 7)), mr + data.draw(st.integers(0, 9))
     w = rng.standard_normal(kk * ldw + 40).astype(np.float32)
-    d = np.full(32 * plane + 20, np.nan, np.float32)
+    d = np.full(32 * plane + 20, 1e30, np.float32)
+    flags, (lo, hi) = epilogue
+    bias = rng.standard_normal(60).astype(np.float32) if flags & 1 else np.empty(0, np.float32)
+    res = rng.standard_normal(d.size).astype(np.float32) if flags & 2 else \
+        np.empty(0, np.float32)
+    epi = (bias, res, np.float32(lo), np.float32(hi), flags if flags or lo > -np.inf else 0)
     expected = d.copy()
-    _reference(expected, x, 7, offs, w, 3, ldw, 5, plane, pixels, chans, stride)
-    _tile(which, x, 7, offs, w, 3, ldw, d, 5, plane, pixels, chans)
+    _reference(expected, x, 7, offs, w, 3, ldw, 5, plane, pixels, chans, stride, epi)
+    _tile(which, x, 7, offs, w, 3, ldw, d, 5, plane, pixels, chans, epi)
     np.testing.assert_allclose(d, expected, rtol=1e-5, atol=1e-5)
 
 
