@@ -11,6 +11,7 @@ first operand) are Cuvil graphs built directly. Weights are seeded: every run se
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -85,7 +86,8 @@ class ConvBatchNorm(nn.Module):
 
 
 class LinearEpilogues(nn.Module):
-    """linear layers ending in relu, gelu (both forms), silu, and residual adds."""
+    """linear layers ending in relu, gelu (both forms; one viewed to another shape first),
+    silu, and residual adds."""
 
     def __init__(self, d: int = 16):
         super().__init__()
@@ -95,18 +97,22 @@ class LinearEpilogues(nn.Module):
     def forward(self, x):
         y = torch.relu(self.l1(x))
         y = nn.functional.gelu(self.l2(y)) + nn.functional.gelu(self.l2(y), approximate="tanh")
+        y = nn.functional.gelu(self.l2(y).view(-1, 4, 4), approximate="tanh").view(-1, 16)
         y = nn.functional.silu(self.l3(y))
         y = self.l4(y) + x
         return x + self.l5(y)
 
 
 class ElementwiseChains(nn.Module):
-    """activations written as chains: x * sigmoid(x), hardtanh(0, 6), clamp(min=0)."""
+    """activations written as chains: x * sigmoid(x), hardtanh(0, 6), clamp(min=0), and
+    GPT-2's tanh GELU as HuggingFace writes it (`NewGELUActivation`)."""
 
     def forward(self, x):
         a = x * torch.sigmoid(x) + torch.sigmoid(x) * x
         b = nn.functional.hardtanh(a, 0.0, 6.0)
-        return torch.clamp(b, min=0.0)
+        c = torch.clamp(b, min=0.0)
+        return 0.5 * c * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (c + 0.044715 *
+                                                                        torch.pow(c, 3.0))))
 
 
 class Identities(nn.Module):
