@@ -10,8 +10,8 @@ offs[k]. When no tap reaches sideways (1x1, or kernel = stride) and rows are exa
 `Wq` long, the whole image is one row of OH*OW pixels.
 
 Work is split in units of (row, 16 or 32 pixels), or pairs of rows of exactly 16 pixels
-(a vector each: a 16x16 image would otherwise leave half the tile idle), or 2g rows of at
-most 8 pixels, g to a vector (`f32_lines`: a stride-2 layer's output); images between
+(a vector each: a 16x16 image would otherwise leave half the tile idle), or 4 rows of 5-8
+pixels, 2 to a vector (`f32_lines`: a stride-2 layer's output); images between
 threads when there are at least as many images as threads, else the units of each image.
 A stride-2 image is split into its phases sixteen pixels at a time (`copy_every_other`).
 
@@ -36,7 +36,7 @@ from cuvil.runtime.f32_tile import LANES, MR, copy_floats, tile_kernel
 from cuvil.runtime.numba_cache import njit
 
 _T1, _T2 = tile_kernel(1), tile_kernel(2)
-_L2, _L4 = line_tile_kernel(2, 2), line_tile_kernel(2, 4)
+_L2 = line_tile_kernel(2, 2)
 _P16, _P16_S2 = pixel_tile_kernel(16, 1, 1), pixel_tile_kernel(16, 1, 2)
 _P8, _P8_S2 = pixel_tile_kernel(8, 1, 1), pixel_tile_kernel(8, 1, 2)
 _P8W, _P8W_S2 = pixel_tile_kernel(8, 2, 1), pixel_tile_kernel(8, 2, 2)
@@ -118,13 +118,13 @@ def _rows(geo, hq, wq, oh, ow):
 
 @njit(nogil=True, inline="always")
 def _tiling(geo, hq, wq, oh, ow):
-    """(units, tiles per row, tile width, lines per vector): rows of at most 8 pixels go
-    g = 2 or 4 to a vector, 2g to a tile (`f32_lines`); rows of exactly 16 two to a tile
-    (a vector each); other rows are cut in tiles of 32 pixels, or 16 when shorter."""
+    """(units, tiles per row, tile width, lines per vector): rows of 5-8 pixels go two to
+    a vector, four to a tile (`f32_lines`); rows of exactly 16 two to a tile (a vector
+    each); other rows are cut in tiles of 32 pixels, or 16 when shorter (rows of 4 or
+    fewer: lowering takes im2col for those, or the pixel tile has them)."""
     rows, length, step = _rows(geo, hq, wq, oh, ow)
-    if rows > 1 and 2 * length <= LANES:
-        g = 2 if 4 * length > LANES else 4
-        return (rows + 2 * g - 1) // (2 * g), 1, 0, g
+    if rows > 1 and 2 * length <= LANES < 4 * length:
+        return (rows + 3) // 4, 1, 0, 2
     if length == LANES and rows > 1:
         return (rows + 1) // 2, 1, 0, 1
     width = 2 * LANES if length >= 2 * LANES else LANES
@@ -191,7 +191,7 @@ def _units(src, offs, wk, out, geo, hq, wq, u0, u1, epi):
     rows, length, step = _rows(geo, hq, wq, oh, ow)
     units, per_row, width, g = _tiling(geo, hq, wq, oh, ow)
     if g > 1:
-        _lines(src, offs, wf, ldw, flat, (rows, length, step), g, u0, u1)
+        _lines(src, offs, wf, ldw, flat, (rows, length, step), u0, u1)
         return
     for u in range(u0, u1):
         if width == 0:  # rows 2u and 2u + 1, a vector each
@@ -210,21 +210,15 @@ def _units(src, offs, wk, out, geo, hq, wq, u0, u1, epi):
 
 
 @njit(nogil=True, fastmath=True)
-def _lines(src, offs, wf, ldw, flat, shape, g, u0, u1):
-    """Units u0..u1 of short rows, 2g rows each, g to a vector (see `_tiling`)."""
+def _lines(src, offs, wf, ldw, flat, shape, u0, u1):
+    """Units u0..u1 of short rows, 4 rows each, 2 to a vector (see `_tiling`)."""
     rows, length, step = shape
     oc, plane, kk = ldw, flat.size // ldw, offs.shape[0]
     for u in range(u0, u1):
-        first = 2 * g * u
-        lines = min(2 * g, rows - first)
+        first = 4 * u
         for co in range(0, oc, MR):
-            at = co * plane + first * length
-            if g == 2:
-                _L2(src, first * step, offs, kk, wf, co, ldw, 1, flat, at, plane, min(MR, oc - co),
-                    length, lines, step, length)
-            else:
-                _L4(src, first * step, offs, kk, wf, co, ldw, 1, flat, at, plane, min(MR, oc - co),
-                    length, lines, step, length)
+            _L2(src, first * step, offs, kk, wf, co, ldw, 1, flat, co * plane + first * length,
+                plane, min(MR, oc - co), length, min(4, rows - first), step, length)
 
 
 @njit(nogil=True, inline="always")

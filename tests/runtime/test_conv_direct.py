@@ -66,7 +66,7 @@ def test_large_enough_to_split_between_threads(h, w):
 
 
 @pytest.mark.parametrize("stride", [1, 2])
-@pytest.mark.parametrize("w", [3, 4, 5, 7, 8])  # output rows of 1-8: packed 2 or 4 to a vector
+@pytest.mark.parametrize("w", [3, 4, 5, 7, 8])  # rows of 5-8 two to a vector; 1-4 masked
 def test_short_rows_go_several_to_a_vector(stride, w):
     for n, parts in ((1, 1), (3, 2), (1, 2)):
         x, wk, ref, geo = _case(n, 5, 11, 2 * w + 1, 2 * w if stride == 2 else w, (3, 3),
