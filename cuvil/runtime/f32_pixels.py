@@ -26,7 +26,16 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from cuvil.runtime.f32_tile import I32, LANES, VEC, broadcast, declare, lane_masks, masked_load
+from cuvil.runtime.f32_tile import (
+    I32,
+    LANES,
+    VEC,
+    accumulate,
+    broadcast,
+    declare,
+    lane_masks,
+    masked_load,
+)
 
 _ALIGN = ir.Constant(I32, 4)
 
@@ -35,36 +44,22 @@ def _step_loop(builder, ptrs, kk, ldw, wmask, mr: int, nv: int, stride: int) -> 
     """The loop over the kk steps; the mr*nv accumulators after it (zero if kk = 0):
     accumulator m*nv + v holds pixel m of channels 16v..16v+15."""
     xb, ob, wb = ptrs
-    intp, zero = kk.type, ir.Constant(VEC, None)
     fma, load = declare(builder, "llvm.fma.v16f32", VEC, [VEC] * 3), masked_load(builder)
-    pre = builder.block
-    loop, done = builder.append_basic_block("ptile"), builder.append_basic_block("pdone")
-    builder.cbranch(builder.icmp_signed(">", kk, ir.Constant(intp, 0)), loop, done)
-    builder.position_at_end(loop)
-    k = builder.phi(intp)
-    accs = [builder.phi(VEC) for _ in range(mr * nv)]
-    xrow = builder.gep(xb, [builder.load(builder.gep(ob, [k]))])
-    wrow = builder.gep(wb, [builder.mul(k, ldw)])
-    ws = [builder.call(load, [builder.bitcast(builder.gep(wrow, [ir.Constant(intp, LANES * v)]),
-                                              VEC.as_pointer()), _ALIGN, wmask[v], zero])
-          for v in range(nv)]
-    new = []
-    for m in range(mr):
-        xm = broadcast(builder, builder.load(builder.gep(xrow, [ir.Constant(intp, m * stride)])))
-        new += [builder.call(fma, [xm, ws[v], accs[m * nv + v]]) for v in range(nv)]
-    k1 = builder.add(k, ir.Constant(intp, 1))
-    k.add_incoming(ir.Constant(intp, 0), pre)
-    k.add_incoming(k1, builder.block)
-    for a, n in zip(accs, new, strict=True):
-        a.add_incoming(zero, pre)
-        a.add_incoming(n, builder.block)
-    builder.cbranch(builder.icmp_signed("<", k1, kk), loop, done)
-    builder.position_at_end(done)
-    final = [builder.phi(VEC) for _ in new]
-    for f, n in zip(final, new, strict=True):
-        f.add_incoming(zero, pre)
-        f.add_incoming(n, loop)
-    return final
+    zero, intp = ir.Constant(VEC, None), kk.type
+
+    def step(builder, k, accs):
+        xrow = builder.gep(xb, [builder.load(builder.gep(ob, [k]))])
+        wrow = builder.gep(wb, [builder.mul(k, ldw)])
+        ws = [builder.call(load, [builder.bitcast(builder.gep(wrow, [ir.Constant(
+            intp, LANES * v)]), VEC.as_pointer()), _ALIGN, wmask[v], zero]) for v in range(nv)]
+        new = []
+        for m in range(mr):
+            xm = broadcast(builder, builder.load(builder.gep(xrow, [ir.Constant(
+                intp, m * stride)])))
+            new += [builder.call(fma, [xm, ws[v], accs[m * nv + v]]) for v in range(nv)]
+        return new
+
+    return accumulate(builder, kk, mr * nv, step)
 
 
 @cache

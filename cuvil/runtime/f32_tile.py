@@ -79,25 +79,18 @@ def row_operands(builder, wb, wm, rows, mr: int) -> list:
         for m in range(mr)]
 
 
-def tile_loop(builder, ptrs, kk, wk, load_x, mr: int, nv: int) -> list:
-    """The loop over the kk steps; returns the mr*nv accumulators after it (zero if kk=0).
-    Step k's nv vectors are `load_x(builder, xb + offs[k])`."""
-    xb, op, wcols = ptrs
+def accumulate(builder, kk, count: int, step) -> list:
+    """A loop over k < kk carrying `count` vector accumulators, from zero; `step(builder,
+    k, accs)` emits one step and gives the new ones. Returns them after the loop (zero if
+    kk = 0)."""
     intp, zero = kk.type, ir.Constant(VEC, None)
-    fma = declare(builder, "llvm.fma.v16f32", VEC, [VEC] * 3)
     pre = builder.block
-    loop, done = builder.append_basic_block("ctile"), builder.append_basic_block("cdone")
+    loop, done = builder.append_basic_block("steps"), builder.append_basic_block("summed")
     builder.cbranch(builder.icmp_signed(">", kk, ir.Constant(intp, 0)), loop, done)
     builder.position_at_end(loop)
     k = builder.phi(intp)
-    accs = [builder.phi(VEC) for _ in range(mr * nv)]
-    xrow = builder.gep(xb, [builder.load(builder.gep(op, [k]))])
-    xs = load_x(builder, xrow)
-    step = builder.mul(k, wk)
-    new = []
-    for m in range(mr):
-        wm = broadcast(builder, builder.load(builder.gep(wcols[m], [step])))
-        new += [builder.call(fma, [wm, xs[v], accs[m * nv + v]]) for v in range(nv)]
+    accs = [builder.phi(VEC) for _ in range(count)]
+    new = step(builder, k, accs)
     k1 = builder.add(k, ir.Constant(intp, 1))
     k.add_incoming(ir.Constant(intp, 0), pre)
     k.add_incoming(k1, builder.block)
@@ -111,6 +104,23 @@ def tile_loop(builder, ptrs, kk, wk, load_x, mr: int, nv: int) -> list:
         f.add_incoming(zero, pre)
         f.add_incoming(n, loop)
     return final
+
+
+def tile_loop(builder, ptrs, kk, wk, load_x, mr: int, nv: int) -> list:
+    """The loop over the kk steps; returns the mr*nv accumulators after it (zero if kk=0).
+    Step k's nv vectors are `load_x(builder, xb + offs[k])`."""
+    xb, op, wcols = ptrs
+    fma = declare(builder, "llvm.fma.v16f32", VEC, [VEC] * 3)
+
+    def step(builder, k, accs):
+        xs = load_x(builder, builder.gep(xb, [builder.load(builder.gep(op, [k]))]))
+        at, new = builder.mul(k, wk), []
+        for m in range(mr):
+            wm = broadcast(builder, builder.load(builder.gep(wcols[m], [at])))
+            new += [builder.call(fma, [wm, xs[v], accs[m * nv + v]]) for v in range(nv)]
+        return new
+
+    return accumulate(builder, kk, mr * nv, step)
 
 
 def store_rows(builder, accs, db, ldd, rows, store_row, mr: int, nv: int) -> None:
