@@ -97,6 +97,7 @@ def test_one_image_reads_an_unpadded_input_in_place():
     (8, 40, 13, 37, (1, 2), (2, 1), (1, 2)),  # row tails, channel tails, dilation
     (9, 17, 9, 9, (2, 1), (0, 1), (2, 1)),  # rows of 9: a 16 tile with 9 live pixels
     (12, 5, 11, 6, (1, 1), (1, 0), (1, 1)),  # rows of 4, fewer channels than a vector
+    (16, 24, 11, 11, (2, 2), (0, 0), (1, 1)),  # unpadded stride 2: the image read in place
 ])
 def test_layers_with_enough_steps_run_on_the_pixel_tile(c, oc, h, w, stride, pad, dil):
     for n, parts in ((1, 1), (3, 2), (1, 2)):
