@@ -1,8 +1,8 @@
 """`cuvil.runtime.mapped.binary_mapped` (an add, subtract or multiply of two operands read
 through axis maps) against numpy on every rank, dim order and broadcast, one thread and
-two; and lowering: an f32 binary op after transposes or broadcasts is the driver (nothing
-generated), with the operands in the right order for a subtraction, while anything else
-stays generated."""
+two, with and without constant factors; and lowering: an f32 binary op after transposes,
+broadcasts or products with a scalar is the driver (nothing generated), with the operands
+in the right order for a subtraction, while anything else stays generated."""
 
 from __future__ import annotations
 
@@ -43,10 +43,12 @@ def test_matches_numpy_on_any_dim_order_and_broadcast(shape, data):
     (a, amap, av), (b, bmap, bv) = sides
     op, parts, split_from = data.draw(st.sampled_from(list(OPS))), \
         data.draw(st.integers(1, 2)), data.draw(st.sampled_from([1, 10**9]))
+    scale = np.array(data.draw(st.sampled_from([(1, 1), (2.5, 1), (1, -0.5), (3, 0.25)])),
+                     np.float32)
     out = np.full(shape, np.nan, np.float32)
-    binary_mapped(a, amap, b, bmap, np.array([op, split_from], np.int64), parts, out)
-    np.testing.assert_allclose(out, np.broadcast_to(OPS[op](av, bv), shape), rtol=1e-6,
-                               atol=1e-6)
+    binary_mapped(a, amap, b, bmap, np.array([op, split_from], np.int64), scale, parts, out)
+    expected = OPS[op](scale[0] * av, scale[1] * bv)
+    np.testing.assert_allclose(out, np.broadcast_to(expected, shape), rtol=1e-6, atol=1e-6)
 
 
 class Mapped(torch.nn.Module):
@@ -64,12 +66,20 @@ class Mapped(torch.nn.Module):
             return x - y.transpose(1, 2)
         if self.kind == "times broadcast":
             return x * self.pos
+        if self.kind == "axpy":
+            return 2.5 * x + y.transpose(1, 2)
+        if self.kind == "minus scaled":  # the factor on the second operand
+            return x - y.transpose(1, 2) * 0.5
+        if self.kind == "scaled twice":  # one array, two factors: not told apart
+            return x * 2.0 - x
         return x + 1.0  # a scalar operand: generated
 
 
 @pytest.mark.parametrize("kind, library", [("add transposed", True), ("transposed minus", True),
                                            ("minus transposed", True),
-                                           ("times broadcast", True), ("plus one", False)])
+                                           ("times broadcast", True), ("axpy", True),
+                                           ("minus scaled", True), ("scaled twice", False),
+                                           ("plus one", False)])
 def test_lowering_uses_the_driver_for_mapped_binary_ops(kind, library):
     torch.manual_seed(0)
     model = Mapped(kind).eval()
