@@ -9,8 +9,9 @@ patch-plus-position add, Mixer's token-mixing residual, axpy).
 `amap[p]` (`bmap[p]`) is the axis of `a` (`b`) that output dim p follows, -1 where the
 operand is broadcast along it; output dims are counted after padding the output's shape
 with leading 1s to rank 4. Rows of the last dim are split between threads from
-`mode[1]` output elements; `mode[0]` is the op (0 add, 1 subtract, 2 multiply); `scale`
-holds the two operands' factors (1 for none): out = (scale[0]*a) op (scale[1]*b).
+`mode[1]` output elements (each row's columns, when there are fewer rows than threads);
+`mode[0]` is the op (0 add, 1 subtract, 2 multiply); `scale` holds the two operands'
+factors (1 for none): out = (scale[0]*a) op (scale[1]*b).
 """
 
 from __future__ import annotations
@@ -64,31 +65,38 @@ def _apply(af, pa, sa, bf, pb, sb, row, op, ca, cb):
 
 
 @njit(nogil=True, fastmath=_FAST, error_model="numpy")
-def _rows(af, sa, bf, sb, o, shape, op, r0, r1):
-    """Rows r0..r1 of o [rows, n]: o[r, j] = ca*a (code) cb*b at row r, column j, for op =
-    (code, ca, cb). A stride of 1 is passed as the literal 1, so that contiguous rows are
-    vector loads."""
+def _rows(af, sa, bf, sb, o, shape, op, r0, r1, j0, j1):
+    """Columns j0..j1 of rows r0..r1 of o [rows, n]: o[r, j] = ca*a (code) cb*b at row r,
+    column j, for op = (code, ca, cb). A stride of 1 is passed as the literal 1, so that
+    contiguous rows are vector loads."""
     code, ca, cb = op
     for r in range(r0, r1):
         i2, i1, i0 = r % shape[2], (r // shape[2]) % shape[1], r // (shape[2] * shape[1])
-        pa = i0 * sa[0] + i1 * sa[1] + i2 * sa[2]
-        pb = i0 * sb[0] + i1 * sb[1] + i2 * sb[2]
+        pa = i0 * sa[0] + i1 * sa[1] + i2 * sa[2] + j0 * sa[3]
+        pb = i0 * sb[0] + i1 * sb[1] + i2 * sb[2] + j0 * sb[3]
+        row = o[r, j0:j1]
         if sa[3] == 1 and sb[3] == 1:
-            _apply(af, pa, 1, bf, pb, 1, o[r], code, ca, cb)
+            _apply(af, pa, 1, bf, pb, 1, row, code, ca, cb)
         elif sb[3] == 1:
-            _apply(af, pa, sa[3], bf, pb, 1, o[r], code, ca, cb)
+            _apply(af, pa, sa[3], bf, pb, 1, row, code, ca, cb)
         elif sa[3] == 1:
-            _apply(af, pa, 1, bf, pb, sb[3], o[r], code, ca, cb)
+            _apply(af, pa, 1, bf, pb, sb[3], row, code, ca, cb)
         else:
-            _apply(af, pa, sa[3], bf, pb, sb[3], o[r], code, ca, cb)
+            _apply(af, pa, sa[3], bf, pb, sb[3], row, code, ca, cb)
 
 
 @njit(nogil=True, parallel=True)
 def _split(af, sa, bf, sb, o, shape, op, parts):
-    rows = o.shape[0]
-    step = (rows + parts - 1) // parts
+    """Rows split between threads; with fewer rows than threads, each row's columns."""
+    rows, n = o.shape
+    by_rows = rows >= parts
+    step = (rows + parts - 1) // parts if by_rows else (n + parts - 1) // parts
     for t in prange(parts):
-        _rows(af, sa, bf, sb, o, shape, op, min(rows, t * step), min(rows, (t + 1) * step))
+        if by_rows:
+            _rows(af, sa, bf, sb, o, shape, op, min(rows, t * step), min(rows, (t + 1) * step),
+                  0, n)
+        else:
+            _rows(af, sa, bf, sb, o, shape, op, 0, rows, min(n, t * step), min(n, (t + 1) * step))
 
 
 @njit(nogil=True)
@@ -100,7 +108,7 @@ def binary_mapped(a, amap, b, bmap, mode, scale, parts, out):
     rows = shape[0] * shape[1] * shape[2]
     o = out.reshape((rows, shape[3]))
     af, bf = a.reshape(a.size), b.reshape(b.size)
-    if parts > 1 and rows > 1 and out.size >= mode[1]:
-        _split(af, sa, bf, sb, o, shape, op, min(parts, rows))
+    if parts > 1 and out.size >= mode[1]:
+        _split(af, sa, bf, sb, o, shape, op, parts)
     else:
-        _rows(af, sa, bf, sb, o, shape, op, 0, rows)
+        _rows(af, sa, bf, sb, o, shape, op, 0, rows, 0, shape[3])
