@@ -245,7 +245,7 @@ def _no_epilogue():
 @njit(nogil=True)
 def conv2d_nchw_direct_image_post(x, wk, out, xs, geo, epi):
     """`conv2d_nchw_direct_image`, with the epilogue epi = (bias [OC], residual [OC*OH*OW],
-    lo, hi, flags: 1 bias, 2 residual) in the tile's stores where the pixel tile computes
+    lo, hi, flags: 1 bias, 2 residual, 4 a clip) in the tile's stores where the pixel tile computes
     it; returns whether it did (if not, the caller applies the epilogue)."""
     src, offs, hq, wq = _prepare(x, xs, geo)
     _units(src, offs, wk, out, geo, hq, wq, 0, _n_units(geo, offs.shape[0], hq, wq,

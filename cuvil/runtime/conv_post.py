@@ -83,9 +83,10 @@ def _direct_image(x, wk, xs, bias, res, clip, geo, n, out):
     else right after (while the image's output is in cache)."""
     oc, per = out.shape[1], out[0].size
     rf = res.reshape(res.size)
-    epi = (bias, rf[n * per:n * per + per] if res.size else rf, np.float32(clip[0]),
-           np.float32(clip[1]),
-           (1 if bias.size else 0) + (2 if res.size else 0))
+    lo, hi = np.float32(clip[0]), np.float32(clip[1])
+    flags = (1 if bias.size else 0) + (2 if res.size else 0) + \
+        (4 if lo > -np.inf or hi < np.inf else 0)
+    epi = (bias, rf[n * per:n * per + per] if res.size else rf, lo, hi, flags)
     if not conv2d_nchw_direct_image_post(x[n], wk, out[n], xs, geo, epi):
         _post(out, bias, res, clip, n * oc, n * oc + oc)
 

@@ -15,7 +15,8 @@ computes, for pixel m < pixels (m < mr, a power of two up to 16) and channel t <
 (t < 16*nv), d[d0 + t*plane + m] = the sum over k < kk of x[q0 + offs[k] + m*stride] *
 w[w0 + k*ldw + t], then (flags != 0) the convolution's epilogue on it while it is in
 registers: + b[w0 + t] (flags & 1), + r[d0 + t*plane + m] (flags & 2), clipped to
-[lo, hi]. All arrays f32 but offs; b and r may be empty when their flag is off.
+[lo, hi] (flags & 4 marks a clip alone). All arrays f32 but offs; b and r may be empty
+when their flag is off.
 """
 
 from __future__ import annotations

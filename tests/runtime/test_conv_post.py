@@ -83,3 +83,25 @@ def test_a_broadcast_residual_is_generated():
     assert "_post  #" not in compiled.source
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+def test_a_clip_alone_is_applied_by_the_direct_driver(parts):
+    """No bias, no residual, only ReLU's clip (lowering fuses none such today, but the
+    driver takes it): the pixel tile must still clip."""
+    import numpy as np
+
+    from cuvil.runtime.conv_post import conv2d_nchw_direct_post
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 16, 16, 16), dtype=np.float32)
+    w = rng.standard_normal((16, 16, 3, 3), dtype=np.float32)
+    wk = np.ascontiguousarray(w.reshape(16, -1).T)
+    out = np.full((4, 16, 16, 16), np.nan, np.float32)
+    conv2d_nchw_direct_post(x, wk, np.zeros((2, 16 * 18 * 18), np.float32),
+                            np.empty(0, np.float32), np.empty((0, 0, 0, 0), np.float32),
+                            np.array([0, np.inf], np.float32),
+                            np.array([3, 3, 1, 1, 1, 1, 1, 1], np.int64), parts, out)
+    ref = torch.relu(torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w),
+                                                padding=1))
+    torch.testing.assert_close(torch.from_numpy(out), ref, atol=1e-4, rtol=1e-4)
