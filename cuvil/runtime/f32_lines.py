@@ -29,6 +29,7 @@ from cuvil.runtime.f32_tile import (
     LANES,
     MR,
     VEC,
+    broadcast,
     emit_tile,
     lane_masks,
     masked_load,
@@ -48,16 +49,9 @@ def _line_masks(builder, width, lines, g: int, count: int) -> list:
         first = ir.Constant(intp, (s % g) * seg)
         live = builder.icmp_signed("<", ir.Constant(intp, s), lines)
         end = builder.select(live, builder.add(first, width), first)
-        masks.append(builder.and_(builder.icmp_signed(">=", lanes, _splat(builder, first)),
-                                  builder.icmp_signed("<", lanes, _splat(builder, end))))
+        masks.append(builder.and_(builder.icmp_signed(">=", lanes, broadcast(builder, first)),
+                                  builder.icmp_signed("<", lanes, broadcast(builder, end))))
     return masks
-
-
-def _splat(builder, value):
-    vec = ir.VectorType(value.type, LANES)
-    one = builder.insert_element(ir.Constant(vec, ir.Undefined), value, ir.Constant(I32, 0))
-    return builder.shuffle_vector(one, ir.Constant(vec, ir.Undefined),
-                                  ir.Constant(ir.VectorType(I32, LANES), None))
 
 
 def _line_io(xv, dv, masks, nv: int, g: int):

@@ -115,11 +115,11 @@ def _store_transposed(builder, vecs, at, pixels, chans, mr: int, v: int, post=No
     store = declare(builder, f"llvm.masked.store.v{mr}f32.p0", ir.VoidType(),
                     [sub, sub.as_pointer(), I32, ir.VectorType(ir.IntType(1), mr)])
     lanes = ir.Constant(ir.VectorType(intp, mr), list(range(mr)))
-    live_pixels = builder.icmp_signed("<", lanes, _splat(builder, pixels, mr))
+    live_pixels = builder.icmp_signed("<", lanes, broadcast(builder, pixels, mr))
     for vec, held in zip(_transposed(builder, vecs, mr), transpose_plan(mr)[1], strict=True):
         for slot, t in enumerate(held):
             chan = ir.Constant(intp, LANES * v + t)
-            live = builder.and_(live_pixels, _splat(builder, builder.icmp_signed(
+            live = builder.and_(live_pixels, broadcast(builder, builder.icmp_signed(
                 "<", chan, chans), mr))
             part = vec if mr == LANES else builder.shuffle_vector(
                 vec, ir.Constant(VEC, ir.Undefined), ir.Constant(
@@ -138,10 +138,10 @@ def _epilogue(builder, res_at, flags, lo, hi, mr: int):
                    [sub.as_pointer(), I32, ir.VectorType(ir.IntType(1), mr), sub])
     has_res = builder.icmp_signed("!=", builder.and_(flags, ir.Constant(flags.type, 2)),
                                   ir.Constant(flags.type, 0))
-    low, high = _splat(builder, lo, mr), _splat(builder, hi, mr)
+    low, high = broadcast(builder, lo, mr), broadcast(builder, hi, mr)
 
     def post(builder, part, chan, live):
-        mask = builder.and_(live, _splat(builder, has_res, mr))
+        mask = builder.and_(live, broadcast(builder, has_res, mr))
         ptr = builder.bitcast(res_at(builder, chan), sub.as_pointer())
         part = builder.fadd(part, builder.call(load, [ptr, _ALIGN, mask,
                                                       ir.Constant(sub, None)]))
@@ -149,13 +149,6 @@ def _epilogue(builder, res_at, flags, lo, hi, mr: int):
         return builder.select(builder.fcmp_ordered(">", part, high), high, part)
 
     return post
-
-
-def _splat(builder, value, n: int):
-    vec = ir.VectorType(value.type, n)
-    one = builder.insert_element(ir.Constant(vec, ir.Undefined), value, ir.Constant(I32, 0))
-    return builder.shuffle_vector(one, ir.Constant(vec, ir.Undefined),
-                                  ir.Constant(ir.VectorType(I32, n), None))
 
 
 @cache
@@ -212,7 +205,7 @@ def _stores(builder, accs, data, args, wmask, mr: int, nv: int) -> None:
     for v in range(nv):
         bias = builder.call(load, [builder.bitcast(builder.gep(data[4], [builder.add(
             args[5], ir.Constant(args[5].type, LANES * v))]), VEC.as_pointer()), _ALIGN,
-            builder.and_(wmask[v], _splat(builder, has_bias, LANES)), ir.Constant(VEC, None)])
+            builder.and_(wmask[v], broadcast(builder, has_bias, LANES)), ir.Constant(VEC, None)])
         _store_transposed(builder, [builder.fadd(a, bias) for a in accs[v::nv]], place(db),
                           pixels, chans, mr, v, epilogue)
     builder.branch(done)

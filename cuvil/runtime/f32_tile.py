@@ -63,10 +63,11 @@ def lane_masks(builder, cols, nv: int) -> list:
     return out
 
 
-def broadcast(builder, value):
-    undef = ir.Constant(VEC, ir.Undefined)
+def broadcast(builder, value, n: int = LANES):
+    """A vector of n copies of a scalar (of any type: floats, indices, bits)."""
+    undef = ir.Constant(ir.VectorType(value.type, n), ir.Undefined)
     one = builder.insert_element(undef, value, ir.Constant(I32, 0))
-    return builder.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, LANES), None))
+    return builder.shuffle_vector(one, undef, ir.Constant(ir.VectorType(I32, n), None))
 
 
 def row_operands(builder, wb, wm, rows, mr: int) -> list:
