@@ -34,7 +34,7 @@ GUARD_BUILTINS, COST_BUILTINS = allowed(GUARD), allowed(COST)
 
 # The guard type of a variable bound at an attribute of each `AttrSpec.kind`.
 ATTR_TYPES = {"int": INT, "float": FLOAT, "number": FLOAT, "str": STR, "bool": BOOL,
-              "ints": ANY, "shape": TUPLE, "dtype": STR, "layout": STR, "device": STR,
+              "ints": TUPLE, "shape": TUPLE, "dtype": STR, "layout": STR, "device": STR,
               "any": ANY}
 
 _NUMERIC = {INT, FLOAT, ANY}

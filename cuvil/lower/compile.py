@@ -101,13 +101,21 @@ def _lower_groups(groups: list[Group], ctx: LowerContext, targets: Targets
         except Unsupported as e:
             parts = [n for n in group.nodes if ctx.graph[n].op != "scalar"]
             if len(parts) > 1:
-                singles = [Group(*_kind(ctx.graph, n)) for n in parts]
-                work.extend(reversed(singles))
+                work.extend(reversed(_split(group, parts, ctx.graph)))
             else:
                 done.append(Group("fallback", parts, reason=str(e)))
     order = {n: i for i, n in enumerate(ctx.graph.nodes)}
     done.sort(key=lambda grp: order[grp.output])
     return done, specs
+
+
+def _split(group: Group, parts: list[str], g: Graph) -> list[Group]:
+    """A rejected group's parts: a convolution pooled in its epilogue loses only the pool
+    (the convolution keeps its epilogue); any other group becomes one group per node."""
+    if group.template == "conv" and g[parts[-1]].op == "max_pool2d" and len(parts) > 2:
+        return [Group("conv", group.nodes[:group.nodes.index(parts[-1])]),
+                Group(*_kind(g, parts[-1]))]
+    return [Group(*_kind(g, n)) for n in parts]
 
 
 def _kind(g: Graph, n: str) -> tuple[str, list[str]]:

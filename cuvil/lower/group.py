@@ -239,6 +239,10 @@ def _instance_template(part: Partition, members: list[str], kinds: dict[str, str
         fits = layer is not None and all(kinds[m] == "elementwise" for m in members
                                          if m != layer.product.name)
         return layer.template if fits and kinds[int8[0]] == layer.template else None
+    if kinds[root.name] == "pool" and root.op == "max_pool2d" and \
+            root.inputs[0] == members[-2]:  # a convolution pooled in its epilogue
+        inner = _instance_template(part, members[:-1], kinds, graph[members[-2]])
+        return inner if inner == "conv" else None
     same = all(graph[m].type.shape == root.type.shape and
                graph[m].type.layout == root.type.layout for m in members)
     rest = [m for m in members if kinds[m] != "elementwise"]

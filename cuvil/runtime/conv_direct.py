@@ -237,7 +237,7 @@ def _prepare(x, xs, geo):
 
 
 @njit(nogil=True, inline="always")
-def _no_epilogue():
+def no_epilogue():
     empty = np.empty(0, np.float32)
     return empty, empty, np.float32(-np.inf), np.float32(np.inf), 0
 
@@ -257,7 +257,7 @@ def conv2d_nchw_direct_image_post(x, wk, out, xs, geo, epi):
 def conv2d_nchw_direct_image(x, wk, out, xs, geo):
     """One image: out [OC, OH, OW] = conv(x [C, H, W], wk [C*KH*KW, OC]); xs: scratch
     for the arranged image (see `_arrange`)."""
-    conv2d_nchw_direct_image_post(x, wk, out, xs, geo, _no_epilogue())
+    conv2d_nchw_direct_image_post(x, wk, out, xs, geo, no_epilogue())
 
 
 @njit(nogil=True, parallel=True)
@@ -273,7 +273,7 @@ def _split_image(src, offs, wk, out, geo, hq, wq, parts):
     step = (units + parts - 1) // parts
     for t in prange(parts):
         _units(src, offs, wk, out, geo, hq, wq, min(units, t * step), min(units, (t + 1) * step),
-               _no_epilogue())
+               no_epilogue())
 
 
 @njit(nogil=True)
@@ -292,5 +292,5 @@ def conv2d_nchw_direct(x, wk, out, xs, geo, parts):
             _split_image(src, offs, wk, out[n], geo, hq, wq, parts)
         else:
             _units(src, offs, wk, out[n], geo, hq, wq, 0, _n_units(
-                geo, offs.shape[0], hq, wq, out.shape[2], out.shape[3]), _no_epilogue())
+                geo, offs.shape[0], hq, wq, out.shape[2], out.shape[3]), no_epilogue())
 

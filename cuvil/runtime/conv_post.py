@@ -31,8 +31,13 @@ from cuvil.runtime.conv import (
     conv2d_nchw_few_image,
     conv2d_nchw_image,
 )
-from cuvil.runtime.conv_direct import conv2d_nchw_direct, conv2d_nchw_direct_image_post
+from cuvil.runtime.conv_direct import (
+    conv2d_nchw_direct,
+    conv2d_nchw_direct_image_post,
+    no_epilogue,
+)
 from cuvil.runtime.numba_cache import njit
+from cuvil.runtime.pool import window_planes
 
 _FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip bounds are inf
 
@@ -77,16 +82,22 @@ def _post_split(out, bias, res, clip, parts):
         _post(out, bias, res, clip, min(planes, t * step), min(planes, (t + 1) * step))
 
 
+@njit(nogil=True, inline="always")
+def _image_epilogue(bias, res, clip, n, per):
+    """The pixel tile's epilogue (`conv_direct`) for image n, `per` elements an image."""
+    rf = res.reshape(res.size)
+    lo, hi = np.float32(clip[0]), np.float32(clip[1])
+    flags = (1 if bias.size else 0) + (2 if res.size else 0) + \
+        (4 if lo > -np.inf or hi < np.inf else 0)
+    return bias, rf[n * per:n * per + per] if res.size else rf, lo, hi, flags
+
+
 @njit(nogil=True)
 def _direct_image(x, wk, xs, bias, res, clip, geo, n, out):
     """Image n and its epilogue: in the tile's stores where the pixel tile computes it,
     else right after (while the image's output is in cache)."""
     oc, per = out.shape[1], out[0].size
-    rf = res.reshape(res.size)
-    lo, hi = np.float32(clip[0]), np.float32(clip[1])
-    flags = (1 if bias.size else 0) + (2 if res.size else 0) + \
-        (4 if lo > -np.inf or hi < np.inf else 0)
-    epi = (bias, rf[n * per:n * per + per] if res.size else rf, lo, hi, flags)
+    epi = _image_epilogue(bias, res, clip, n, per)
     if not conv2d_nchw_direct_image_post(x[n], wk, out[n], xs, geo, epi):
         _post(out, bias, res, clip, n * oc, n * oc + oc)
 
@@ -111,6 +122,51 @@ def conv2d_nchw_direct_post(x, wk, xs, bias, res, clip, geo, parts, out):
     else:
         for n in range(nb):
             _direct_image(x, wk, xs[0], bias, res, clip, g, n, out)
+
+
+@njit(nogil=True)
+def _pooled_image(x, wk, xs, y, bias, res, clip, geo, pool, n, out):
+    """Image n convolved into y [OC, OH, OW] (a thread's scratch), then max-pooled from
+    there into out[n] while y is in cache. Without a residual the epilogue runs after the
+    pool, on a quarter of the values (2x2): v -> clip(v + bias) never decreases, so the
+    max of the window's results is the result of its max."""
+    oc = y.shape[0]
+    if res.size:
+        if not conv2d_nchw_direct_image_post(x[n], wk, y, xs, geo,
+                                             _image_epilogue(bias, res, clip, n, y.size)):
+            _post(y.reshape((1, oc, y.shape[1], y.shape[2])), bias, res[n:n + 1], clip, 0,
+                  oc)
+        window_planes(y, out[n], pool, True, 0, oc)
+        return
+    conv2d_nchw_direct_image_post(x[n], wk, y, xs, geo, no_epilogue())
+    window_planes(y, out[n], pool, True, 0, oc)
+    _post(out, bias, res, clip, n * oc, n * oc + oc)
+
+
+@njit(nogil=True, parallel=True)
+def _pooled_images(x, wk, xs, ys, bias, res, clip, geo, pool, parts, out):
+    for t in prange(parts):
+        for n in range(t, x.shape[0], parts):
+            _pooled_image(x, wk, xs[t], ys[t], bias, res, clip, geo, pool, n, out)
+
+
+@njit(nogil=True)
+def conv2d_nchw_direct_pool_post(x, wk, xs, ys, bias, res, clip, geo, pool, parts, out):
+    """`conv2d_nchw_direct_post`, then the max pool `pool` [kh, kw, sh, sw] (every window
+    inside the image) of each image's output, pooled from a thread's scratch
+    ys [threads, OC, OH, OW]: the full-size output is never written."""
+    g, nb, oc = _geo(geo), x.shape[0], ys.shape[1]
+    parts = _parts(parts, xs.shape[0], wk.size * ys.shape[2] * ys.shape[3] * nb)
+    if parts > 1 and nb >= parts:
+        _pooled_images(x, wk, xs, ys, bias, res, clip, g, pool, parts, out)
+        return
+    for n in range(nb):  # fewer images than threads: each image's product split
+        if parts > 1:
+            conv2d_nchw_direct(x[n:n + 1], wk, ys[0:1], xs, g, parts)
+            _post_split(ys[0:1], bias, res[n:n + 1], clip, parts)
+            window_planes(ys[0], out[n], pool, True, 0, oc)
+        else:
+            _pooled_image(x, wk, xs[0], ys[0], bias, res, clip, g, pool, n, out)
 
 
 @njit(nogil=True, parallel=True)

@@ -32,7 +32,7 @@ def _two_by_two(r0, r1, orow, is_max, inv):
 
 
 @njit(inline="always", **_OPTS)
-def _window_planes(x, out, geo, is_max, q0, q1):
+def window_planes(x, out, geo, is_max, q0, q1):
     """Planes q0..q1 of x [N*C, H, W] -> out [N*C, OH, OW] (every window inside)."""
     kh, kw, sh, sw = geo[0], geo[1], geo[2], geo[3]
     oh, ow = out.shape[1], out.shape[2]
@@ -67,7 +67,7 @@ def _two_by_two_split(x, out, is_max):
 @njit(parallel=True, **_OPTS)
 def _window_split(x, out, geo, is_max):
     for q in prange(x.shape[0]):
-        _window_planes(x, out, geo, is_max, q, q + 1)
+        window_planes(x, out, geo, is_max, q, q + 1)
 
 
 @njit(nogil=True)
@@ -83,7 +83,7 @@ def pool_inside_nchw(x, geo, parts, out):
     elif split:
         _window_split(xq, oq, geo, geo[4] != 0)
     else:
-        _window_planes(xq, oq, geo, geo[4] != 0, 0, nb * ch)
+        window_planes(xq, oq, geo, geo[4] != 0, 0, nb * ch)
 
 
 @njit(**_OPTS)

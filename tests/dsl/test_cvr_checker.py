@@ -81,7 +81,7 @@ GUARDED = "rule r: conv2d(x, w, stride=s, padding=p, dilation=d, groups=g) => x\
 @pytest.mark.parametrize("guard", [
     "rank(x) == 4 and dim(x, 1) % g == 0",
     'layout(x) != "NHWC" or not is_float(w)',
-    "shape(w) == (8, 3, 3, 3) and s == (1, 1) and p == 0",
+    "shape(w) == (8, 3, 3, 3) and s == (1, 1) and p == (0, 0)",
     "numel(x) / 2 > 1.5 and numel(w) * 4 >= 4 * numel(w) - 1",
     "dim(x, 2) * dim(x, -1) <= 224 * 224 and -g < 0 and (dim(w, 0) + 1) % 2 == 1",
     'has_target("cuda") and dtype(x) == dtype(w) and device(x) == "cpu"',
@@ -95,6 +95,7 @@ def test_well_typed_guards(guard):
     ("dtype(x) > 3", "'>' needs numbers on both sides, got str and int"),
     ("rank(x)", "a guard must be a boolean, got int"),
     ("layout(x) == 4", "cannot compare str with int using '=='"),
+    ("p == 0", "cannot compare tuple with int using '=='"),  # an `ints` attribute: a tuple
     ("is_float(x) == 1", "cannot compare bool with int using '=='"),
     ("rank(x) == 4 and 1", "'and' needs booleans on both sides, got bool and int"),
     ("not rank(x)", "'not' needs a boolean, got int"),

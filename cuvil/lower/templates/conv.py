@@ -52,6 +52,8 @@ def generate(group, ctx) -> KernelSpec:
     drv = _driver(conv, ctx)
     layout = "nhwc" if x.layout == NHWC else "nchw"
     arranged = ctx.prepare(f"{conv.inputs[1]}.{layout}.{drv.note}", drv.packed)
+    if rest and rest[-1].op == "max_pool2d":
+        return _pooled(drv, conv, rest, ctx, group.output, arranged)
     params = ["x0", "x1", *drv.scratch.values(), "threads"]
     args = [conv.inputs[0], arranged, *drv.scratch, THREADS]
     out = ctx.type(group.output)
@@ -100,6 +102,37 @@ def _library(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSp
     return KernelSpec("conv", params, args, [], scratch={name: ctx.scratch[name] for name in
                                                         drv.scratch},
                       note=f"NCHW, {drv.note}, epilogue {post.describe()}", library=drv.library)
+
+
+def _pooled(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSpec:
+    """A convolution whose epilogue ends in a max pool (`conv2d_bias_relu_max_pool`):
+    `conv_post.conv2d_nchw_direct_pool_post`, each image convolved into a thread's scratch
+    and pooled from there. Only on the direct driver, with the common epilogue before the
+    pool and every window inside the image; otherwise Unsupported, and lowering splits
+    the pool off (`compile._split`)."""
+    pool, inner = rest[-1], ctx.type(rest[-1].inputs[0])
+    a = pool.attrs
+    inside = pair(a["padding"]) == (0, 0) and pair(a["dilation"]) == (1, 1) and \
+        not a["ceil_mode"]
+    post = match(ctx, conv.name, rest[:-1], inner, 1) if inside and \
+        drv.library == "conv2d_nchw_direct_post" and \
+        list(layout_perm(inner)) == list(range(4)) else None
+    if post is None or post.gelu or inner.dtype != ctx.type(conv.inputs[0]).dtype:
+        raise Unsupported("a max pool in a convolution's epilogue needs the direct NCHW "
+                          "driver, the common epilogue and windows inside the image")
+    bias, res, clip = post_args(ctx, post, inner)
+    kernel = pair(a["kernel_size"])
+    window = kernel + pair(a["stride"] or kernel)  # (kh, kw, sh, sw)
+    windows = ctx.prepare(f"pool.{'.'.join(map(str, window))}", np.array(window, np.int64))
+    scratch = {**drv.scratch, **_scratch(ctx, conv, ctx.type(conv.inputs[0]),
+                                         {"ys": ("threads", *inner.shape[1:])})}
+    params = ["x", "w", *scratch.values(), "bias", "res", "clip", "geo", "pool", "parts", "out"]
+    args = [conv.inputs[0], weight, *scratch, bias, res, clip,
+            geometry_arg(ctx, geometry(conv, ctx)), windows, THREADS, output]
+    return KernelSpec("conv", params, args, [], scratch={name: ctx.scratch[name] for name in
+                                                        scratch},
+                      note=f"NCHW, {drv.note}, epilogue {post.describe()} + max pool "
+                           f"{kernel[0]}x{kernel[1]}", library="conv2d_nchw_direct_pool_post")
 
 
 def _per_image(drv: Driver, ctx, rest, out, seed: str,

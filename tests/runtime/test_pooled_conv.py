@@ -1,0 +1,84 @@
+"""A convolution with a max pool in its epilogue (`conv2d_bias_relu_max_pool`, rule
+`conv_bias_relu_max_pool`) is `conv_post.conv2d_nchw_direct_pool_post`: each image pooled
+from a thread's scratch. Against torch eager, for the plain and the pixel tile, 2x2 and
+3x3 windows, threads taking images, one image split between threads, one thread; a
+residual before the pool (a fused op of the test's own); and a convolution the driver
+cannot take, whose pool is split off into its own kernel."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import cuvil
+
+# A fused op the stock rules do not define: lowering takes any common epilogue before the pool.
+RESIDUAL_POOL_RULES = """
+ruleset fusion_conv_residual_pool
+op conv2d_bias_add_relu_max_pool(x, w, b, r, stride, padding, dilation, groups, k, ps) =
+    max_pool2d(conv2d_bias_add_relu(x, w, b, r, stride, padding, dilation, groups),
+               kernel_size=k, stride=ps)
+rule conv_residual_pool: max_pool2d(conv2d_bias_add_relu(x, w, b, r, s, p, d, g),
+                                    kernel_size=k, stride=ps, padding=(0, 0),
+                                    dilation=(1, 1), ceil_mode=False)
+    => conv2d_bias_add_relu_max_pool(x, w, b, r, s, p, d, g, k, ps)
+"""
+
+
+class ConvPool(nn.Module):
+    def __init__(self, cin, cout, pool, residual=False):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(cin, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+        self.pool, self.residual = nn.MaxPool2d(*pool), residual
+        self.bn.running_mean.uniform_(-0.5, 0.5)
+        self.bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        y = self.bn(self.conv(x))
+        return self.pool(torch.relu(y + x if self.residual else y))
+
+
+CASES = {  # name -> (cin, cout, image size, pool (kernel, stride))
+    "plain tile, 2x2": (3, 16, 32, (2, 2)),
+    "pixel tile, 2x2": (16, 16, 16, (2, 2)),
+    "pixel tile, 3x3 stride 2, odd size": (16, 32, 17, (3, 2)),
+}
+
+
+def _check(model, cin, size, threads, rules=None, driver="conv2d_nchw_direct_pool_post"):
+    compiled = cuvil.compile(model, (torch.randn(4, cin, size, size),), threads=threads,
+                             rules=rules)
+    assert f"k0_conv = {driver}  #" in compiled.source
+    for batch in (4, 1):
+        x = torch.randn(batch, cin, size, size)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+    return compiled
+
+
+@pytest.mark.parametrize("threads", [2, 1])
+@pytest.mark.parametrize("case", CASES)
+def test_the_pooled_convolution_is_one_driver_call(case, threads):
+    cin, cout, size, pool = CASES[case]
+    torch.manual_seed(0)
+    compiled = _check(ConvPool(cin, cout, pool).eval(), cin, size, threads)
+    assert [k.template for k in compiled.report.kernels] == ["conv"]
+    assert "conv_bias_relu_max_pool (rules/fusion/conv.cvr:" in compiled.source
+    assert "@njit" not in compiled.source
+
+
+def test_a_residual_before_the_pool():
+    torch.manual_seed(0)
+    model = ConvPool(16, 16, (2, 2), residual=True).eval()
+    compiled = _check(model, 16, 16, 2, rules=[None, RESIDUAL_POOL_RULES])
+    assert "conv2d_bias_add_relu_max_pool" in compiled.source
+
+
+def test_a_convolution_the_driver_cannot_take_keeps_its_epilogue_and_pools_apart():
+    """Rows of 12 pixels go through im2col, which has no pooled form: the convolution
+    keeps its bias and ReLU, the pool is its own kernel."""
+    torch.manual_seed(0)
+    compiled = _check(ConvPool(16, 16, (2, 2)).eval(), 16, 12, 2, driver="conv2d_nchw_post")
+    assert [k.template for k in compiled.report.kernels] == ["conv", "pool"]
+    assert "epilogue bias + clip [0, inf]" in compiled.source
