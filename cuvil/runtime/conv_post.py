@@ -37,7 +37,7 @@ from cuvil.runtime.conv_direct import (
     no_epilogue,
 )
 from cuvil.runtime.numba_cache import njit
-from cuvil.runtime.pool import window_planes
+from cuvil.runtime.pool import max_planes
 
 _FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip bounds are inf
 
@@ -128,18 +128,18 @@ def conv2d_nchw_direct_post(x, wk, xs, bias, res, clip, geo, parts, out):
 def _pooled_image(x, wk, xs, y, bias, res, clip, geo, pool, n, out):
     """Image n convolved into y [OC, OH, OW] (a thread's scratch), then max-pooled from
     there into out[n] while y is in cache. Without a residual the epilogue runs after the
-    pool, on a quarter of the values (2x2): v -> clip(v + bias) never decreases, so the
-    max of the window's results is the result of its max."""
+    pool, on a quarter of the values (2x2 windows): v -> clip(v + bias) never decreases,
+    so the max of the window's results is the result of its max."""
     oc = y.shape[0]
     if res.size:
         if not conv2d_nchw_direct_image_post(x[n], wk, y, xs, geo,
                                              _image_epilogue(bias, res, clip, n, y.size)):
             _post(y.reshape((1, oc, y.shape[1], y.shape[2])), bias, res[n:n + 1], clip, 0,
                   oc)
-        window_planes(y, out[n], pool, True, 0, oc)
+        max_planes(y, out[n], pool, 0, oc)
         return
     conv2d_nchw_direct_image_post(x[n], wk, y, xs, geo, no_epilogue())
-    window_planes(y, out[n], pool, True, 0, oc)
+    max_planes(y, out[n], pool, 0, oc)
     _post(out, bias, res, clip, n * oc, n * oc + oc)
 
 
@@ -152,8 +152,8 @@ def _pooled_images(x, wk, xs, ys, bias, res, clip, geo, pool, parts, out):
 
 @njit(nogil=True)
 def conv2d_nchw_direct_pool_post(x, wk, xs, ys, bias, res, clip, geo, pool, parts, out):
-    """`conv2d_nchw_direct_post`, then the max pool `pool` [kh, kw, sh, sw] (every window
-    inside the image) of each image's output, pooled from a thread's scratch
+    """`conv2d_nchw_direct_post`, then the max pool `pool` [kh, kw, sh, sw, ph, pw]
+    (`pool.max_planes`) of each image's output, pooled from a thread's scratch
     ys [threads, OC, OH, OW]: the full-size output is never written."""
     g, nb, oc = _geo(geo), x.shape[0], ys.shape[1]
     parts = _parts(parts, xs.shape[0], wk.size * ys.shape[2] * ys.shape[3] * nb)
@@ -164,7 +164,7 @@ def conv2d_nchw_direct_pool_post(x, wk, xs, ys, bias, res, clip, geo, pool, part
         if parts > 1:
             conv2d_nchw_direct(x[n:n + 1], wk, ys[0:1], xs, g, parts)
             _post_split(ys[0:1], bias, res[n:n + 1], clip, parts)
-            window_planes(ys[0], out[n], pool, True, 0, oc)
+            max_planes(ys[0], out[n], pool, 0, oc)
         else:
             _pooled_image(x, wk, xs[0], ys[0], bias, res, clip, g, pool, n, out)
 

@@ -56,6 +56,29 @@ def window_planes(x, out, geo, is_max, q0, q1):
                     orow[j] *= inv
 
 
+@njit(inline="always", **_OPTS)
+def max_planes(x, out, geo, q0, q1):
+    """Max pooling of planes q0..q1 of x [N*C, H, W] -> out [N*C, OH, OW], windows
+    geo[0] x geo[1] at strides geo[2], geo[3], padded by geo[4] rows and geo[5] columns
+    (the padding never wins: each window has a pixel inside, as torch requires)."""
+    kh, kw, sh, sw, ph, pw = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    if ph == 0 and pw == 0:
+        window_planes(x, out, geo, True, q0, q1)
+        return
+    h, w, oh, ow = x.shape[1], x.shape[2], out.shape[1], out.shape[2]
+    for q in range(q0, q1):
+        for i in range(oh):
+            orow = out[q, i]
+            for j in range(ow):
+                orow[j] = out.dtype.type(-np.inf)
+            for a in range(max(0, ph - i * sh), min(kh, h + ph - i * sh)):
+                row = x[q, i * sh - ph + a]
+                for b in range(kw):
+                    j0 = max(0, (pw - b + sw - 1) // sw)
+                    for j in range(j0, min(ow, (w - 1 + pw - b) // sw + 1)):
+                        orow[j] = max(orow[j], row[j * sw - pw + b])
+
+
 @njit(parallel=True, **_OPTS)
 def _two_by_two_split(x, out, is_max):
     inv = out.dtype.type(0.25)

@@ -1,9 +1,9 @@
 """A convolution with a max pool in its epilogue (`conv2d_bias_relu_max_pool`, rule
 `conv_bias_relu_max_pool`) is `conv_post.conv2d_nchw_direct_pool_post`: each image pooled
 from a thread's scratch. Against torch eager, for the plain and the pixel tile, 2x2 and
-3x3 windows, threads taking images, one image split between threads, one thread; a
-residual before the pool (a fused op of the test's own); and a convolution the driver
-cannot take, whose pool is split off into its own kernel."""
+3x3 windows, a padded pool (ResNet's stem), threads taking images, one image split
+between threads, one thread; a residual before the pool (a fused op of the test's own);
+and a convolution the driver cannot take, whose pool is split off into its own kernel."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ rule conv_residual_pool: max_pool2d(conv2d_bias_add_relu(x, w, b, r, s, p, d, g)
 
 
 class ConvPool(nn.Module):
-    def __init__(self, cin, cout, pool, residual=False):
+    def __init__(self, cin, cout, pool, residual=False, conv=(3, 1, 1)):
         super().__init__()
-        self.conv, self.bn = nn.Conv2d(cin, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+        self.conv, self.bn = nn.Conv2d(cin, cout, *conv, bias=False), nn.BatchNorm2d(cout)
         self.pool, self.residual = nn.MaxPool2d(*pool), residual
         self.bn.running_mean.uniform_(-0.5, 0.5)
         self.bn.running_var.uniform_(0.5, 1.5)
@@ -39,10 +39,11 @@ class ConvPool(nn.Module):
         return self.pool(torch.relu(y + x if self.residual else y))
 
 
-CASES = {  # name -> (cin, cout, image size, pool (kernel, stride))
-    "plain tile, 2x2": (3, 16, 32, (2, 2)),
-    "pixel tile, 2x2": (16, 16, 16, (2, 2)),
-    "pixel tile, 3x3 stride 2, odd size": (16, 32, 17, (3, 2)),
+CASES = {  # name -> (cin, cout, image size, pool (kernel, stride, padding), conv)
+    "plain tile, 2x2": (3, 16, 32, (2, 2, 0), (3, 1, 1)),
+    "pixel tile, 2x2": (16, 16, 16, (2, 2, 0), (3, 1, 1)),
+    "pixel tile, 3x3 stride 2, odd size": (16, 32, 17, (3, 2, 0), (3, 1, 1)),
+    "ResNet's stem: 7x7 stride 2, pool 3x3 stride 2 padded": (3, 16, 38, (3, 2, 1), (7, 2, 3)),
 }
 
 
@@ -60,9 +61,9 @@ def _check(model, cin, size, threads, rules=None, driver="conv2d_nchw_direct_poo
 @pytest.mark.parametrize("threads", [2, 1])
 @pytest.mark.parametrize("case", CASES)
 def test_the_pooled_convolution_is_one_driver_call(case, threads):
-    cin, cout, size, pool = CASES[case]
+    cin, cout, size, pool, conv = CASES[case]
     torch.manual_seed(0)
-    compiled = _check(ConvPool(cin, cout, pool).eval(), cin, size, threads)
+    compiled = _check(ConvPool(cin, cout, pool, conv=conv).eval(), cin, size, threads)
     assert [k.template for k in compiled.report.kernels] == ["conv"]
     assert "conv_bias_relu_max_pool (rules/fusion/conv.cvr:" in compiled.source
     assert "@njit" not in compiled.source

@@ -108,21 +108,20 @@ def _pooled(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSpe
     """A convolution whose epilogue ends in a max pool (`conv2d_bias_relu_max_pool`):
     `conv_post.conv2d_nchw_direct_pool_post`, each image convolved into a thread's scratch
     and pooled from there. Only on the direct driver, with the common epilogue before the
-    pool and every window inside the image; otherwise Unsupported, and lowering splits
-    the pool off (`compile._split`)."""
+    pool, no dilation or ceil_mode; otherwise Unsupported, and lowering splits the pool off
+    (`compile._split`)."""
     pool, inner = rest[-1], ctx.type(rest[-1].inputs[0])
     a = pool.attrs
-    inside = pair(a["padding"]) == (0, 0) and pair(a["dilation"]) == (1, 1) and \
-        not a["ceil_mode"]
-    post = match(ctx, conv.name, rest[:-1], inner, 1) if inside and \
+    plain = pair(a["dilation"]) == (1, 1) and not a["ceil_mode"]
+    post = match(ctx, conv.name, rest[:-1], inner, 1) if plain and \
         drv.library == "conv2d_nchw_direct_post" and \
         list(layout_perm(inner)) == list(range(4)) else None
     if post is None or post.gelu or inner.dtype != ctx.type(conv.inputs[0]).dtype:
         raise Unsupported("a max pool in a convolution's epilogue needs the direct NCHW "
-                          "driver, the common epilogue and windows inside the image")
+                          "driver, the common epilogue, no dilation and no ceil_mode")
     bias, res, clip = post_args(ctx, post, inner)
     kernel = pair(a["kernel_size"])
-    window = kernel + pair(a["stride"] or kernel)  # (kh, kw, sh, sw)
+    window = kernel + pair(a["stride"] or kernel) + pair(a["padding"])  # kh kw sh sw ph pw
     windows = ctx.prepare(f"pool.{'.'.join(map(str, window))}", np.array(window, np.int64))
     scratch = {**drv.scratch, **_scratch(ctx, conv, ctx.type(conv.inputs[0]),
                                          {"ys": ("threads", *inner.shape[1:])})}
