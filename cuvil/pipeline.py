@@ -11,15 +11,17 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from cuvil import gc_pause
 from cuvil.egraph.limits import check_strategy
 from cuvil.errors import CuvilError
-from cuvil.ir.graph import Graph
 from cuvil.trace import Tracer
+
+if TYPE_CHECKING:
+    from cuvil.ir.graph import Graph
 
 
 def optimize(graph: Any, example_inputs: Sequence[Any] | None = None, *, rules: Any = None,
@@ -58,29 +60,92 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     CPU, with copies in and out (listed in the report), `"error"` refuses it. `strategy`
     is `optimize`'s.
     """
-    from cuvil.egraph.handoff import OptimizerAhead
     from cuvil.progress import compile_progress, display_name
 
-    strategy = check_strategy(strategy)
+    options = {"rules": rules, "target": target, "dynamic_shapes": dynamic_shapes,
+               "fallback": fallback, "threads": threads, "limits": limits,
+               "disable": tuple(disable), "fuse_elementwise": fuse_elementwise,
+               "quantize": quantize, "fallback_policy": fallback_policy,
+               "strategy": check_strategy(strategy)}
     tracer = Tracer()
-    with gc_pause.paused(), compile_progress(tracer, display_name(model)), \
-            OptimizerAhead(rules, tuple(disable)) as ahead:
-        from cuvil.runtime import compile_graph
-
-        graph = import_model(model, example_inputs, dynamic_shapes, tracer, cache, ahead.start,
-                             ahead.defer)
-        graph = _calibrated(graph, quantize, tracer)
-        settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable),
-                            "auto", _hints(graph, example_inputs), strategy)
-        optimized = optimize_imported(graph, settings, tracer, cache, ahead)
-        with tracer.stage("lower"):
-            compiled = compile_graph(optimized, target=settings.targets, fallback=fallback,
-                                     threads=threads, fuse_elementwise=fuse_elementwise,
-                                     fallback_policy=fallback_policy)
+    with gc_pause.paused(), compile_progress(tracer, display_name(model)):
+        key, compiled = _stored_program(model, example_inputs, options, tracer, cache)
+        if compiled is None:
+            compiled, imported = _compile(model, example_inputs, options, tracer, cache)
+            _store_program(key, compiled, imported, tracer)
     compiled.compile_trace = tracer  # a runtime trace merges these pass timings
-    compiled.pricing = functools.partial(pricing_of, optimized, settings)
     _write_trace(tracer, trace)
     return compiled
+
+
+def _compile(model: Any, example_inputs: Any, options: dict, tracer: Tracer, cache: bool):
+    """Stages import, optimize, lower: (the compiled graph, the imported graph)."""
+    from cuvil.egraph.handoff import OptimizerAhead
+
+    with OptimizerAhead(options["rules"], options["disable"]) as ahead:
+        from cuvil.runtime import compile_graph
+
+        graph = import_model(model, example_inputs, options["dynamic_shapes"], tracer, cache,
+                             ahead.start, ahead.defer)
+        graph = _calibrated(graph, options["quantize"], tracer)
+        settings = Settings(options["rules"], _targets(options["target"]),
+                            as_limits(options["limits"]), options["disable"], "auto",
+                            _hints(graph, example_inputs), options["strategy"])
+        optimized = optimize_imported(graph, settings, tracer, cache, ahead)
+        with tracer.stage("lower"):
+            compiled = compile_graph(optimized, target=settings.targets,
+                                     fallback=options["fallback"], threads=options["threads"],
+                                     fuse_elementwise=options["fuse_elementwise"],
+                                     fallback_policy=options["fallback_policy"])
+    compiled.pricing = functools.partial(pricing_of, optimized, settings)
+    return compiled, graph
+
+
+def _stored_program(model: Any, example_inputs: Any, options: dict, tracer: Tracer,
+                    cache: bool):
+    """(the program cache's key, the compiled graph it holds under it), or None for
+    either: the cache serves an `nn.Module` compiled for the CPU without quantization
+    (`cuvil/cache/programs.py`)."""
+    if not (cache and options["target"] == "cpu" and options["quantize"] is None
+            and isinstance(model, torch.nn.Module)):
+        return None, None
+    from cuvil.cache import programs
+    from cuvil.frontend.fingerprint import fingerprint
+    from cuvil.runtime.threads import thread_count
+
+    with tracer.stage("program cache"):
+        try:
+            fp = fingerprint(model, example_inputs, options["dynamic_shapes"])
+        except Exception:  # refused, or a model it did not foresee: the import cache says why
+            return None, None
+        threads = thread_count(options["threads"])
+        parts = programs.key(fp, options["rules"], _key_options(options, threads))
+
+        def details():
+            return _compile(model, example_inputs, options, Tracer(), True)[0]
+
+        compiled = programs.load(parts, fp.tensors, threads, details)
+    if compiled is not None:
+        compiled.pricing = lambda: compiled.detailed().pricing()
+    return (parts, fp.tensors), compiled
+
+
+def _key_options(options: dict, threads: int) -> dict[str, str]:
+    """What the program depends on besides the model and the rules, as text."""
+    known = {k: repr(v) for k, v in options.items()
+             if k not in ("rules", "dynamic_shapes", "quantize", "threads", "limits")}
+    return {**known, "limits": repr(as_limits(options["limits"])), "threads": str(threads)}
+
+
+def _store_program(key, compiled, imported: Graph, tracer: Tracer) -> None:
+    """Store the program where the import cache stored the model's graph: then the key
+    says what the program is."""
+    if key is None or not imported.import_report.cache.startswith(("hit", "miss, stored")):
+        return
+    from cuvil.cache import programs
+
+    with tracer.stage("program store"), gc_pause.resumed():
+        programs.store(*key, compiled)
 
 
 @dataclass(frozen=True)
@@ -230,18 +295,24 @@ def import_model(model: Any, example_inputs: Sequence[Any] | None, dynamic_shape
 
         return cached_import(model, example_inputs, dynamic_shapes, tracer, before_export,
                              defer)
-    if not isinstance(model, Graph):
+    if not _is_graph(model):
         before_export()
     with tracer.stage("import"), gc_pause.resumed():  # torch.export
         return as_graph(model, example_inputs, dynamic_shapes)
 
 
 def as_graph(model: Any, example_inputs: Sequence[Any] | None, dynamic_shapes: Any) -> Graph:
-    if isinstance(model, Graph):
+    if _is_graph(model):
         return model
     from cuvil.frontend import from_torch
 
     return from_torch(model, example_inputs, dynamic_shapes=dynamic_shapes)
+
+
+def _is_graph(model: Any) -> bool:
+    from cuvil.ir.graph import Graph  # sympy: not on the program cache's warm path
+
+    return isinstance(model, Graph)
 
 
 def as_limits(limits: Any):

@@ -16,13 +16,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from cuvil.cache.key import Key, digest, tensor_bytes
 from cuvil.errors import CuvilError
-from cuvil.ir.graph import Graph
+
+if TYPE_CHECKING:
+    from cuvil.ir.graph import Graph
 
 MAGIC = b"CUVIL-GRAPH"
 VERSION = b"3"
@@ -71,6 +73,8 @@ def decode(data: bytes, key: Key, imported: Graph,
     for ref, (dtype, shape, offset, length) in header["made"].items():
         raw = bytearray(blob[offset:offset + length])
         constants[ref] = _tensor(raw, getattr(torch, dtype), shape)
+    from cuvil.ir.graph import Graph  # sympy: only on a hit of this cache
+
     graph = Graph.from_text(header["graph"], constants)
     known = defs() if header["defs"] else {}
     graph.defs = {name: known[name] for name in header["defs"]}

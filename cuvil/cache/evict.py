@@ -1,7 +1,8 @@
 """The cache directory's size: what it holds (`usage`), emptying it (`clear`), and keeping it
 under `CUVIL_CACHE_MAX_MB` by removing the least recently used units (`keep_size`).
 
-A unit is one optimized graph (`graphs/<key>.cvg`), one imported graph (`imports/<key>.cvi`)
+A unit is one compiled program (`programs/<key>.cvp`), one optimized graph
+(`graphs/<key>.cvg`), one imported graph (`imports/<key>.cvi`)
 or one generated module (a kernel's, or a graph's entry) with Numba's files for it
 (`kernels/cuvil_<hash>.py` and `kernels/__pycache__/cuvil_<hash>.*`); its age is its file's
 modification time, which a hit refreshes. One process evicts at a time (a file lock); a
@@ -26,7 +27,7 @@ from cuvil.errors import CuvilError
 from cuvil.paths import cache_dir
 
 DEFAULT_MAX_MB = 2048
-KINDS = ("graphs", "imports", "kernels", "rules", "numba")
+KINDS = ("programs", "graphs", "imports", "kernels", "rules", "numba")
 RECENT_S = 60.0
 RESCAN_S = 60.0  # the longest `after_store` trusts its estimate of the directory's size
 
@@ -56,7 +57,8 @@ class Unit:
 
 def units(root: Path | None = None) -> list[Unit]:
     root = root or cache_dir()
-    found = [Unit("graphs", [p]) for p in sorted((root / "graphs").glob("*.cvg"))]
+    found = [Unit("programs", [p]) for p in sorted((root / "programs").glob("*.cvp"))]
+    found += [Unit("graphs", [p]) for p in sorted((root / "graphs").glob("*.cvg"))]
     found += [Unit("imports", [p]) for p in sorted((root / "imports").glob("*.cvi"))]
     kernels = root / "kernels"
     for module in sorted(kernels.glob("cuvil_*.py")):

@@ -31,21 +31,22 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from cuvil import gc_pause
 from cuvil.atomic import write_bytes
 from cuvil.cache.entry import Damaged
-from cuvil.cache.import_entry import decode, encode
 from cuvil.cache.key import digest
 from cuvil.frontend.canonical import NotCacheable, tensor_digest
 from cuvil.frontend.codepath import CodePath, Unavailable, repeats
 from cuvil.frontend.fingerprint import Fingerprint, export_mode, fingerprint
-from cuvil.ir.graph import Graph
 from cuvil.paths import cache_dir, source_hash
 from cuvil.trace import Tracer
+
+if TYPE_CHECKING:
+    from cuvil.ir.graph import Graph
 
 FORMAT = 1
 SUFFIX = ".cvi"
@@ -124,6 +125,8 @@ def load(parts: dict[str, str], model: torch.nn.Module) -> Graph | None:
         data = path.read_bytes()
     except OSError:
         return None
+    from cuvil.cache.import_entry import decode  # the IR, sympy
+
     try:
         graph = decode(data, parts, model)
     except (Damaged, ValueError, KeyError, TypeError, RuntimeError, AttributeError):
@@ -137,6 +140,7 @@ def _store_checked(parts, fp: Fingerprint, path: CodePath | None, graph: Graph,
                    example_inputs: Any, dynamic_shapes: Any) -> str:
     """Store `graph` if export agreed with the trace; the import report's status."""
     from cuvil.cache import evict
+    from cuvil.cache.import_entry import encode
 
     try:
         why = _disagreement(fp, path, graph, example_inputs, dynamic_shapes)

@@ -21,12 +21,14 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from cuvil.ir.graph import Graph
 from cuvil.paths import source_hash as cuvil_source_hash
+
+if TYPE_CHECKING:
+    from cuvil.ir.graph import Graph
 
 FORMAT = 3
 
@@ -75,7 +77,7 @@ def constants_hash(graph: Graph, values: bool = True) -> str:
 def rules_hash(rules: Any) -> str:
     """A hash of the rule sources' paths and text, without parsing them."""
     from cuvil.dsl.diagnostics import Reporter
-    from cuvil.rules.loader import read_sources
+    from cuvil.dsl.sources import read_sources
 
     h = hashlib.sha256()
     for path, text in read_sources(rules, Reporter()):

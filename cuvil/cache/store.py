@@ -19,14 +19,16 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cuvil.atomic import write_bytes, write_text
 from cuvil.cache import remote
 from cuvil.cache.entry import Damaged, decode, encode, imported_refs
 from cuvil.cache.key import Key, any_values, digest
-from cuvil.ir.graph import Graph
 from cuvil.paths import cache_dir
+
+if TYPE_CHECKING:
+    from cuvil.ir.graph import Graph
 
 SUFFIX = ".cvg"
 # What the cache supplies; every other attribute of a graph comes from the fresh import.

@@ -18,8 +18,8 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "cache", help="show or clear the compile cache",
         description="The cache directory ($CUVIL_CACHE_DIR, else $XDG_CACHE_HOME/cuvil, else "
-                    "~/.cache/cuvil): optimized and imported graphs, kernel modules, "
-                    "checked rule libraries and Numba's compiled drivers.")
+                    "~/.cache/cuvil): compiled programs, optimized and imported graphs, "
+                    "kernel modules, checked rule libraries and Numba's compiled drivers.")
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     info = sub.add_parser("info", help="what the cache holds, per part")
     info.set_defaults(run=run_info)

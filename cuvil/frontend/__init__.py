@@ -10,14 +10,15 @@ policy), `importer` walks it, mapping each aten op through the table in `aten`.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from cuvil.errors import CuvilError, UnsupportedOpsError
-from cuvil.frontend.importer import Importer
-from cuvil.frontend.report import ImportReport, Source
-from cuvil.ir.graph import Graph
+
+if TYPE_CHECKING:
+    from cuvil.frontend.report import ImportReport, Source
+    from cuvil.ir.graph import Graph
 
 
 def from_torch(model: Any, example_inputs: Any = (), dynamic_shapes: Any = None,
@@ -34,6 +35,7 @@ def from_torch(model: Any, example_inputs: Any = (), dynamic_shapes: Any = None,
     one `UnsupportedOpsError` listing them all with their source lines.
     """
     from cuvil.frontend.export import trace
+    from cuvil.frontend.importer import Importer  # the IR, sympy: only when importing
 
     traced = trace(model, example_inputs, dynamic_shapes)
     try:
@@ -50,6 +52,14 @@ def from_torch(model: Any, example_inputs: Any = (), dynamic_shapes: Any = None,
     traced.notes.append(f"import with symbolic dims failed, imported static: {reason}")
     with torch.no_grad():
         return Importer(traced).build(strict=strict)
+
+
+def __getattr__(name: str):
+    if name in ("ImportReport", "Source"):  # the fingerprint's package stays free of the IR
+        from cuvil.frontend import report
+
+        return getattr(report, name)
+    raise AttributeError(f"module 'cuvil.frontend' has no attribute {name!r}")
 
 
 __all__ = ["ImportReport", "Source", "from_torch"]

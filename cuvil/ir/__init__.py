@@ -1,21 +1,23 @@
-"""Cuvil IR: typed values (shape, dtype, layout, device) and the graph of ops over them."""
+"""Cuvil IR: typed values (shape, dtype, layout, device) and the graph of ops over them.
 
-from cuvil.ir.graph import Graph, Node, flatten, unflatten
-from cuvil.ir.types import (
-    CONTIGUOUS,
-    NCHW,
-    NHWC,
-    Dim,
-    DType,
-    TensorType,
-    default_layout,
-    eval_dim,
-    is_static,
-    parse_dim,
-    sym,
-)
+Names are imported on first use, so that `cuvil.ir.structure` is importable without sympy
+(the program cache's warm path, `cuvil/cache/programs.py`, never imports the IR)."""
 
-__all__ = [
-    "CONTIGUOUS", "NCHW", "NHWC", "Dim", "DType", "Graph", "Node", "TensorType",
-    "default_layout", "eval_dim", "flatten", "is_static", "parse_dim", "sym", "unflatten",
-]
+from __future__ import annotations
+
+import importlib
+
+_HOMES = {
+    "Graph": "graph", "Node": "graph", "flatten": "structure", "unflatten": "structure",
+    **{name: "types" for name in ("CONTIGUOUS", "NCHW", "NHWC", "Dim", "DType", "TensorType",
+                                  "default_layout", "eval_dim", "is_static", "parse_dim",
+                                  "sym")},
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'cuvil.ir' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"cuvil.ir.{_HOMES[name]}"), name)

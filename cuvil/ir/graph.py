@@ -16,9 +16,8 @@ from typing import Any, Protocol
 import torch
 
 from cuvil.errors import IRError
+from cuvil.ir.structure import Structure, flatten, map_names, unflatten
 from cuvil.ir.types import DType, TensorType
-
-Structure = Any  # a value name, or a tuple / list / dict of structures
 
 
 class Catalog(Protocol):
@@ -241,33 +240,9 @@ class Graph:
                 parts.append(str(self.inputs.index(node.name)))
             parts += [keys[i] for i in node.inputs]
             keys[node.name] = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
-        out = _map(self.output_structure, lambda name: keys[name])
+        out = map_names(self.output_structure, lambda name: keys[name])
         signature = [keys[name] for name in self.inputs]  # unused inputs are called with too
         return hashlib.sha256(repr((out, signature)).encode()).hexdigest()[:16]
-
-
-def flatten(structure: Structure) -> Iterator[str]:
-    if isinstance(structure, str):
-        yield structure
-    elif isinstance(structure, dict):
-        for v in structure.values():
-            yield from flatten(v)
-    else:
-        for v in structure:
-            yield from flatten(v)
-
-
-def _map(structure: Structure, fn) -> Any:
-    if isinstance(structure, str):
-        return fn(structure)
-    if isinstance(structure, dict):
-        return {k: _map(v, fn) for k, v in structure.items()}
-    return type(structure)(_map(v, fn) for v in structure)
-
-
-def unflatten(structure: Structure, values: dict[str, Any]) -> Any:
-    """Rebuild `structure` with each value name replaced by `values[name]`."""
-    return _map(structure, values.__getitem__)
 
 
 def _ident(ref: str) -> str:

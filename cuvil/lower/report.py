@@ -67,6 +67,7 @@ class CompileReport:
     graph: Any = field(default=None, repr=False)  # the optimized graph that was lowered
     placement: dict[str, str] = field(default_factory=dict)  # kernel name -> its target
     uploads: int = 0  # constants copied to a device once, when the graph was built
+    program_cache: str = ""  # a hit of the program cache (`cuvil/cache/programs.py`), said
 
     @property
     def cache_hit(self) -> bool:
@@ -97,6 +98,8 @@ class CompileReport:
         lines = []
         if self.optimizer is not None:
             lines += [str(self.optimizer).rstrip(), ""]
+        if self.program_cache:
+            lines.append(f"program cache: {self.program_cache}")
         source = "loaded from cache" if self.cache_hit else "compiled"
         lines.append(f"lowered for {self.target}: {len(self.kernels)} kernel(s) {source} in "
                      f"{self.compile_s:.2f} s ({self.threads} thread(s), "

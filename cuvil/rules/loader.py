@@ -11,22 +11,12 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import replace
-from pathlib import Path
 
-from cuvil.dsl.ast import Pos
 from cuvil.dsl.diagnostics import CvrError, Reporter
-from cuvil.paths import PACKAGE
+from cuvil.dsl.sources import Source, read_sources, stock_rules_dir  # noqa: F401 (tests)
 from cuvil.rules import library_cache
 from cuvil.rules.checker import check_modules
 from cuvil.rules.library import RuleLibrary
-
-Source = str | Path | None | list | tuple
-
-STRING_PATH = "<string>"
-
-
-def stock_rules_dir() -> Path:
-    return PACKAGE / "stock_rules"
 
 
 def load(source: Source = None, tracer=None) -> RuleLibrary:
@@ -67,32 +57,6 @@ def _stage(tracer, name: str, **args):
     return tracer.stage(name, **args) if tracer is not None else contextlib.nullcontext()
 
 
-def read_sources(source: Source, reporter: Reporter) -> list[tuple[str, str]]:
-    """`(path, text)` of every file `source` names, in load order; problems to `reporter`."""
-    if source is None:  # shown as `rules/...`, wherever the package is installed
-        root = stock_rules_dir()
-        files = sorted(root.rglob("*.cvr"), key=lambda p: p.relative_to(root).as_posix())
-        return [pair for f in files
-                if (pair := read_file(f, f"rules/{f.relative_to(root).as_posix()}", reporter))]
-    if isinstance(source, list | tuple):
-        return [pair for s in source for pair in read_sources(s, reporter)]
-    if isinstance(source, str) and "\n" in source:
-        count = sum(1 for path in reporter.lines if path.startswith("<string"))
-        name = STRING_PATH if count == 0 else f"<string {count + 1}>"
-        reporter.add_source(name, source)
-        return [(name, source)]
-    if not isinstance(source, str | Path):
-        raise TypeError(f"rules must be a path, .cvr text, a list of them or None, "
-                        f"not {type(source).__name__}")
-    path = Path(source)
-    if path.is_dir():
-        files = sorted(path.rglob("*.cvr"), key=lambda p: p.relative_to(path).as_posix())
-        return [pair for f in files if (pair := read_file(f, str(f), reporter))]
-    shown = str(source)
-    pair = read_file(path, shown, reporter)
-    return [pair] if pair else []
-
-
 def _each_file_once(texts: list[tuple[str, str]]) -> list[tuple[str, str]]:
     seen: set[str] = set()
     out = []
@@ -102,27 +66,3 @@ def _each_file_once(texts: list[tuple[str, str]]) -> list[tuple[str, str]]:
             seen.add(key)
             out.append((path, text))
     return out
-
-
-def read_file(path: Path, shown: str, reporter: Reporter) -> tuple[str, str] | None:
-    """The text of a `.cvr` file (UTF-8; a byte-order mark is dropped), or None if unreadable."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        reporter.error(Pos(shown, 0, 0), "no such file or directory")
-        return None
-    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
-        reporter.error(Pos(shown, 0, 0), f"cannot read: {getattr(e, 'strerror', None) or e}")
-        return None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        before = data[: e.start].decode("utf-8", errors="replace")
-        line = before.count("\n") + 1
-        col = len(before) - (before.rfind("\n") + 1) + 1
-        reporter.add_source(shown, data.decode("utf-8", errors="replace"))
-        reporter.error(Pos(shown, line, col), f"the file is not UTF-8 text (byte "
-                                              f"0x{data[e.start]:02x} cannot be decoded)")
-        return None
-    reporter.add_source(shown, text)
-    return shown, text

@@ -23,17 +23,19 @@ from numba.core import types as nbtypes
 
 from cuvil import gc_pause
 from cuvil.ir.graph import Graph
-from cuvil.ir.types import SYMBOLIC_DIM_SIZE
+from cuvil.ir.types import SYMBOLIC_DIM_SIZE, format_dim
 from cuvil.lower.codegen import KERNEL, Program, describe_group, entry_module
 from cuvil.lower.compile import fallback_report, generate, prepare
 from cuvil.lower.context import LowerContext
 from cuvil.lower.devices import Targets
+from cuvil.lower.physical import layout_perm
 from cuvil.lower.report import CompileReport, KernelReport
 from cuvil.lower.steps import step_reports
 from cuvil.lower.templates.helpers import used_helpers
 from cuvil.lower.templates.spec import ONE_THREAD, THREADS
 from cuvil.runtime import compile_pool, derived
 from cuvil.runtime.blas import single_threaded_blas
+from cuvil.runtime.calling import Array, CallSpec, Param
 from cuvil.runtime.compiled import CompiledGraph
 from cuvil.runtime.module_cache import load_module
 from cuvil.runtime.plan import Buffer, MemoryPlan
@@ -81,7 +83,34 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
     consts = [_const(program, ctx, v, done) for v in program.entry_params
               if program.arrays[v].kind == "const"]
     report.compile_s = time.perf_counter() - start
-    return CompiledGraph(g, program, module.entry, consts, plan, report, n_threads)
+    return CompiledGraph(call_spec(g, program, plan), module.entry, consts, report, n_threads,
+                         graph=g, program=program)
+
+
+def call_spec(g: Graph, program: Program, plan: MemoryPlan) -> CallSpec:
+    """How `program`'s entry is called, as plain data (`runtime/calling.py`)."""
+    def dims(shape) -> tuple:
+        return tuple(d if isinstance(d, int) or d == "threads" else format_dim(d)
+                     for d in shape)
+
+    def perm(t) -> tuple[int, ...] | None:
+        p = layout_perm(t)
+        return None if p == tuple(range(len(p))) else p
+
+    params = tuple(Param(n, dims(g[n].type.shape), g[n].type.dtype.value, perm(g[n].type))
+                   for n in g.inputs)
+    kinds = {v: program.arrays[v] for v in program.entry_params}
+    buffers = tuple(Array(b.value, dims(b.shape), b.dtype.numpy.name, plan.slot_of[b.value])
+                    for b in plan.buffers)
+    outputs = tuple(Array(v, dims(a.shape), a.dtype.numpy.name,
+                          perm=perm(g[v.removesuffix("__out")].type))
+                    for v, a in kinds.items() if a.kind == "output")
+    slots = tuple((dt.numpy.name, dev) for dt, dev in zip(plan.slot_dtype, plan.slot_device,
+                                                     strict=True))
+    structure = None if g.output_tree is not None else g.output_structure
+    return CallSpec(g.name, params, buffers, outputs, slots, tuple(program.symbols),
+                    dict(program.results), structure,
+                    tuple(n.name for n in program.fallbacks))
 
 
 def _devices_available(g: Graph) -> None:

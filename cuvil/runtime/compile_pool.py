@@ -48,7 +48,7 @@ def encode(sig: tuple) -> tuple:
 
 
 def decode(sig) -> tuple:
-    return tuple(nbtypes.int64 if a[0] == "int64" else
+    return tuple(nbtypes.int64 if len(a) == 1 else
                  nbtypes.Array(getattr(nbtypes, a[0]), a[1], "C") for a in sig)
 
 

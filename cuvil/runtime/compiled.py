@@ -26,18 +26,13 @@ import numpy as np
 import torch
 
 from cuvil.errors import CuvilError
-from cuvil.ir.graph import Graph
-from cuvil.ir.types import DType, eval_dim
-from cuvil.lower.physical import layout_perm
+from cuvil.ir.structure import unflatten
 from cuvil.lower.report import CompileReport
-from cuvil.ops.execute import bind_symbols
-from cuvil.runtime.fallback import logical_view, make_fallback
-from cuvil.runtime.plan import MemoryPlan
+from cuvil.runtime.calling import DTYPE_NAMES, CallSpec, logical_view
 
 MAX_PLANS = 16  # sets of input shapes whose buffers a compiled graph keeps
 KEEP_OUTPUTS = 2  # output sets kept per shape set (`y = f(x)` holds one while making the next)
 
-_DTYPES = {d.numpy: d for d in DType if d is not DType.bf16}
 _calling = threading.local()  # the Numba thread count this thread last set
 
 
@@ -73,37 +68,62 @@ class _EnvPlan:
 
 
 class CompiledGraph:
-    """Call with torch tensors or numpy arrays; returns the graph's output structure."""
+    """Call with torch tensors or numpy arrays; returns the graph's output structure.
 
-    def __init__(self, graph: Graph, program, entry, consts: list[np.ndarray],
-                 plan: MemoryPlan, report: CompileReport, threads: int):
-        self.graph = graph
-        self.source: str = program.text
+    It runs on plain data (`spec`, the loaded `entry`, the constants' arrays). The graph
+    and the program it was lowered from are for inspection (`graph`, `source`, `profile`):
+    given, or loaded on first use by `details()`, a compile of the same model that has them
+    (the program cache's hits, `cuvil/cache/programs.py`)."""
+
+    def __init__(self, spec: CallSpec, entry, consts: list[np.ndarray], report: CompileReport,
+                 threads: int, *, graph=None, program=None, details=None):
         self.report = report
         self.threads = threads
-        self._program = program
+        self._spec = spec
         self._entry = entry
         self._consts = consts
-        self._plan = plan
+        self._graph, self._lowered, self._details = graph, program, details
         self._plans: OrderedDict[tuple, _EnvPlan] = OrderedDict()
         self._last: tuple | None = None  # (key, plan, args before, args after the outputs)
         self._lock = threading.Lock()
-        arrays = program.arrays
-        self._params = [(n, graph[n].type) for n in graph.inputs]
-        self._in_perms = [_non_identity(layout_perm(t)) for _, t in self._params]
-        self._buffer_values = [v for v in program.entry_params
-                               if arrays[v].kind in ("buffer", "scratch")]
-        self._output_values = [v for v in program.entry_params if arrays[v].kind == "output"]
-        self._out_perms = [_non_identity(layout_perm(graph[_source(v)].type))
-                           for v in self._output_values]
-        self._results = program.results
-        structure = graph.output_structure  # a bare output: return its tensor directly
-        self._single = self._output_values.index(self._results[structure]) \
+        self._in_perms = [p.perm for p in spec.params]
+        self._out_perms = [o.perm for o in spec.outputs]
+        self._output_values = [o.value for o in spec.outputs]
+        structure = spec.structure  # a bare output: return its tensor directly
+        self._single = self._output_values.index(spec.results[structure]) \
             if isinstance(structure, str) else None
         if os.environ.get("CUVIL_TRACE"):  # time every call (the normal entry is untimed)
             from cuvil.runtime.profile import trace_every_call
 
             trace_every_call(self, os.environ["CUVIL_TRACE"])
+
+    @property
+    def graph(self):
+        """The graph this was lowered from (optimized, then prepared for lowering)."""
+        if self._graph is None:
+            self._graph = self.detailed().graph
+        return self._graph
+
+    @property
+    def _program(self):
+        """The lowered program (`cuvil.lower.codegen.Program`): what a profile instruments."""
+        if self._lowered is None:
+            self._lowered = self.detailed()._program
+        return self._lowered
+
+    def detailed(self) -> CompiledGraph:
+        """This, or (compiled once, on first use) the same model compiled with the graph
+        and program that this one, rebuilt from the program cache, does not hold."""
+        if self._details is None:  # compiled the slow way: it has them
+            return self
+        if not isinstance(self._details, CompiledGraph):
+            self._details = self._details()
+        return self._details
+
+    @property
+    def source(self) -> str:
+        """The generated code, as one readable module."""
+        return self._program.text
 
     # -- calling -----------------------------------------------------------------------------
     def __call__(self, *inputs: Any) -> Any:
@@ -115,9 +135,10 @@ class CompiledGraph:
                     outs = last[1].output_arrays()
                     self._entry(*arrays, *last[2], *outs, *last[3])
                 return self._results_of(outs)
-        if len(inputs) != len(self._params):
-            names = ", ".join(n for n, _ in self._params)
-            raise CuvilError(f"expected {len(self._params)} input(s) ({names}), "
+        params = self._spec.params
+        if len(inputs) != len(params):
+            names = ", ".join(p.name for p in params)
+            raise CuvilError(f"expected {len(params)} input(s) ({names}), "
                              f"got {len(inputs)}")
         arrays = [self._array(x, i) for i, x in enumerate(inputs)]
         key = tuple([(a.shape, a.dtype) for a in arrays])
@@ -144,8 +165,10 @@ class CompiledGraph:
         if self._single is not None:
             return tensors[self._single]
         by_value = dict(zip(self._output_values, tensors, strict=True))
-        return self.graph.rebuild_outputs(
-            {name: by_value[value] for name, value in self._results.items()})
+        values = {name: by_value[value] for name, value in self._spec.results.items()}
+        if self._spec.structure is None:  # the model's own containers: the graph has them
+            return self.graph.rebuild_outputs(values)
+        return unflatten(self._spec.structure, values)
 
     def _array(self, x: Any, i: int) -> np.ndarray:
         try:
@@ -157,7 +180,7 @@ class CompiledGraph:
         return a if a.flags.c_contiguous else np.ascontiguousarray(a)
 
     def _unusual_input(self, x: Any, i: int) -> np.ndarray:
-        name = self._params[i][0]
+        name = self._spec.params[i].name
         if isinstance(x, torch.Tensor):
             if x.device.type != "cpu":
                 raise CuvilError(f"input {name!r}: expected a CPU tensor, got one on {x.device}")
@@ -173,23 +196,22 @@ class CompiledGraph:
 
     def _new_plan(self, key: tuple, arrays: list[np.ndarray]) -> _EnvPlan:
         dtypes = []
-        for (name, _), a in zip(self._params, arrays, strict=True):
-            if a.dtype not in _DTYPES:
-                raise CuvilError(f"input {name!r}: unsupported dtype {a.dtype}")
-            dtypes.append(_DTYPES[a.dtype])
+        for p, a in zip(self._spec.params, arrays, strict=True):
+            if a.dtype.name not in DTYPE_NAMES:
+                raise CuvilError(f"input {p.name!r}: unsupported dtype {a.dtype}")
+            dtypes.append(DTYPE_NAMES[a.dtype.name])
         shapes = [a.shape if p is None else _logical_shape(a.shape, p)
                   for a, p in zip(arrays, self._in_perms, strict=True)]
-        env = bind_symbols(self._params, shapes, dtypes)
-        missing = [s for s in self._program.symbols if s not in env]
-        if missing:
-            raise CuvilError(f"dims {', '.join(missing)} are not set by any input shape")
-        views = self._plan.allocate(env, self.threads)
-        arrays_info = self._program.arrays
-        outputs = [(tuple(eval_dim(d, env) for d in arrays_info[v].shape),
-                    arrays_info[v].dtype.numpy) for v in self._output_values]
-        fallbacks = [make_fallback(self.graph, node, env) for node in self._program.fallbacks]
-        plan = _EnvPlan(env, [views[v] for v in self._buffer_values], outputs,
-                        tuple(env[s] for s in self._program.symbols), fallbacks)
+        env = self._spec.bind(shapes, dtypes)
+        fallbacks = []
+        if self._spec.fallbacks:
+            from cuvil.runtime.fallback import make_fallback
+
+            graph = self.graph
+            fallbacks = [make_fallback(graph, graph[n], env) for n in self._spec.fallbacks]
+        plan = _EnvPlan(env, self._spec.allocate(env, self.threads),
+                        self._spec.output_shapes(env),
+                        tuple(env[s] for s in self._spec.symbols), fallbacks)
         self._plans[key] = plan
         while len(self._plans) > MAX_PLANS:
             self._plans.popitem(last=False)
@@ -207,10 +229,11 @@ class CompiledGraph:
 
     def memory_bytes(self, **env: int) -> int:
         """Bytes of planned intermediates for the given sizes of the symbolic dims."""
-        return self._plan.nbytes(env, self.threads)
+        return sum(a.nbytes for a in {id(b.base): b.base for b in
+                                      self._spec.allocate(env, self.threads)}.values())
 
     def __repr__(self) -> str:
-        return (f"<CompiledGraph {self.graph.name}: {len(self.report.kernels)} kernels, "
+        return (f"<CompiledGraph {self._spec.name}: {len(self.report.kernels)} kernels, "
                 f"{len(self.report.fallbacks)} fallbacks, target {self.report.target}>")
 
 
@@ -229,14 +252,6 @@ def _same_plain_arrays(inputs: tuple, key: tuple) -> list[np.ndarray] | None:
             return None
         arrays.append(a)
     return arrays
-
-
-def _non_identity(perm: tuple[int, ...]) -> tuple[int, ...] | None:
-    return None if perm == tuple(range(len(perm))) else perm
-
-
-def _source(value: str) -> str:
-    return value[:-len("__out")] if value.endswith("__out") else value
 
 
 def _logical_shape(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, ...]:

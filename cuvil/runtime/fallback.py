@@ -18,14 +18,7 @@ from cuvil.ir.graph import Graph, Node
 from cuvil.lower.physical import layout_perm
 from cuvil.ops import registry
 from cuvil.ops.execute import resolve_attrs
-
-
-def logical_view(array: np.ndarray, perm: tuple[int, ...]) -> torch.Tensor:
-    """The torch tensor, in logical dim order, over a physical array."""
-    t = torch.from_numpy(array)
-    if perm == tuple(range(len(perm))):
-        return t
-    return t.permute([perm.index(d) for d in range(len(perm))])
+from cuvil.runtime.calling import logical_view
 
 
 def _host(array) -> np.ndarray:

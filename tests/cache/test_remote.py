@@ -4,6 +4,7 @@ entry is a miss; a server that is down costs one warning, never a wrong or faile
 
 from __future__ import annotations
 
+import shutil
 import warnings
 
 import pytest
@@ -34,6 +35,9 @@ def shared(redis_url, monkeypatch):
 
 
 def compile_in(cache_dir, monkeypatch, model, x):
+    """The graph cache's status of compiling `model` with cache `cache_dir` (its program
+    cache emptied first: that would serve a second compile before the graph cache)."""
+    shutil.rmtree(cache_dir / "programs", ignore_errors=True)
     monkeypatch.setenv("CUVIL_CACHE_DIR", str(cache_dir))
     fast = cuvil.compile(model, (x,))
     torch.testing.assert_close(fast(x), model(x))

@@ -1,0 +1,290 @@
+"""The program cache: a compiled model's lowered program, stored under what the model is
+and what the compile was asked for, so that a warm `cuvil.compile` rebuilds the callable
+from it: no torch.export, no optimizer, no lowering, and no IR (importing sympy alone is
+0.4 s of a warm compile here).
+
+    key = programs.key(fp, rules, options)            # the import cache's key, and more
+    compiled = programs.load(key, fp.tensors, threads, details)    # or None
+    programs.store(key, fp.tensors, compiled)         # after a compile the slow way
+
+The key is the import cache's (`imports.py`: the model's fingerprint, Cuvil's source,
+torch's and Python's versions) with the rules' text, the compile's options (target,
+limits, disabled rules, strategy, fallbacks, elementwise fusion, the thread count) and the
+optimizer's library versions. A compile stores its program only where the import cache
+stored the model's graph (export agreed with the trace, so the key says what the program
+is), for the CPU target alone, with no torch fallbacks and no quantization.
+
+The entry (`programs/<key>.cvp`) is data, no pickles:
+
+    CUVIL-PROGRAM 1 <sha256 of everything after this line>
+    {"parts": ..., "entry": file, "kernels": [[name, file, signatures], ...],
+     "spec": {...}, "consts": [binding, ...], "report": {...}}
+    <the bytes of the constants stored, one after another>
+
+`spec` is the `runtime.calling.CallSpec`. The entry and kernel modules are the module
+cache's files, named relative to the cache directory (so a directory moved elsewhere still
+serves); their Numba code is loaded from Numba's cache, and a kernel that cache no longer
+holds makes a miss. A constant is bound to the live model's tensor when the array
+the kernels read is that tensor's memory (`["path", "fc.bias"]`), else stored
+(`["bytes", dtype, shape, offset, length]`: a transposed or pre-packed weight).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from cuvil.atomic import write_bytes
+from cuvil.cache.entry import Damaged, report_json
+from cuvil.cache.imports import key_digest, key_parts
+from cuvil.cache.key import digest, rules_hash, versions
+from cuvil.lower.report import CompileReport, KernelReport, StepReport
+from cuvil.paths import cache_dir
+from cuvil.runtime.calling import Array, CallSpec, Param
+
+FORMAT = "1"
+MAGIC = b"CUVIL-PROGRAM"
+SUFFIX = ".cvp"
+
+
+def key(fp, rules: Any, options: dict[str, Any]) -> dict[str, str]:
+    """The entry's key parts: the import key of fingerprint `fp`, then the rest."""
+    return {**key_parts(fp), "program format": FORMAT, "rules": rules_hash(rules),
+            "options": digest(repr(sorted(options.items()))), "libraries": versions()}
+
+
+def load(parts: dict[str, str], tensors: dict[str, torch.Tensor], threads: int, details):
+    """The compiled graph stored under `parts` (None on a miss), its constants bound to
+    `tensors` (the model's, by path); `details()` compiles it the slow way, for what only
+    that has (`CompiledGraph.graph`, `source`, `profile`)."""
+    path = entry_path(parts)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        compiled = decode(data, parts, tensors, threads, details)
+    except (Damaged, OSError, ImportError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # written again by this compile's store
+    with contextlib.suppress(OSError):
+        os.utime(path)
+    return compiled
+
+
+def store(parts: dict[str, str], tensors: dict[str, torch.Tensor], compiled) -> bool:
+    """Store `compiled` under `parts` if the entry can hold it; whether it was stored."""
+    from cuvil.cache import evict
+
+    try:
+        data = encode(parts, compiled, tensors)
+    except (Damaged, TypeError, ValueError, AttributeError):
+        return False
+    try:
+        write_bytes(entry_path(parts), data)
+    except OSError:  # a read-only cache: the next compile takes the slow way again
+        return False
+    evict.after_store(len(data))
+    return True
+
+
+def encode(parts: dict[str, str], compiled, tensors: dict[str, torch.Tensor]) -> bytes:
+    spec, report = compiled._spec, compiled.report
+    if spec.fallbacks or spec.structure is None or any(d != "cpu" for _, d in spec.slots):
+        raise Damaged("fallbacks, the model's own output containers or a device")
+    consts, blobs = _bindings(compiled._consts, tensors)
+    kernels = [[k.name, Path(k.module).name, [list(map(list, s)) for s in
+                                             _signatures(compiled, k)]]
+               for k in report.kernels]
+    header = {"parts": parts, "entry": Path(report.module_path).name, "kernels": kernels,
+              "spec": _spec_json(spec), "consts": consts, "report": _report_json(report)}
+    body = json.dumps(header, sort_keys=True).encode() + b"\n" + b"".join(blobs)
+    return MAGIC + b" " + FORMAT.encode() + b" " + digest(body).encode() + b"\n" + body
+
+
+def decode(data: bytes, parts: dict[str, str], tensors: dict[str, torch.Tensor],
+           threads: int, details):
+    from cuvil.runtime.compiled import CompiledGraph
+    from cuvil.runtime.threads import choose_layer
+
+    start = time.perf_counter()
+    head, _, body = data.partition(b"\n")
+    if head.split(b" ") != [MAGIC, FORMAT.encode(), digest(body).encode()]:
+        raise Damaged("checksum or format")
+    text, _, blob = body.partition(b"\n")
+    header = json.loads(text)
+    if header["parts"] != parts:
+        raise Damaged("another key")
+    consts = [_const(b, tensors, blob) for b in header["consts"]]
+    spec = _spec_of(header["spec"])
+    choose_layer()
+    entry = _load_kernels(header["entry"], header["kernels"])
+    report = _report_of(header["report"], key_digest(parts))
+    report.compile_s = time.perf_counter() - start
+    return CompiledGraph(spec, entry, consts, report, threads, details=details)
+
+
+def _load_kernels(entry_name: str, kernels: list) -> Any:
+    """The entry function, its kernels' modules imported and their code loaded from Numba's
+    cache (`Damaged` if Numba would have to compile one: the slow way does that)."""
+    from cuvil.runtime import compile_pool
+    from cuvil.runtime.blas import single_threaded_blas
+    from cuvil.runtime.module_cache import import_file
+
+    single_threaded_blas()
+    where = cache_dir() / "kernels"
+    for _, name, _ in kernels:
+        import_file(where / name)
+    module = import_file(where / entry_name)
+    for name, _, sigs in kernels:
+        fn = getattr(module, name)
+        sigs = [compile_pool.decode(s) for s in sigs]
+        if sigs and compile_pool.is_cold(fn, sigs):
+            raise Damaged(f"kernel {name} is not in Numba's cache")
+        for sig in sigs:
+            fn.compile(sig)
+    return module.entry
+
+
+def _signatures(compiled, kernel: KernelReport) -> list[tuple]:
+    """The argument types `kernel` was compiled for, as `compile_pool.encode` writes them."""
+    from cuvil.runtime import compile_pool
+
+    if not kernel.jit:
+        return []
+    fn = compiled._entry.__globals__[kernel.name]
+    encoded = [compile_pool.encode(sig) for sig in fn.signatures]
+    if [compile_pool.decode(e) for e in encoded] != list(fn.signatures):
+        raise Damaged(f"kernel {kernel.name} takes arguments the entry cannot name")
+    return encoded
+
+
+def _bindings(arrays: list[np.ndarray], tensors: dict[str, torch.Tensor]):
+    """How each constant array is found again, and the bytes of those stored."""
+    at = {}
+    for path, t in tensors.items():
+        if t.device.type == "cpu" and t.untyped_storage().nbytes():
+            at.setdefault((t.data_ptr(), tuple(t.shape), str(t.dtype)), path)
+    bindings, blobs, offset = [], [], 0
+    for a in arrays:
+        if not isinstance(a, np.ndarray):
+            raise Damaged("a constant on a device")
+        found = at.get((a.ctypes.data, a.shape, f"torch.{a.dtype}")) \
+            if a.flags.c_contiguous else None
+        if found is not None and tensors[found].is_contiguous():
+            bindings.append(["path", found])
+            continue
+        data = np.ascontiguousarray(a).tobytes()
+        bindings.append(["bytes", a.dtype.str, list(a.shape), offset, len(data)])
+        blobs.append(data)
+        offset += len(data)
+    return bindings, blobs
+
+
+def _const(binding: list, tensors: dict[str, torch.Tensor], blob: bytes) -> np.ndarray:
+    if binding[0] == "path":
+        return tensors[binding[1]].detach().numpy()
+    _, dtype, shape, offset, length = binding
+    out = np.empty(shape, np.dtype(dtype))  # aligned and writable, as the kernels were given
+    out.reshape(-1).view(np.uint8)[:] = np.frombuffer(blob, np.uint8, length, offset)
+    return out
+
+
+def _spec_json(spec: CallSpec) -> dict:
+    data = asdict(spec)
+    data["structure"] = _tagged(spec.structure)
+    return data
+
+
+def _spec_of(data: dict) -> CallSpec:
+    params = tuple(Param(p["name"], tuple(p["shape"]), p["dtype"], _perm(p["perm"]))
+                   for p in data["params"])
+    buffers, outputs = ([Array(a["value"], tuple(a["shape"]), a["dtype"], a["slot"],
+                               _perm(a["perm"])) for a in data[k]]
+                        for k in ("buffers", "outputs"))
+    return CallSpec(data["name"], params, tuple(buffers), tuple(outputs),
+                    tuple(tuple(s) for s in data["slots"]), tuple(data["symbols"]),
+                    dict(data["results"]), _untagged(data["structure"]),
+                    tuple(data["fallbacks"]))
+
+
+def _perm(p: list | None) -> tuple[int, ...] | None:
+    return None if p is None else tuple(p)
+
+
+def _tagged(structure: Any) -> Any:
+    """An output structure as JSON that keeps tuples, lists and dicts apart."""
+    if isinstance(structure, str):
+        return structure
+    if isinstance(structure, dict):
+        if not all(isinstance(k, str) for k in structure):
+            raise Damaged("an output dict with keys that are not strings")
+        return {"dict": {k: _tagged(v) for k, v in structure.items()}}
+    kind = "tuple" if type(structure) is tuple else "list" if type(structure) is list else None
+    if kind is None:
+        raise Damaged(f"an output container {type(structure).__name__}")
+    return {kind: [_tagged(v) for v in structure]}
+
+
+def _untagged(data: Any) -> Any:
+    if isinstance(data, str):
+        return data
+    (kind, value), = data.items()
+    if kind == "dict":
+        return {k: _untagged(v) for k, v in value.items()}
+    items = [_untagged(v) for v in value]
+    return tuple(items) if kind == "tuple" else items
+
+
+def _report_json(report: CompileReport) -> dict:
+    data = {f.name: getattr(report, f.name) for f in fields(report)
+            if f.name not in ("kernels", "steps", "optimizer", "graph")}
+    return {**data, "kernels": [asdict(k) for k in report.kernels],
+            "steps": [asdict(s) for s in report.steps],
+            "optimizer": report_json(report.optimizer)}
+
+
+def _report_of(data: dict, key: str) -> CompileReport:
+    """The stored report, as this load did it: every kernel loaded, nothing lowered."""
+    kernels = [KernelReport(**{**k, "compile_s": 0.0, "cached": True}) for k in data["kernels"]]
+    steps = [StepReport(**{**s, "nodes": tuple(s["nodes"])}) for s in data["steps"]]
+    hit = f"hit (program cache, key {key[:12]})"
+    optimizer = None if data["optimizer"] is None else \
+        StoredOptimizeReport(data["optimizer"], f"{hit}: the optimizer did not run")
+    report = CompileReport(**{**data, "kernels": kernels, "steps": steps, "lower_s": 0.0,
+                              "optimizer": optimizer})
+    report.program_cache = f"{hit}: export, optimizer and lowering skipped"
+    return report
+
+
+class StoredOptimizeReport:
+    """The optimizer's report as the entry holds it, rebuilt on first use (an
+    `egraph.report.OptimizeReport`: that imports the IR); its `cache` says this hit."""
+
+    def __init__(self, data: dict, cache: str):
+        self._data, self.cache, self._report = data, cache, None
+
+    def _rebuilt(self):
+        if self._report is None:
+            from cuvil.cache.entry import report_of
+
+            self._report = report_of(self._data)
+            self._report.cache = self.cache
+        return self._report
+
+    def __getattr__(self, name: str):
+        return getattr(self._rebuilt(), name)
+
+    def __str__(self) -> str:
+        return str(self._rebuilt())
+
+
+def entry_path(parts: dict[str, str]) -> Path:
+    return cache_dir() / "programs" / f"{key_digest(parts)}{SUFFIX}"

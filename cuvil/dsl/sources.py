@@ -1,0 +1,74 @@
+"""Reading `.cvr` sources: the files (or text) a `rules=` argument names, in load order.
+
+A source is `None` (the stock library: the top-level `rules/`, shipped inside the package as
+`cuvil/stock_rules`), a string containing a newline (`.cvr` text, shown as `<string>`), any
+other string or a `Path` (a file, or a directory whose `*.cvr` files load sorted and
+recursively; it must exist), or a list/tuple of sources loaded together. Nothing is parsed
+here: the compile caches hash these texts without loading the rules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cuvil.dsl.ast import Pos
+from cuvil.dsl.diagnostics import Reporter
+from cuvil.paths import PACKAGE
+
+Source = str | Path | None | list | tuple
+
+STRING_PATH = "<string>"
+
+
+def stock_rules_dir() -> Path:
+    return PACKAGE / "stock_rules"
+
+
+def read_sources(source: Source, reporter: Reporter) -> list[tuple[str, str]]:
+    """`(path, text)` of every file `source` names, in load order; problems to `reporter`."""
+    if source is None:  # shown as `rules/...`, wherever the package is installed
+        root = stock_rules_dir()
+        files = sorted(root.rglob("*.cvr"), key=lambda p: p.relative_to(root).as_posix())
+        return [pair for f in files
+                if (pair := read_file(f, f"rules/{f.relative_to(root).as_posix()}", reporter))]
+    if isinstance(source, list | tuple):
+        return [pair for s in source for pair in read_sources(s, reporter)]
+    if isinstance(source, str) and "\n" in source:
+        count = sum(1 for path in reporter.lines if path.startswith("<string"))
+        name = STRING_PATH if count == 0 else f"<string {count + 1}>"
+        reporter.add_source(name, source)
+        return [(name, source)]
+    if not isinstance(source, str | Path):
+        raise TypeError(f"rules must be a path, .cvr text, a list of them or None, "
+                        f"not {type(source).__name__}")
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(path.rglob("*.cvr"), key=lambda p: p.relative_to(path).as_posix())
+        return [pair for f in files if (pair := read_file(f, str(f), reporter))]
+    shown = str(source)
+    pair = read_file(path, shown, reporter)
+    return [pair] if pair else []
+
+
+def read_file(path: Path, shown: str, reporter: Reporter) -> tuple[str, str] | None:
+    """The text of a `.cvr` file (UTF-8; a byte-order mark is dropped), or None if unreadable."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        reporter.error(Pos(shown, 0, 0), "no such file or directory")
+        return None
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        reporter.error(Pos(shown, 0, 0), f"cannot read: {getattr(e, 'strerror', None) or e}")
+        return None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        before = data[: e.start].decode("utf-8", errors="replace")
+        line = before.count("\n") + 1
+        col = len(before) - (before.rfind("\n") + 1) + 1
+        reporter.add_source(shown, data.decode("utf-8", errors="replace"))
+        reporter.error(Pos(shown, line, col), f"the file is not UTF-8 text (byte "
+                                              f"0x{data[e.start]:02x} cannot be decoded)")
+        return None
+    reporter.add_source(shown, text)
+    return shown, text

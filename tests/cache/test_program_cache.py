@@ -1,0 +1,135 @@
+"""The program cache: a warm compile rebuilds the callable from the stored program without
+importing the IR (sympy), and computes what torch eager does at every batch size; any
+change to the model, the rules or the options misses; a damaged entry is a miss, written
+again; what the entry cannot hold (a torch fallback, several targets) is never stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+
+import cuvil
+
+
+class Block(nn.Module):
+    def __init__(self, seed: int = 0, k: float = 2.0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.fc1, self.fc2 = nn.Linear(8, 16), nn.Linear(16, 4)
+        self.k = k
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x))) * self.k, x.sum(1)
+
+
+def eager(model, x):
+    with torch.no_grad():
+        return model.eval()(x)
+
+
+def entries(cache) -> list:
+    return sorted(cache.glob("programs/*.cvp"))
+
+
+def test_a_second_compile_is_the_stored_program_and_computes_what_eager_does(fresh_cache):
+    first = cuvil.compile(Block(), (torch.randn(4, 8),))
+    assert first.report.program_cache == "" and len(entries(fresh_cache)) == 1
+    model = Block()
+    again = cuvil.compile(model, (torch.randn(4, 8),))
+    assert again.report.program_cache.startswith("hit")
+    for batch in (4, 1, 7):  # the batch dim stays symbolic
+        x = torch.randn(batch, 8)
+        torch.testing.assert_close(again(x), eager(model, x))
+    with pytest.raises(cuvil.CuvilError, match=r"input 'x': expected shape \[batch, 8\]"):
+        again(torch.randn(4, 9))
+    assert again.graph.name == first.graph.name  # compiled the slow way, on first use
+    assert again.source == first.source
+    x = torch.randn(2, 8)
+    torch.testing.assert_close(again.profile((x,), runs=2).outputs, eager(model, x))
+
+
+@pytest.mark.parametrize("change", [
+    lambda: (Block(seed=1), {}),  # other weights
+    lambda: (Block(k=3.0), {}),  # a Python attribute read in forward
+    lambda: (Block(), {"fuse_elementwise": False}),  # an option
+    lambda: (Block(), {"threads": 1}),  # the thread count
+    lambda: (Block(), {"disable": ("matmul_add",)}),  # the rules
+])
+def test_a_change_misses_and_computes_the_changed_model(fresh_cache, change):
+    x = torch.randn(3, 8)
+    cuvil.compile(Block(), (x,))
+    model, options = change()
+    changed = cuvil.compile(model, (x,), **options)
+    assert changed.report.program_cache == ""
+    torch.testing.assert_close(changed(x), eager(model, x))
+    assert len(entries(fresh_cache)) == 2
+
+
+def test_a_damaged_entry_is_a_miss_and_is_written_again(fresh_cache):
+    x = torch.randn(3, 8)
+    cuvil.compile(Block(), (x,))
+    (entry,) = entries(fresh_cache)
+    data = bytearray(entry.read_bytes())
+    data[-1] ^= 1
+    entry.write_bytes(bytes(data))
+    compiled = cuvil.compile(Block(), (x,))
+    assert compiled.report.program_cache == ""
+    torch.testing.assert_close(compiled(x), eager(Block(), x))
+    assert cuvil.compile(Block(), (x,)).report.program_cache.startswith("hit")
+
+
+def test_weights_are_bound_to_the_model_not_stored(fresh_cache):
+    x = torch.randn(3, 8)
+    cuvil.compile(Block(), (x,))
+    (entry,) = entries(fresh_cache)
+    header = json.loads(entry.read_bytes().split(b"\n")[1])
+    kinds = {b[0] for b in header["consts"]}
+    assert "path" in kinds  # the biases at least: the model's own memory
+
+
+def test_what_the_entry_cannot_hold_is_not_stored(fresh_cache):
+    class Sorting(nn.Module):  # `sort` runs through torch
+        def forward(self, x):
+            return torch.sort(x, dim=1).values + 1
+
+    x = torch.randn(3, 8)
+    compiled = cuvil.compile(Sorting(), (x,))
+    if not compiled.report.fallbacks:
+        pytest.skip("sort has a kernel now: pick another op without one")
+    cuvil.compile(Sorting(), (x,))
+    assert entries(fresh_cache) == []
+    torch.testing.assert_close(compiled(x), torch.sort(x, dim=1).values + 1)
+
+
+WARM = textwrap.dedent("""
+    import json, sys, time, torch
+    sys.path.insert(0, {tests!r})
+    import cuvil
+    from cache.test_program_cache import Block, eager
+    model, x = Block(), torch.randn(5, 8)
+    compiled = cuvil.compile(model, (x,))
+    out = compiled(x)
+    seen = {{"hit": compiled.report.program_cache, "sympy": "sympy" in sys.modules,
+            "egglog": "egglog" in sys.modules}}
+    torch.testing.assert_close(out, eager(model, x))  # that imports sympy
+    print(json.dumps(seen))
+""")
+
+
+def test_a_warm_compile_in_a_new_process_never_imports_the_ir(tmp_path):
+    script = tmp_path / "warm.py"
+    script.write_text(WARM.format(tests=os.path.dirname(os.path.dirname(__file__))))
+    env = {**os.environ, "CUVIL_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [json.loads(subprocess.run([sys.executable, str(script)], env=env, check=True,
+                                      capture_output=True, text=True).stdout.splitlines()[-1])
+            for _ in range(2)]
+    assert runs[0]["hit"] == "" and runs[0]["sympy"]
+    assert runs[1]["hit"].startswith("hit")
+    assert not runs[1]["sympy"] and not runs[1]["egglog"], runs

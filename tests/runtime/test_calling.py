@@ -1,0 +1,54 @@
+"""`CallSpec`: dims held as text evaluate exactly as the IR's sympy dims do; binding input
+shapes finds the symbols' sizes and names every mismatch."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cuvil.errors import CuvilError
+from cuvil.ir.types import DType, eval_dim, format_dim, parse_dim
+from cuvil.runtime.calling import DTYPE_NAMES, Array, CallSpec, Param, size
+
+DIMS = ["batch", "4*batch", "batch + seq", "batch*seq - 1", "batch//3", "floor(batch/2)",
+        "ceiling(seq/4)", "Min(batch,64)", "Max(seq,batch)", "Mod(batch,5)",
+        "floor((batch - 3)/2) + 1", "2*floor(seq/3)"]
+
+
+@given(batch=st.integers(1, 10_000), seq=st.integers(1, 10_000))
+def test_a_dim_as_text_is_the_size_sympy_gives(batch, seq):
+    env = {"batch": batch, "seq": seq}
+    for text in DIMS:
+        d = parse_dim(text)
+        assert size(format_dim(d), env) == eval_dim(d, env), text
+
+
+def test_dtype_names_are_the_irs():
+    assert {d.numpy.name: d.value for d in DType if d is not DType.bf16} == DTYPE_NAMES
+
+
+SPEC = CallSpec("g", (Param("x", ("batch", 8), "f32"), Param("y", ("2*batch",), "f32")),
+                (Array("v1", ("batch", 8), "float32", 0), Array("s1", ("threads", 4),
+                                                                "float32", 0)),
+                (Array("o1", ("batch", 8), "float32"),), (("float32", "cpu"),), ("batch",),
+                {"out": "o1"}, "out")
+
+
+def test_binding_reads_the_symbols_and_allocates_views_of_one_slot():
+    env = SPEC.bind([(3, 8), (6,)], ["f32", "f32"])
+    assert env == {"batch": 3}
+    v1, s1 = SPEC.allocate(env, threads=2)
+    assert v1.shape == (3, 8) and s1.shape == (2, 4) and v1.base is s1.base
+    assert SPEC.output_shapes(env)[0][0] == (3, 8)
+
+
+@pytest.mark.parametrize("shapes, dtypes, message", [
+    ([(3, 8), (5,)], None, r"input 'y': expected shape \[2\*batch\] \(batch=3\), got \[5\]"),
+    ([(3, 9), (6,)], None, r"input 'x': expected shape \[batch, 8\] \(batch=3\)"),
+    ([(3,), (6,)], None, r"input 'x': expected shape \[batch, 8\], got \[3\]"),
+    ([(3, 8), (6,)], ["f64", "f32"], r"input 'x': expected dtype f32, got f64"),
+])
+def test_every_mismatch_is_named(shapes, dtypes, message):
+    with pytest.raises(CuvilError, match=message):
+        SPEC.bind(shapes, dtypes)
