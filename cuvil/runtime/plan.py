@@ -3,17 +3,16 @@
 Slots are assigned once per compile (they do not depend on sizes): walking the steps in
 order, a value takes a free slot of its dtype whose size is closest to its own (sizes
 compared with every symbolic dim at `SYMBOLIC_DIM_SIZE`), and frees it after its last reader.
-For each concrete set of dim sizes, `allocate` sizes each slot for its largest value and
-returns one view per value; compiled graphs keep those per size set, so calls allocate no
-intermediates (a fresh 40 MB buffer costs ~12 ms here; a reused one nothing).
+For each concrete set of dim sizes, the call spec (`runtime/calling.py`, which holds these
+slots) sizes each slot for its largest value and makes one view per value; compiled graphs
+keep those per size set, so calls allocate no intermediates (a fresh 40 MB buffer costs
+~12 ms here; a reused one nothing).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import numpy as np
 
 from cuvil.ir.types import Dim, DType, eval_dim
 from cuvil.lower.physical import reference_numel
@@ -79,22 +78,3 @@ class MemoryPlan:
     def naive_nbytes(self, env: dict[str, int], threads: int) -> int:
         """Bytes if every intermediate had a buffer of its own (for the report)."""
         return sum(numel(b.shape, env, threads) * b.dtype.itemsize for b in self.buffers)
-
-    def allocate(self, env: dict[str, int], threads: int) -> dict[str, np.ndarray]:
-        """One view per value into freshly allocated slots sized for `env`."""
-        slots = [_empty(n, dt, dev) for n, dt, dev in
-                 zip(self.slot_sizes(env, threads), self.slot_dtype, self.slot_device,
-                     strict=True)]
-        views = {}
-        for b in self.buffers:
-            shape = tuple(threads if d == "threads" else eval_dim(d, env) for d in b.shape)
-            views[b.value] = slots[self.slot_of[b.value]][:math.prod(shape)].reshape(shape)
-        return views
-
-
-def _empty(n: int, dtype: DType, device: str):
-    if device == "cpu":
-        return np.empty(n, dtype.numpy)
-    from cuvil.runtime.cuda import device_empty  # numba.cuda: only for device buffers
-
-    return device_empty(n, dtype.numpy)

@@ -3,8 +3,6 @@ overlap, one slot per dtype, sized per set of dim sizes."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from cuvil.ir import DType, sym
 from cuvil.runtime.plan import Buffer, MemoryPlan
 
@@ -25,12 +23,3 @@ def test_dtypes_never_share_and_slots_take_their_largest_value():
     assert plan.slot_of["a"] == plan.slot_of["c"] != plan.slot_of["b"]
     assert plan.slot_sizes({"n": 3}, 1)[plan.slot_of["a"]] == 8
     assert plan.slot_sizes({"n": 30}, 1)[plan.slot_of["a"]] == 30
-
-
-def test_views_alias_their_slot_and_scratch_follows_the_thread_count():
-    plan = MemoryPlan([Buffer("a", DType.f32, (N, 3), 0, 0),
-                       Buffer("s", DType.f32, ("threads", 5), 1, 1)])
-    views = plan.allocate({"n": 4}, threads=2)
-    assert views["a"].shape == (4, 3) and views["s"].shape == (2, 5)
-    assert views["a"].flags.c_contiguous and views["a"].dtype == np.float32
-    assert np.shares_memory(views["a"], views["s"])  # one slot, used one after the other
