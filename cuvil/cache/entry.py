@@ -13,9 +13,12 @@ import, whose bytes the key proved equal. Composite ops come back by name from t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import asdict, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -32,6 +35,23 @@ VERSION = b"3"
 
 class Damaged(CuvilError):
     """An entry that fails its checksum, its key or its own structure."""
+
+
+def read_entry(path: Path, decode: Callable[[bytes], Any], errors: tuple) -> Any:
+    """`decode` of the file at `path`; None when it is missing, or when `decode` raises one
+    of `errors` (the compile's store writes it again). A hit refreshes the file's time,
+    which eviction reads as its last use."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        found = decode(data)
+    except errors:
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)
+    return found
 
 
 def encode(key: Key, optimized: Graph, imported: Graph) -> bytes:

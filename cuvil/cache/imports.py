@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import sys
 import time
 from dataclasses import replace
@@ -37,7 +36,7 @@ import torch
 
 from cuvil import gc_pause
 from cuvil.atomic import write_bytes
-from cuvil.cache.entry import Damaged
+from cuvil.cache.entry import Damaged, read_entry
 from cuvil.cache.key import digest
 from cuvil.frontend.canonical import NotCacheable, tensor_digest
 from cuvil.frontend.codepath import CodePath, Unavailable, repeats
@@ -120,20 +119,13 @@ def versions() -> str:
 
 
 def load(parts: dict[str, str], model: torch.nn.Module) -> Graph | None:
-    path = entry_path(parts)
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    from cuvil.cache.import_entry import decode  # the IR, sympy
+    def decoded(data: bytes) -> Graph:
+        from cuvil.cache.import_entry import decode  # the IR, sympy
 
-    try:
-        graph = decode(data, parts, model)
-    except (Damaged, ValueError, KeyError, TypeError, RuntimeError, AttributeError):
-        return None  # written again by this compile's store
-    with contextlib.suppress(OSError):
-        os.utime(path)
-    return graph
+        return decode(data, parts, model)
+
+    return read_entry(entry_path(parts), decoded,
+                      (Damaged, ValueError, KeyError, TypeError, RuntimeError, AttributeError))
 
 
 def _store_checked(parts, fp: Fingerprint, path: CodePath | None, graph: Graph,

@@ -31,9 +31,7 @@ the kernels read is that tensor's memory (`["path", "fc.bias"]`), else stored
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -43,7 +41,7 @@ import numpy as np
 import torch
 
 from cuvil.atomic import write_bytes
-from cuvil.cache.entry import Damaged, report_json
+from cuvil.cache.entry import Damaged, read_entry, report_json
 from cuvil.cache.imports import key_digest, key_parts
 from cuvil.cache.key import digest, rules_hash, versions
 from cuvil.lower.report import CompileReport, KernelReport, StepReport
@@ -65,18 +63,10 @@ def load(parts: dict[str, str], tensors: dict[str, torch.Tensor], threads: int, 
     """The compiled graph stored under `parts` (None on a miss), its constants bound to
     `tensors` (the model's, by path); `details()` compiles it the slow way, for what only
     that has (`CompiledGraph.graph`, `source`, `profile`)."""
-    path = entry_path(parts)
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    try:
-        compiled = decode(data, parts, tensors, threads, details)
-    except (Damaged, OSError, ImportError, ValueError, KeyError, TypeError, AttributeError):
-        return None  # written again by this compile's store
-    with contextlib.suppress(OSError):
-        os.utime(path)
-    return compiled
+    return read_entry(entry_path(parts),
+                      lambda data: decode(data, parts, tensors, threads, details),
+                      (Damaged, OSError, ImportError, ValueError, KeyError, TypeError,
+                       AttributeError))
 
 
 def store(parts: dict[str, str], tensors: dict[str, torch.Tensor], compiled) -> bool:
