@@ -37,7 +37,7 @@ class Damaged(CuvilError):
     """An entry that fails its checksum, its key or its own structure."""
 
 
-def read_entry(path: Path, decode: Callable[[bytes], Any], errors: tuple) -> Any:
+def read_entry(path: Path, decode: Callable[[bytes], Any], errors) -> Any:
     """`decode` of the file at `path`; None when it is missing, or when `decode` raises one
     of `errors` (the compile's store writes it again). A hit refreshes the file's time,
     which eviction reads as its last use."""

@@ -63,10 +63,8 @@ def load(parts: dict[str, str], tensors: dict[str, torch.Tensor], threads: int, 
     """The compiled graph stored under `parts` (None on a miss), its constants bound to
     `tensors` (the model's, by path); `details()` compiles it the slow way, for what only
     that has (`CompiledGraph.graph`, `source`, `profile`)."""
-    return read_entry(entry_path(parts),
-                      lambda data: decode(data, parts, tensors, threads, details),
-                      (Damaged, OSError, ImportError, ValueError, KeyError, TypeError,
-                       AttributeError))
+    return read_entry(entry_path(parts),  # any failure to rebuild it: the slow way, stored
+                      lambda data: decode(data, parts, tensors, threads, details), Exception)
 
 
 def store(parts: dict[str, str], tensors: dict[str, torch.Tensor], compiled) -> bool:
@@ -87,7 +85,7 @@ def store(parts: dict[str, str], tensors: dict[str, torch.Tensor], compiled) -> 
 
 def encode(parts: dict[str, str], compiled, tensors: dict[str, torch.Tensor]) -> bytes:
     spec, report = compiled._spec, compiled.report
-    if spec.fallbacks or spec.structure is None or any(d != "cpu" for _, d in spec.slots):
+    if spec.fallbacks or spec.own_containers or any(d != "cpu" for _, d in spec.slots):
         raise Damaged("fallbacks, the model's own output containers or a device")
     consts, blobs = _bindings(compiled._consts, tensors)
     kernels = [[k.name, Path(k.module).name, [list(map(list, s)) for s in
@@ -202,7 +200,7 @@ def _spec_of(data: dict) -> CallSpec:
     return CallSpec(data["name"], params, tuple(buffers), tuple(outputs),
                     tuple(tuple(s) for s in data["slots"]), tuple(data["symbols"]),
                     dict(data["results"]), _untagged(data["structure"]),
-                    tuple(data["fallbacks"]))
+                    tuple(data["fallbacks"]), data["own_containers"])
 
 
 def _perm(p: list | None) -> tuple[int, ...] | None:

@@ -107,10 +107,9 @@ def call_spec(g: Graph, program: Program, plan: MemoryPlan) -> CallSpec:
                     for v, a in kinds.items() if a.kind == "output")
     slots = tuple((dt.numpy.name, dev) for dt, dev in zip(plan.slot_dtype, plan.slot_device,
                                                      strict=True))
-    structure = None if g.output_tree is not None else g.output_structure
     return CallSpec(g.name, params, buffers, outputs, slots, tuple(program.symbols),
-                    dict(program.results), structure,
-                    tuple(n.name for n in program.fallbacks))
+                    dict(program.results), g.output_structure,
+                    tuple(n.name for n in program.fallbacks), g.output_tree is not None)
 
 
 def _devices_available(g: Graph) -> None:

@@ -60,6 +60,7 @@ class CallSpec:
     results: dict[str, str]  # output name -> the entry's output value
     structure: Any  # the graph's output structure (names in tuples, lists and dicts)
     fallbacks: tuple[str, ...] = ()  # nodes run through torch (they need the graph)
+    own_containers: bool = False  # outputs in the model's own containers (the graph's tree)
 
     def bind(self, shapes: list[tuple[int, ...]], dtypes: list[str] | None = None) -> dict:
         """The sizes of the symbolic dims, read off the inputs' logical shapes; a clear

@@ -166,7 +166,7 @@ class CompiledGraph:
             return tensors[self._single]
         by_value = dict(zip(self._output_values, tensors, strict=True))
         values = {name: by_value[value] for name, value in self._spec.results.items()}
-        if self._spec.structure is None:  # the model's own containers: the graph has them
+        if self._spec.own_containers:  # the graph's output tree rebuilds them
             return self.graph.rebuild_outputs(values)
         return unflatten(self._spec.structure, values)
 
