@@ -116,7 +116,9 @@ def decode(data: bytes, parts: dict[str, str], tensors: dict[str, torch.Tensor],
     entry = _load_kernels(header["entry"], header["kernels"])
     report = _report_of(header["report"], key_digest(parts))
     report.compile_s = time.perf_counter() - start
-    return CompiledGraph(spec, entry, consts, report, threads, details=details)
+    compiled = CompiledGraph(spec, entry, consts, report, threads, details=details)
+    report.detailed = compiled.detailed
+    return compiled
 
 
 def _load_kernels(entry_name: str, kernels: list) -> Any:
@@ -246,10 +248,28 @@ def _report_of(data: dict, key: str) -> CompileReport:
     hit = f"hit (program cache, key {key[:12]})"
     optimizer = None if data["optimizer"] is None else \
         StoredOptimizeReport(data["optimizer"], f"{hit}: the optimizer did not run")
-    report = CompileReport(**{**data, "kernels": kernels, "steps": steps, "lower_s": 0.0,
-                              "optimizer": optimizer})
+    report = StoredReport(**{**data, "kernels": kernels, "steps": steps, "lower_s": 0.0,
+                             "optimizer": optimizer})
     report.program_cache = f"{hit}: export, optimizer and lowering skipped"
     return report
+
+
+class StoredReport(CompileReport):
+    """The compile's report as the entry holds it. Its `graph`, the optimized graph, comes
+    from `detailed()` (the compiled graph's: the same model compiled the slow way), on
+    first use."""
+
+    detailed = None  # set once the compiled graph is made
+
+    @property
+    def graph(self):
+        if self._graph is None and self.detailed is not None:
+            self._graph = self.detailed().report.graph
+        return self._graph
+
+    @graph.setter
+    def graph(self, value) -> None:
+        self._graph = value
 
 
 class StoredOptimizeReport:

@@ -50,6 +50,7 @@ def test_a_second_compile_is_the_stored_program_and_computes_what_eager_does(fre
     with pytest.raises(cuvil.CuvilError, match=r"input 'x': expected shape \[batch, 8\]"):
         again(torch.randn(4, 9))
     assert again.graph.name == first.graph.name  # compiled the slow way, on first use
+    assert again.report.graph.to_text() == first.report.graph.to_text()  # the optimized one
     assert again.source == first.source
     x = torch.randn(2, 8)
     torch.testing.assert_close(again.profile((x,), runs=2).outputs, eager(model, x))

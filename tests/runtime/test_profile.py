@@ -133,8 +133,8 @@ def test_pass_timings_and_runtime_share_one_trace(tmp_path):
               ["traceEvents"]}
     compile_rows = [e for e in trace["traceEvents"] if e["tid"] == 0 and e["ph"] == "X"]
     assert {e["name"] for e in compile_rows} == passes
-    lower = next(e for e in compile_rows if e["name"] == "lower")
-    assert all(e["ts"] >= lower["ts"] + lower["dur"] for e in kernel_events(trace))
+    compiled_by = max(e["ts"] + e["dur"] for e in compile_rows)  # lowering, or a cache hit
+    assert all(e["ts"] >= compiled_by for e in kernel_events(trace))
     assert {e["args"]["node"] for e in kernel_events(trace)} <= set(compiled.report.graph.nodes)
 
 
