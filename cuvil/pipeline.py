@@ -53,7 +53,9 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     """`model` compiled to Numba kernels: a callable with the model's results, faster.
 
     With `cache`, compiling the same program again (same traced graph and constants, rules
-    and options; in any process) reuses the optimized graph and the compiled kernels. With
+    and options; in any process) reuses the optimized graph and the compiled kernels, and
+    a model compiled before is rebuilt from its stored program (`cuvil/cache/programs.py`:
+    no export, optimizer or lowering; `report.program_cache` says so). With
     `quantize` (a `cuvil.Quantize`), calibration facts let the int8 rules fire. With several
     targets (`["cuda", "cpu"]`) every node runs on the target of the device extraction
     placed it on; `fallback_policy="cpu"` runs a node its device has no kernel for on the
