@@ -12,6 +12,7 @@ import sympy
 import torch
 
 from cuvil.errors import CuvilError
+from cuvil.ir.dim_text import bind_shapes
 from cuvil.ir.graph import Graph
 from cuvil.ir.types import DType, TensorType, format_dim, is_static
 
@@ -27,24 +28,11 @@ def as_tensor(value: Any, name: str) -> torch.Tensor:
 
 def bind_symbols(params: list[tuple[str, TensorType]], shapes: list[tuple[int, ...]],
                  dtypes: list[DType] | None = None) -> dict[str, int]:
-    """Sizes of the symbolic dims, read off the inputs; a clear error on any mismatch."""
-    env: dict[str, int] = {}
-    for (name, t), shape in zip(params, shapes, strict=True):
-        expect = "[" + ", ".join(format_dim(d) for d in t.shape) + "]"
-        if len(shape) != t.rank:
-            raise CuvilError(f"input {name!r}: expected shape {expect}, got {list(shape)}")
-        for d, n in zip(t.shape, shape, strict=True):
-            if isinstance(d, sympy.Symbol) and str(d) not in env:
-                env[str(d)] = int(n)
-        for d, n in zip(t.shape, shape, strict=True):
-            if _resolve(d, env) != n:
-                raise CuvilError(f"input {name!r}: expected shape {expect} "
-                                 f"({_bound(env)}), got {list(shape)}")
-    if dtypes is not None:
-        for (name, t), dt in zip(params, dtypes, strict=True):
-            if dt != t.dtype:
-                raise CuvilError(f"input {name!r}: expected dtype {t.dtype}, got {dt}")
-    return env
+    """Sizes of the symbolic dims, read off the inputs; a clear error on any mismatch (the
+    compiled call binds the same way: `ir.dim_text.bind_shapes`)."""
+    texts = [(name, tuple(d if is_static(d) else format_dim(d) for d in t.shape),
+              t.dtype.value) for name, t in params]
+    return bind_shapes(texts, shapes, None if dtypes is None else [d.value for d in dtypes])
 
 
 def _bound(env: dict[str, int]) -> str:

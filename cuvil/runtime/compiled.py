@@ -229,8 +229,8 @@ class CompiledGraph:
 
     def memory_bytes(self, **env: int) -> int:
         """Bytes of planned intermediates for the given sizes of the symbolic dims."""
-        return sum(a.nbytes for a in {id(b.base): b.base for b in
-                                      self._spec.allocate(env, self.threads)}.values())
+        return sum(n * np.dtype(dtype).itemsize for n, (dtype, _) in
+                   zip(self._spec.slot_sizes(env, self.threads), self._spec.slots, strict=True))
 
     def __repr__(self) -> str:
         return (f"<CompiledGraph {self._spec.name}: {len(self.report.kernels)} kernels, "
