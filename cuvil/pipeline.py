@@ -73,22 +73,25 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     with gc_pause.paused(), compile_progress(tracer, display_name(model)):
         key, compiled = _stored_program(model, example_inputs, options, tracer, cache)
         if compiled is None:
-            compiled, imported = _compile(model, example_inputs, options, tracer, cache)
+            compiled, imported = _compile(model, example_inputs, options, tracer, cache,
+                                          key[1] if key else None)
             _store_program(key, compiled, imported, tracer)
     compiled.compile_trace = tracer  # a runtime trace merges these pass timings
     _write_trace(tracer, trace)
     return compiled
 
 
-def _compile(model: Any, example_inputs: Any, options: dict, tracer: Tracer, cache: bool):
-    """Stages import, optimize, lower: (the compiled graph, the imported graph)."""
+def _compile(model: Any, example_inputs: Any, options: dict, tracer: Tracer, cache: bool,
+             fp=None):
+    """Stages import, optimize, lower: (the compiled graph, the imported graph). `fp`: the
+    model's fingerprint, if the program cache computed it already."""
     from cuvil.egraph.handoff import OptimizerAhead
 
     with OptimizerAhead(options["rules"], options["disable"]) as ahead:
         from cuvil.runtime import compile_graph
 
         graph = import_model(model, example_inputs, options["dynamic_shapes"], tracer, cache,
-                             ahead.start, ahead.defer)
+                             ahead.start, ahead.defer, fp)
         graph = _calibrated(graph, options["quantize"], tracer)
         settings = Settings(options["rules"], _targets(options["target"]),
                             as_limits(options["limits"]), options["disable"], "auto",
@@ -129,7 +132,7 @@ def _stored_program(model: Any, example_inputs: Any, options: dict, tracer: Trac
         compiled = programs.load(parts, fp.tensors, threads, details)
     if compiled is not None:
         compiled.pricing = lambda: compiled.detailed().pricing()
-    return (parts, fp.tensors), compiled
+    return (parts, fp), compiled
 
 
 def _key_options(options: dict, threads: int) -> dict[str, str]:
@@ -147,7 +150,7 @@ def _store_program(key, compiled, imported: Graph, tracer: Tracer) -> None:
     from cuvil.cache import programs
 
     with tracer.stage("program store"), gc_pause.resumed():
-        programs.store(*key, compiled)
+        programs.store(key[0], key[1].tensors, compiled)
 
 
 @dataclass(frozen=True)
@@ -287,16 +290,18 @@ def _write_trace(tracer: Tracer, path: str | Path | None) -> None:
 
 
 def import_model(model: Any, example_inputs: Sequence[Any] | None, dynamic_shapes: Any,
-                 tracer: Tracer, cache: bool, before_export=None, defer=None) -> Graph:
+                 tracer: Tracer, cache: bool, before_export=None, defer=None,
+                 fp=None) -> Graph:
     """Stage import: the model's Cuvil graph; with `cache`, through the import cache
-    (`cuvil/cache/imports.py`), whose hit is stage "import (cached)". `before_export()` is
-    called when torch.export is about to run; `defer(work)` may hold storing the import."""
+    (`cuvil/cache/imports.py`, keyed on fingerprint `fp`, computed there if None), whose
+    hit is stage "import (cached)". `before_export()` is called when torch.export is about
+    to run; `defer(work)` may hold storing the import."""
     before_export = before_export or (lambda: None)
     if cache and isinstance(model, torch.nn.Module):
         from cuvil.cache.imports import import_model as cached_import
 
         return cached_import(model, example_inputs, dynamic_shapes, tracer, before_export,
-                             defer)
+                             defer, fp)
     if not _is_graph(model):
         before_export()
     with tracer.stage("import"), gc_pause.resumed():  # torch.export

@@ -52,15 +52,16 @@ SUFFIX = ".cvi"
 
 
 def import_model(model: Any, example_inputs: Any, dynamic_shapes: Any, tracer: Tracer,
-                 before_export=lambda: None, defer=None) -> Graph:
+                 before_export=lambda: None, defer=None, fp: Fingerprint | None = None) -> Graph:
     """The imported graph of `model`: from the import cache, else from torch.export (and
     then stored, when export agreed with the trace); `before_export()` runs just before.
     `defer(work)` takes the storing (a second export, to check) to run later, while the
-    optimizer's child works; without it the graph is stored at once."""
+    optimizer's child works; without it the graph is stored at once. `fp`: the model's
+    fingerprint, when the caller has it already (the program cache's key)."""
     start = time.perf_counter()
-    fp, parts, found = None, None, None
+    parts, found = None, None
     try:
-        fp = fingerprint(model, example_inputs, dynamic_shapes)
+        fp = fp or fingerprint(model, example_inputs, dynamic_shapes)
         parts = key_parts(fp)
         found = load(parts, model)
     except (NotCacheable, Unavailable) as e:
