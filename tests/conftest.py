@@ -19,8 +19,11 @@ settings.load_profile("cuvil")
 torch.set_num_threads(2)
 
 # A fresh cache directory per test session: tests never read or fill the user's cache
-# (compiled kernels, optimized graphs, checked rule libraries), and CI starts cold.
-os.environ["CUVIL_CACHE_DIR"] = tempfile.mkdtemp(prefix="cuvil-test-cache-")
+# (compiled kernels, optimized graphs, checked rule libraries), and CI starts cold. The
+# workers of one `pytest -n` run share theirs, so each driver is compiled once.
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+os.environ["CUVIL_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), f"cuvil-test-cache-{_RUN}") \
+    if _RUN else tempfile.mkdtemp(prefix="cuvil-test-cache-")
 
 
 @pytest.fixture(scope="session")
