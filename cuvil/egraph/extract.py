@@ -151,66 +151,105 @@ def _reachable(problem: Problem) -> list[str]:
     return sorted(seen, key=order.__getitem__)
 
 
+class _Program:
+    """The integer program of an extraction: variables x (one per candidate), then y (one
+    per class: needed or not), then o (each class's place in a topological order), then
+    t (the busiest load) with `minimax`; sparse constraint rows lo <= A v <= hi."""
+
+    def __init__(self, problem: Problem, minimax: bool):
+        self.classes = _reachable(problem)
+        self.col = {c: i for i, c in enumerate(self.classes)}
+        self.cands = [cand for c in self.classes for cand in problem.classes[c]]
+        n_x, n_c = len(self.cands), len(self.classes)
+        self.y0, self.o0, self.n = n_x, n_x + n_c, n_x + 2 * n_c + int(minimax)
+        self.rows: list[int] = []
+        self.cols: list[int] = []
+        self.vals: list[float] = []
+        self.lo: list[float] = []
+        self.hi: list[float] = []
+
+    def y(self, cls: str) -> int:
+        return self.y0 + self.col[cls]
+
+    def o(self, cls: str) -> int:
+        return self.o0 + self.col[cls]
+
+    def constraint(self, entries: list[tuple[int, float]], low: float, high: float) -> None:
+        r = len(self.lo)
+        for c, v in entries:
+            self.rows.append(r)
+            self.cols.append(c)
+            self.vals.append(v)
+        self.lo.append(low)
+        self.hi.append(high)
+
+    def structure(self) -> None:
+        """A needed class picks exactly one candidate; a picked candidate needs its
+        children, each placed after it in the order (so no cycle is picked)."""
+        members: dict[str, list[int]] = {c: [] for c in self.classes}
+        for i, cand in enumerate(self.cands):
+            members[cand.cls].append(i)
+        for cls in self.classes:
+            self.constraint([(i, 1.0) for i in members[cls]] + [(self.y(cls), -1.0)], 0.0, 0.0)
+        big = float(len(self.classes) + 1)
+        for i, cand in enumerate(self.cands):
+            for child in set(cand.children):
+                self.constraint([(i, 1.0), (self.y(child), -1.0)], -np.inf, 0.0)
+                self.constraint([(self.o(cand.cls), 1.0), (self.o(child), -1.0), (i, -big)],
+                                1.0 - big, np.inf)
+
+    def objective(self, minimax: bool) -> np.ndarray:
+        """The candidates' total cost; with `minimax`, t (bounding every resource's load)
+        plus the total weighted by MINIMAX_TIE."""
+        cost = np.zeros(self.n)
+        cost[:self.y0] = [c.cost for c in self.cands]
+        if minimax:
+            cost[:self.y0] *= MINIMAX_TIE
+            cost[self.n - 1] = 1.0
+            for resource in sorted({c.resource for c in self.cands}):
+                self.constraint([(i, c.cost) for i, c in enumerate(self.cands)
+                                 if c.resource == resource] + [(self.n - 1, -1.0)], -np.inf, 0.0)
+        return cost
+
+    def bounds(self, roots: list[str], minimax: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Binaries but the order (0..classes) and t (>= 0); roots needed; a candidate
+        that is its own child never picked."""
+        lower, upper = np.zeros(self.n), np.ones(self.n)
+        upper[self.o0:] = len(self.classes)
+        if minimax:
+            upper[self.n - 1] = np.inf
+        for r in roots:
+            lower[self.y(r)] = 1.0
+        for i, cand in enumerate(self.cands):
+            if cand.cls in cand.children:
+                upper[i] = 0.0
+        return lower, upper
+
+
 def exact(problem: Problem, time_limit: float = 10.0, minimax: bool = False) -> Selection:
     """Optimal DAG extraction by integer programming (falls back to greedy on failure).
     With `minimax`, the objective is the busiest resource's load (`resource_loads`), ties
     broken by the total: the `throughput` strategy."""
-    classes = _reachable(problem)
-    col = {c: i for i, c in enumerate(classes)}
-    cands = [cand for c in classes for cand in problem.classes[c]]
-    n_x, n_c = len(cands), len(classes)
-    y0, o0 = n_x, n_x + n_c  # offsets of class and order variables
-    rows, cols, vals, lo, hi = [], [], [], [], []
-
-    def constraint(entries: list[tuple[int, float]], low: float, high: float) -> None:
-        r = len(lo)
-        for c, v in entries:
-            rows.append(r)
-            cols.append(c)
-            vals.append(v)
-        lo.append(low)
-        hi.append(high)
-
-    members: dict[str, list[int]] = {c: [] for c in classes}
-    for i, cand in enumerate(cands):
-        members[cand.cls].append(i)
-    for cls in classes:  # an active class picks exactly one e-node
-        constraint([(i, 1.0) for i in members[cls]] + [(y0 + col[cls], -1.0)], 0.0, 0.0)
-    big = float(n_c + 1)
-    for i, cand in enumerate(cands):
-        for child in set(cand.children):
-            constraint([(i, 1.0), (y0 + col[child], -1.0)], -np.inf, 0.0)
-            constraint([(o0 + col[cand.cls], 1.0), (o0 + col[child], -1.0), (i, -big)],
-                       1.0 - big, np.inf)
-    n = n_x + 2 * n_c + int(minimax)
-    cost = np.zeros(n)
-    cost[:n_x] = [c.cost for c in cands]
-    lower, upper = np.zeros(n), np.ones(n)
-    upper[o0:] = n_c
-    if minimax:  # t = n - 1 bounds every resource's load; minimize it
-        cost[:n_x] *= MINIMAX_TIE
-        cost[n - 1], upper[n - 1] = 1.0, np.inf
-        for resource in sorted({c.resource for c in cands}):
-            constraint([(i, c.cost) for i, c in enumerate(cands) if c.resource == resource]
-                       + [(n - 1, -1.0)], -np.inf, 0.0)
-    for r in problem.roots:
-        lower[y0 + col[r]] = 1.0
-    for i, cand in enumerate(cands):
-        if cand.cls in cand.children:
-            upper[i] = 0.0
-    integrality = np.ones(n)
-    integrality[o0:] = 0
     from scipy.optimize import Bounds, LinearConstraint, milp  # 0.5 s: only when solving
     from scipy.sparse import coo_array
 
-    matrix = coo_array((vals, (rows, cols)), shape=(len(lo), n)).tocsr()
-    res = milp(cost, constraints=LinearConstraint(matrix, lo, hi), integrality=integrality,
-               bounds=Bounds(lower, upper), options={"time_limit": time_limit})
+    program = _Program(problem, minimax)
+    program.structure()
+    cost = program.objective(minimax)
+    lower, upper = program.bounds(problem.roots, minimax)
+    integrality = np.ones(program.n)
+    integrality[program.o0:] = 0
+    matrix = coo_array((program.vals, (program.rows, program.cols)),
+                       shape=(len(program.lo), program.n)).tocsr()
+    res = milp(cost, constraints=LinearConstraint(matrix, program.lo, program.hi),
+               integrality=integrality, bounds=Bounds(lower, upper),
+               options={"time_limit": time_limit})
     if res.x is None:
         sel = greedy_dag(problem)
         sel.notes.append(f"ILP found no solution ({res.message.strip()}); used greedy")
         return sel
-    chosen = {cands[i].cls: cands[i] for i in range(n_x) if res.x[i] > 0.5}
+    cands = program.cands
+    chosen = {cands[i].cls: cands[i] for i in range(program.y0) if res.x[i] > 0.5}
     choice = _needed(chosen, problem.roots)
     gap = float(getattr(res, "mip_gap", 0.0) or 0.0) if res.status != 0 else 0.0
     return Selection(choice, dag_cost(choice, problem.roots), "exact-ilp", gap)

@@ -69,22 +69,29 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
                 forced[n] = "split" if len(group.nodes) > 1 else reason
     report = _report(",".join(tgt.names), program, ctx, groups, kernels, n_threads, lower_s,
                      path)
-    report.placement, report.uploads = placement(program, tgt), len(program.uploads)
     for k in report.kernels:
         k.module = str(paths[k.name])
-    report.steps, report.graph = step_reports(program, ctx, graph), graph
     plan = MemoryPlan(_buffers(program))
-    env = {s: SYMBOLIC_DIM_SIZE for s in program.symbols}
-    report.memory_slots, report.memory_env = plan.slots, env
-    report.memory_bytes = plan.nbytes(env, n_threads)
-    report.naive_bytes = plan.naive_nbytes(env, n_threads)
-    report.optimizer = graph.report
+    _describe(report, graph, program, ctx, tgt, plan, n_threads)
     done: dict = {}
     consts = [_const(program, ctx, v, done) for v in program.entry_params
               if program.arrays[v].kind == "const"]
     report.compile_s = time.perf_counter() - start
     return CompiledGraph(call_spec(g, program, plan), module.entry, consts, report, n_threads,
                          graph=g, program=program)
+
+
+def _describe(report: CompileReport, graph: Graph, program: Program, ctx, tgt: Targets,
+              plan: MemoryPlan, n_threads: int) -> None:
+    """The report's placement, steps and memory figures (intermediates sized with every
+    symbolic dim at SYMBOLIC_DIM_SIZE)."""
+    report.placement, report.uploads = placement(program, tgt), len(program.uploads)
+    report.steps, report.graph = step_reports(program, ctx, graph), graph
+    env = {s: SYMBOLIC_DIM_SIZE for s in program.symbols}
+    report.memory_slots, report.memory_env = plan.slots, env
+    report.memory_bytes = plan.nbytes(env, n_threads)
+    report.naive_bytes = plan.naive_nbytes(env, n_threads)
+    report.optimizer = graph.report
 
 
 def call_spec(g: Graph, program: Program, plan: MemoryPlan) -> CallSpec:

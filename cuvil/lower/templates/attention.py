@@ -63,18 +63,10 @@ def _pattern(graph: Graph, s: Node, private) -> list[str] | None:
     m2 = graph[after[0]]
     if m2.inputs[0] != (drop or s.name) or not private(drop or s.name, {m2.name}):
         return None
-    chain, v, consumer = [], s.inputs[0], s.name
-    while graph[v].op not in MATMULS:
-        node = graph[v]
-        if not _in_chain(node.op) or node.type.shape != s.type.shape or \
-                not private(v, {consumer}):
-            return None
-        nexts = [i for i in node.inputs if graph[i].type.shape == s.type.shape
-                 and (_in_chain(graph[i].op) or graph[i].op in MATMULS)]
-        if len(nexts) != 1:
-            return None
-        chain.append(v)
-        consumer, v = v, nexts[0]
+    found = _score_chain(graph, s, private)
+    if found is None:
+        return None
+    chain, v, consumer = found
     m1 = graph[v]
     if not private(v, {consumer}):
         return None
@@ -88,6 +80,24 @@ def _pattern(graph: Graph, s: Node, private) -> list[str] | None:
             {a % r for a in (kt.attrs["dim0"], kt.attrs["dim1"])} == {r - 2, r - 1}:
         trans = kt.name
     return [trans, m1.name, *reversed(chain), s.name, drop, m2.name]
+
+
+def _score_chain(graph: Graph, s: Node, private) -> tuple[list[str], str, str] | None:
+    """From softmax `s` back to the first product: (the elementwise ops between them,
+    softmax's side first; the product; the op that reads it), or None."""
+    chain, v, consumer = [], s.inputs[0], s.name
+    while graph[v].op not in MATMULS:
+        node = graph[v]
+        if not _in_chain(node.op) or node.type.shape != s.type.shape or \
+                not private(v, {consumer}):
+            return None
+        nexts = [i for i in node.inputs if graph[i].type.shape == s.type.shape
+                 and (_in_chain(graph[i].op) or graph[i].op in MATMULS)]
+        if len(nexts) != 1:
+            return None
+        chain.append(v)
+        consumer, v = v, nexts[0]
+    return chain, v, consumer
 
 
 def _users(graph: Graph) -> dict[str, list[str]]:

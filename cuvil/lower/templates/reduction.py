@@ -40,19 +40,11 @@ def generate(group, ctx) -> KernelSpec:
         raise Unsupported(f"{node.op} over non-adjacent dims {dims}")
     lo, hi = (dims[0], dims[-1] + 1) if dims else (0, 0)
     inner_one = all(is_static(d) and d == 1 for d in x.shape[hi:])
-    shape = [f"x0.shape[{i}]" for i in range(x.rank)]
-    prod = lambda ds: " * ".join(ds) or "1"  # noqa: E731
     gen = _ROW if inner_one else _STRIDED
     if node.op not in gen:
         raise Unsupported(f"no row kernel for {node.op}")
     keeps_shape = node.op in ("softmax", "log_softmax", "layer_norm")
-    view = [f"nr = {prod(shape[:lo])}", f"rl = {prod(shape[lo:hi])}"]
-    if inner_one:
-        view += ["ni = 1", "x = x0.reshape((nr, rl))",
-                 "o = out.reshape((nr, rl))" if keeps_shape else "o = out.reshape((nr,))"]
-    else:
-        view += [f"ni = {prod(shape[hi:])}", "x = x0.reshape((nr, rl, ni))",
-                 "o = out.reshape((nr, rl, ni))" if keeps_shape else "o = out.reshape((nr, ni))"]
+    view = _views(x.rank, lo, hi, inner_one, keeps_shape)
     params, args = ["x0"], [node.inputs[0]]
     if node.op == "layer_norm":
         view += ["w = x1.reshape((rl,))", "b = x2.reshape((rl,))"]
@@ -70,6 +62,23 @@ def generate(group, ctx) -> KernelSpec:
                     + ["else:"] + indent(body, 1) if parallel else serial)
     return KernelSpec("rows", [*params, "out"], [*args, group.output], lines, parallel,
                       fastmath="rows")
+
+
+def _views(rank: int, lo: int, hi: int, inner_one: bool, keeps_shape: bool) -> list[str]:
+    """The kernel's first lines: x0 seen as [rows, reduced, inner] (`nr`, `rl`, `ni`; the
+    inner dim dropped when it is 1) and `out` as the same, or without the reduced dim."""
+    shape = [f"x0.shape[{i}]" for i in range(rank)]
+
+    def prod(ds: list[str]) -> str:
+        return " * ".join(ds) or "1"
+
+    view = [f"nr = {prod(shape[:lo])}", f"rl = {prod(shape[lo:hi])}"]
+    if inner_one:
+        return view + ["ni = 1", "x = x0.reshape((nr, rl))",
+                       "o = out.reshape((nr, rl))" if keeps_shape else "o = out.reshape((nr,))"]
+    return view + [f"ni = {prod(shape[hi:])}", "x = x0.reshape((nr, rl, ni))",
+                   "o = out.reshape((nr, rl, ni))" if keeps_shape else
+                   "o = out.reshape((nr, ni))"]
 
 
 def _library(node: Node, x, ctx) -> KernelSpec | None:
