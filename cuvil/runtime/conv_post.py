@@ -93,20 +93,21 @@ def _image_epilogue(bias, res, clip, n, per):
 
 
 @njit(nogil=True)
-def _direct_image(x, wk, xs, bias, res, clip, geo, n, out):
-    """Image n and its epilogue: in the tile's stores where the pixel tile computes it,
-    else right after (while the image's output is in cache)."""
-    oc, per = out.shape[1], out[0].size
-    epi = _image_epilogue(bias, res, clip, n, per)
-    if not conv2d_nchw_direct_image_post(x[n], wk, out[n], xs, geo, epi):
-        _post(out, bias, res, clip, n * oc, n * oc + oc)
+def _direct_image(x, wk, xs, bias, res, clip, geo, n, y):
+    """Image n into y [OC, OH, OW] (out[n], or a thread's scratch) with its epilogue: in
+    the tile's stores where the pixel tile computes it, else right after (while y is in
+    cache)."""
+    if not conv2d_nchw_direct_image_post(x[n], wk, y, xs, geo,
+                                         _image_epilogue(bias, res, clip, n, y.size)):
+        oc = y.shape[0]
+        _post(y.reshape((1, oc, y.shape[1], y.shape[2])), bias, res[n:n + 1], clip, 0, oc)
 
 
 @njit(nogil=True, parallel=True)
 def _direct_images(x, wk, xs, bias, res, clip, geo, parts, out):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
-            _direct_image(x, wk, xs[t], bias, res, clip, geo, n, out)
+            _direct_image(x, wk, xs[t], bias, res, clip, geo, n, out[n])
 
 
 @njit(nogil=True)
@@ -121,7 +122,7 @@ def conv2d_nchw_direct_post(x, wk, xs, bias, res, clip, geo, parts, out):
         _post_split(out, bias, res, clip, parts)
     else:
         for n in range(nb):
-            _direct_image(x, wk, xs[0], bias, res, clip, g, n, out)
+            _direct_image(x, wk, xs[0], bias, res, clip, g, n, out[n])
 
 
 @njit(nogil=True)
@@ -132,10 +133,7 @@ def _pooled_image(x, wk, xs, y, bias, res, clip, geo, pool, n, out):
     so the max of the window's results is the result of its max."""
     oc = y.shape[0]
     if res.size:
-        if not conv2d_nchw_direct_image_post(x[n], wk, y, xs, geo,
-                                             _image_epilogue(bias, res, clip, n, y.size)):
-            _post(y.reshape((1, oc, y.shape[1], y.shape[2])), bias, res[n:n + 1], clip, 0,
-                  oc)
+        _direct_image(x, wk, xs, bias, res, clip, geo, n, y)
         max_planes(y, out[n], pool, 0, oc)
         return
     conv2d_nchw_direct_image_post(x[n], wk, y, xs, geo, no_epilogue())
