@@ -24,6 +24,11 @@ torch.set_num_threads(2)
 _RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
 os.environ["CUVIL_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), f"cuvil-test-cache-{_RUN}") \
     if _RUN else tempfile.mkdtemp(prefix="cuvil-test-cache-")
+# Each worker's kernel compiles share the cores with the other workers (one compile process
+# per core per worker would start workers x cores processes on a large machine).
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ and "CUVIL_COMPILE_WORKERS" not in os.environ:
+    os.environ["CUVIL_COMPILE_WORKERS"] = str(
+        max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 @pytest.fixture(scope="session")
