@@ -238,14 +238,15 @@ class CompiledGraph:
 
 
 def _same_plain_arrays(inputs: tuple, key: tuple) -> list[np.ndarray] | None:
-    """The inputs as arrays if each is a contiguous CPU tensor (or array) of the shape and
-    dtype in `key`, else None (the general path checks and converts)."""
+    """The inputs as arrays if each is a contiguous CPU tensor or numpy array of the shape
+    and dtype in `key`, else None (the general path checks and converts)."""
     if len(inputs) != len(key):
         return None
     arrays = []
     for x, (shape, dtype) in zip(inputs, key, strict=True):
         try:
-            a = x.numpy() if isinstance(x, torch.Tensor) else None
+            a = x if type(x) is np.ndarray else x.numpy() if isinstance(x, torch.Tensor) \
+                else None
         except (RuntimeError, TypeError):  # grad, another device: the general path says so
             return None
         if a is None or a.shape != shape or a.dtype != dtype or not a.flags.c_contiguous:

@@ -159,15 +159,22 @@ def test_outputs_are_recycled_only_when_nothing_refers_to_them(mlp):
     assert len(ptrs) == 1
 
 
+class _Subclass(np.ndarray):
+    """An ndarray subclass: the general path makes it a plain array."""
+
+
 def test_a_repeated_call_takes_the_short_path_and_any_change_leaves_it(mlp):
-    """After a call, the same shapes of plain tensors skip the general checks; an input
-    that differs in any way (shape, dtype, layout, grad, numpy, count) takes them again."""
+    """After a call, the same shapes of plain tensors or numpy arrays skip the general
+    checks; an input that differs in any way (shape, dtype, layout, grad, count) takes them
+    again."""
     g, compiled = mlp
     x = torch.randn(4, 16)
     compiled(x)
     assert compiled._last is not None and compiled._last[0] == (((4, 16), np.float32),)
     for arg in (torch.randn(4, 16), torch.randn(9, 16), torch.randn(16, 4).t(),
-                torch.randn(4, 16).numpy(), torch.randn(4, 16)):
+                torch.randn(4, 16).numpy(), torch.randn(4, 16).numpy(),
+                torch.randn(16, 4).numpy().T, torch.randn(4, 16).numpy().view(_Subclass),
+                torch.randn(4, 16)):
         ref = cuvil.run(g, torch.as_tensor(arg).contiguous())[0]
         torch.testing.assert_close(compiled(arg)[0], ref)
     with pytest.warns(UserWarning, match="requires grad"):
