@@ -27,8 +27,10 @@ os.environ["CUVIL_CACHE_DIR"] = os.path.join(tempfile.gettempdir(), f"cuvil-test
 # Each worker's kernel compiles share the cores with the other workers (one compile process
 # per core per worker would start workers x cores processes on a large machine).
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ and "CUVIL_COMPILE_WORKERS" not in os.environ:
+    from cuvil.runtime.compile_pool import worker_count  # the cores, without the variable
+
     os.environ["CUVIL_COMPILE_WORKERS"] = str(
-        max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+        max(1, worker_count() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 @pytest.fixture(scope="session")

@@ -177,6 +177,11 @@ def test_a_repeated_call_takes_the_short_path_and_any_change_leaves_it(mlp):
                 torch.randn(4, 16)):
         ref = cuvil.run(g, torch.as_tensor(arg).contiguous())[0]
         torch.testing.assert_close(compiled(arg)[0], ref)
+    a = torch.randn(4, 16).numpy()
+    compiled(torch.randn(4, 16).numpy())  # numpy arrays of these shapes: the short path too
+    compiled._array = lambda *args: pytest.fail("a repeated numpy input took the long path")
+    torch.testing.assert_close(compiled(a)[0], cuvil.run(g, torch.from_numpy(a))[0])
+    del compiled._array
     with pytest.warns(UserWarning, match="requires grad"):
         compiled(torch.randn(4, 16, requires_grad=True))
     with pytest.raises(CuvilError, match="unsupported dtype"):
