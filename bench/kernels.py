@@ -85,26 +85,28 @@ def _gemm(m: int, k: int, n: int, quick: bool) -> tuple:
 
 
 def conv_layouts(quick: bool) -> list[tuple]:
-    return [_conv(label, k, pad, quick) for label, k, pad in [("3x3", 3, 1), ("1x1", 1, 0)]]
+    """NCHW (3x3 from 32 channels: Winograd) against NHWC (im2col, or one product for 1x1)."""
+    return [_conv(label, k, pad, c, quick) for label, k, pad, c in
+            [("3x3", 3, 1, 32), ("3x3", 3, 1, 16), ("3x3", 3, 1, 64), ("1x1", 1, 0, 32)]]
 
 
-def _conv(label: str, k: int, pad: int, quick: bool) -> tuple:
+def _conv(label: str, k: int, pad: int, c: int, quick: bool) -> tuple:
     torch.manual_seed(0)
-    w, bias = torch.randn(32, 32, k, k) * 0.1, torch.randn(32, 1, 1)
+    w, bias = torch.randn(c, c, k, k) * 0.1, torch.randn(c, 1, 1)
     compiled = {}
     for layout in ("NCHW", "NHWC"):
         g = Graph(f"conv_{layout}")
-        x = g.input("x", TensorType((B, 32, 32, 32), "f32", layout))
+        x = g.input("x", TensorType((B, c, 32, 32), "f32", layout))
         h = g.add("conv2d", [x, g.const(w, "w")], {"padding": (pad, pad)})
         g.set_outputs(g.add("relu", [g.add("add", [h, g.const(bias, "b")])]))
         compiled[layout] = compile_(g)
-    xt = torch.randn(16, 32, 32, 32)
+    xt = torch.randn(16, c, 32, 32)
     x_nhwc = xt.permute(0, 2, 3, 1).contiguous()  # the activations already stored NHWC
-    conv = torch.nn.Conv2d(32, 32, k, padding=pad).eval()
+    conv = torch.nn.Conv2d(c, c, k, padding=pad).eval()
     t = block_times({"NCHW": lambda: compiled["NCHW"](xt),
                 "NHWC": lambda: compiled["NHWC"](x_nhwc.permute(0, 3, 1, 2)),
                 "eager": lambda: torch.relu(conv(xt))}, 1.5 if quick else 4)
-    return (f"conv {label} 32->32 on 16x32x32 +bias+relu", t["NCHW"] * 1e3, t["NHWC"] * 1e3,
+    return (f"conv {label} {c}->{c} on 16x32x32 +bias+relu", t["NCHW"] * 1e3, t["NHWC"] * 1e3,
             t["NCHW"] / t["NHWC"], t["eager"] / t["NHWC"])
 
 

@@ -4,7 +4,10 @@ An op's cost is its `.cvr` `cost` declaration if it has one (which may scale the
 with `roofline()`), else the default roofline
 `launch_us + max(flops / (1e3 * gflops), bytes / (1e3 * gbps))` with the parameters of the
 target that owns the node's device. A composite op pays one launch and the flops of its
-whole body, but moves only its inputs and output: that is why fusion wins. Conversions pay
+whole body, but moves only its inputs and output: that is why fusion wins. Each part of
+the body's flops counts at the rate its own op's declared cost charges against its
+roofline (a convolution that runs as Winograd, 0.55): fusing an epilogue into it keeps
+what the declaration says of it. Conversions pay
 for the bytes they move (`to_device` over the host link), except a constant moved to a
 device: the runtime uploads it once, so a call pays 1/`UPLOAD_CALLS` of it
 (`upload_cost`). Leaves are free, pure views nearly so. Costs are finite and non-negative.
@@ -23,6 +26,7 @@ from cuvil.dsl.builtins import BUILTINS, COST
 from cuvil.errors import CuvilError
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE, Dim, TensorType, is_static
 from cuvil.ops import registry
+from cuvil.rules.composite import body_calls
 
 # Cost parameters per target name. The CPU figures are the CPU target's own
 # (`cuvil.lower.target.CpuTarget` reads them here); the pipeline passes the parameters of
@@ -83,15 +87,17 @@ class CostModel:
         p = self.params(out.device)
         if op in self.costs:
             return self.declared(self.costs[op], attrs, ins, out, p)
-        return self.roofline(op, attrs, ins, out, p)
+        return self.roofline(op, attrs, ins, out, p, self.work(op, attrs, ins, out, p))
 
-    def roofline(self, op, attrs, ins, out, p: dict[str, float]) -> float:
-        """`launch_us + max(flops / (1e3 * gflops), bytes / (1e3 * gbps))`, in us."""
+    def roofline(self, op, attrs, ins, out, p: dict[str, float],
+                 work: float | None = None) -> float:
+        """`launch_us + max(flops / (1e3 * gflops), bytes / (1e3 * gbps))`, in us; `work`
+        in place of the flops if given (`work`: a composite op's body at its rates)."""
         moved = sum(self.bytes(t) for t in ins) + self.bytes(out)
         if op == "to_device":
             link = self.params("cuda").get("link_gbps", 25.0)
             return p["launch_us"] + self.bytes(out) / (1e3 * link)
-        work = self.flops(op, attrs, ins, out)
+        work = self.flops(op, attrs, ins, out) if work is None else work
         launch = p["launch_us"] + (FALLBACK_US if op == "torch_op" else 0.0)
         return launch + max(work / (1e3 * p["gflops"]), moved / (1e3 * p["gbps"]))
 
@@ -101,6 +107,24 @@ class CostModel:
         over `UPLOAD_CALLS` calls, and no launch."""
         link = self.params("cuda").get("link_gbps", 25.0)
         return _clamp(self.bytes(out) / (1e3 * link) / UPLOAD_CALLS)
+
+    def work(self, op: str, attrs: dict, ins: list[TensorType], out: TensorType,
+             p: dict[str, float]) -> float:
+        """The flops a default roofline charges: a composite op's body part by part, each
+        at the rate of its op's declared cost (declared / plain roofline) where one is
+        declared, an undeclared composite part by its own body."""
+        opdef = registry.get(op, self.defs)
+        if opdef.kind != registry.COMPOSITE or opdef.body is None:
+            return self.flops(op, attrs, ins, out)
+        total = 0.0
+        for part, a, types, result in body_calls(opdef, ins, attrs, self.defs):
+            if part not in self.costs:
+                total += self.work(part, a, types, result, p)
+                continue
+            flops, full = self.flops(part, a, types, result), \
+                self.roofline(part, a, types, result, p)
+            total += flops * self.node_cost(part, a, types, result) / full if full > 0 else flops
+        return total
 
     def flops(self, op: str, attrs: dict, ins: list[TensorType], out: TensorType) -> float:
         value = registry.flops(op, ins, out, attrs, self.defs)

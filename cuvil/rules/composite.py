@@ -52,6 +52,28 @@ class CompositeBody:
         return _typed(self.decl.body, env, attr_values, self.defs, self.source)[1]
 
 
+def body_calls(opdef: OpDef, types: list[TensorType], attr_values: dict[str, Any],
+               defs: Mapping[str, OpDef]) -> list[tuple[str, dict, list[TensorType],
+                                                         TensorType]]:
+    """Each call in a composite op's body, arguments first: (op, attrs, input types,
+    output type), for these input types (what the cost model charges a fused op for)."""
+    calls: list = []
+    source = f"op {opdef.name}"
+
+    def walk(term: Term) -> TensorType:
+        if isinstance(term, Var):
+            return env[term.name]
+        ins = [walk(arg) for arg in term.args]
+        attrs = _attr_values(term, attr_values)
+        out = registry.infer(term.op, ins, attrs, source, defs)
+        calls.append((term.op, attrs, ins, out))
+        return out
+
+    env = dict(zip(opdef.inputs, types, strict=True))
+    walk(opdef.body.body)
+    return calls
+
+
 def _attr_values(call: Call, attr_values: dict[str, Any]) -> dict[str, Any]:
     return {key: attr_values[value.name] if isinstance(value, Var) else value.value
             for key, value in call.kwargs if isinstance(value, Var | Literal)}

@@ -14,7 +14,8 @@ after its product while the output is in cache (MobileNet's 16 -> 64 1x1 + ReLU6
 with the epilogue over the whole batch, 0.6 ms so); with fewer, the product is split
 between threads, then the epilogue's planes; one thread goes image by image. Where the
 direct convolution runs on its pixel tile (`conv_direct`), an image's epilogue is applied
-in the tile's stores instead, while the sums are still in registers.
+in the tile's stores instead, while the sums are still in registers; on the Winograd
+driver (`winograd`), in its output transform.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from cuvil.runtime.conv_direct import (
 )
 from cuvil.runtime.numba_cache import njit
 from cuvil.runtime.pool import max_planes
+from cuvil.runtime.winograd import winograd_image
 
 _FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip bounds are inf
 
@@ -123,6 +125,27 @@ def conv2d_nchw_direct_post(x, wk, xs, bias, res, clip, geo, parts, out):
     else:
         for n in range(nb):
             _direct_image(x, wk, xs[0], bias, res, clip, g, n, out[n])
+
+
+@njit(nogil=True, parallel=True)
+def _winograd_images(x, u, xs, bias, res, clip, geo, parts, out):
+    per = out[0].size
+    for t in prange(parts):
+        for n in range(t, x.shape[0], parts):
+            winograd_image(x[n], u, out[n], xs[t], geo, _image_epilogue(bias, res, clip, n, per),
+                           1)
+
+
+@njit(nogil=True)
+def conv2d_nchw_winograd_post(x, u, xs, bias, res, clip, geo, parts, out):
+    """`winograd.conv2d_nchw_winograd`, the epilogue in its output transform."""
+    g, nb, per = _geo(geo), x.shape[0], out[0].size
+    parts = min(parts, xs.shape[0])
+    if parts > 1 and nb >= parts:
+        _winograd_images(x, u, xs, bias, res, clip, g, parts, out)
+        return
+    for n in range(nb):
+        winograd_image(x[n], u, out[n], xs[0], g, _image_epilogue(bias, res, clip, n, per), parts)
 
 
 @njit(nogil=True)

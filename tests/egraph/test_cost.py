@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from cuvil.egraph.cost import MAX_COST, CostModel
+from cuvil.egraph.cost import DEFAULT_PARAMS, MAX_COST, CostModel
 from cuvil.ir import TensorType, sym
 from cuvil.ops import infer
 from cuvil.rules import load
@@ -72,3 +72,18 @@ def test_a_declared_cost_can_scale_the_roofline():
     nhwc = [x.with_(layout="NHWC"), w]
     assert math.isclose(_cost(declared, "conv2d", nhwc, attrs),
                         0.8 * _cost(plain, "conv2d", nhwc, attrs))
+
+
+def test_a_fused_op_keeps_its_parts_declared_rates():
+    """A composite op without a cost of its own charges each part of its body at the rate
+    its declared cost gives it: a convolution declared at half its roofline stays at half
+    with an epilogue fused into it (else extraction would keep the epilogue apart)."""
+    text = ('cost conv2d(x, w) = roofline() * 0.5\n'
+            'op conv_relu(x, w) = relu(conv2d(x, w, stride=1, padding=1, dilation=1, groups=1))\n')
+    lib = load(text)
+    declared, plain = CostModel(dict(lib.ops), dict(lib.costs)), CostModel(dict(lib.ops))
+    x, w = TensorType((8, 32, 16, 16), "f32"), TensorType((32, 32, 3, 3), "f32")
+    conv_flops = 2 * 8 * 32 * 16 * 16 * 32 * 9
+    fused, unfused = _cost(declared, "conv_relu", [x, w]), _cost(plain, "conv_relu", [x, w])
+    gflops = DEFAULT_PARAMS["cpu"]["gflops"]
+    assert math.isclose(unfused - fused, 0.5 * conv_flops / (1e3 * gflops), rel_tol=1e-3)

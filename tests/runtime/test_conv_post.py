@@ -26,6 +26,7 @@ DRIVERS = {  # driver -> (cin, cout, kernel, stride, size): shapes that take it
     "conv2d_nchw_post": (16, 32, 3, 2, 24),  # rows of 12: im2col
     "conv2d_nchw_few_post": (3, 8, 3, 1, 12),  # 3 channels, rows of 12
     "conv1x1_nchw_post": (16, 24, 1, 1, 3),  # 9 pixels
+    "conv2d_nchw_winograd_post": (32, 32, 3, 1, 16),  # 3x3, 32 channels: Winograd
 }
 EPILOGUES = {
     "none": lambda y, x: y,

@@ -1,0 +1,278 @@
+"""The 3x3 stride-1 f32 NCHW convolution as Winograd's F(2x2, 3x3): 16 multiplies for
+each 2x2 block of outputs and input channel where the direct tile (`conv_direct`) spends
+36, the rest additions.
+
+An image is cut in 2x2 output tiles, each reading a 4x4 patch of the padded input:
+
+    V[xi, c, tile] = (B' d B)[xi]   d: the tile's patch of channel c     (`_in_tiles`)
+    M[xi] = U[xi]' @ V[xi]          U[xi] [C, OC]: the weight's (G g G')[xi], made at
+                                    compile time (`lower.templates.conv.winograd_weight`)
+    out[o, tile] = A' M[:, o, tile] A, then the convolution's epilogue (`_out_tiles`)
+
+with B' = [[1,0,-1,0], [0,1,1,0], [0,-1,1,0], [0,1,0,-1]] and A' = [[1,1,1,0],
+[0,1,-1,-1]]. The 16 products run on `f32_tile`'s register tile; the transforms are
+16-lane vectors over a row of tiles (up to 16 at a time): the image is first padded with
+each row split into its even and odd columns, so that a tile's four columns are four
+contiguous runs. The image goes in bands of about `BAND` tiles, so that V and M stay in
+cache (without: 16 channels on 64x64 took 270 us, in bands 166). The planes of V and M for
+neighbouring xi are `SKEW` floats more than a multiple of 4 KB apart: at exactly 4 KB (16
+channels of 64 tiles), the 16 stores of a transform all fell in one L1 set and it ran 9x
+slower.
+
+Per image on one thread, against the direct tile: 64 channels on 16x16 112 us against 176,
+on 56x56 1.60 ms against 3.08, 128 on 28x28 1.43 against 2.71, 256 on 14x14 1.63 against
+5.64; but 16 channels on 16x16 17.1 us against 14.5 and 64 on 8x8 52 against 44 (the
+transforms' vectors are rows of 8 or 4 tiles there): lowering takes it from 32 channels
+and 16 columns (`templates.conv._winograd_fits`). Output sizes must be even.
+
+`xs`, a thread's scratch, holds the padded image, then V and M of one band
+(`scratch_size`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import prange, types
+from numba.extending import intrinsic
+
+from cuvil.runtime.conv_direct import no_epilogue
+from cuvil.runtime.f32_lines import copy_every_other
+from cuvil.runtime.f32_tile import (
+    I32,
+    LANES,
+    MR,
+    VEC,
+    broadcast,
+    lane_masks,
+    masked_load,
+    masked_store,
+    tile_kernel,
+)
+from cuvil.runtime.numba_cache import njit
+
+SKEW = 48  # floats added to the distance between the planes of V (and of M)
+BAND = 64  # tiles transformed and multiplied at a time
+_T2 = tile_kernel(2)
+_ALIGN = ir.Constant(I32, 4)
+_ZERO = ir.Constant(VEC, None)
+
+
+def _pointers(context, builder, signature, args, which):
+    return [context.make_array(signature.args[i])(context, builder, args[i]).data
+            for i in which]
+
+
+def _load(builder, base, at, mask):
+    return builder.call(masked_load(builder), [builder.bitcast(builder.gep(base, [at]),
+                                                               VEC.as_pointer()), _ALIGN, mask,
+                                               _ZERO])
+
+
+def _store(builder, vec, base, at, mask):
+    builder.call(masked_store(builder), [vec, builder.bitcast(builder.gep(base, [at]),
+                                                              VEC.as_pointer()), _ALIGN, mask])
+
+
+@intrinsic
+def _in_tiles(typingctx, p, p0, half, v, v0, vs, n):
+    """V for n <= 16 tiles of a row: their patches start at p[p0 + j] (rows 2*half
+    apart, each an even half then an odd half `half` long); xi's values go to
+    v[v0 + xi*vs + j]."""
+    if p.dtype != types.float32 or v.dtype != types.float32:
+        return None
+    ip = types.intp
+
+    def codegen(context, builder, signature, args):
+        pb, vb = _pointers(context, builder, signature, args, (0, 3))
+        p0, half, v0, vs, n = (args[i] for i in (1, 2, 4, 5, 6))
+        mask, one = lane_masks(builder, n, 1)[0], ir.Constant(half.type, 1)
+        row = builder.add(half, half)
+        d = []  # d[r][s]: patch row r, column s (even j, odd j, even j+1, odd j+1)
+        for r in range(4):
+            at = builder.add(p0, builder.mul(ir.Constant(half.type, r), row))
+            cols = (at, builder.add(at, half))
+            d.append([_load(builder, pb, builder.add(cols[s % 2], one) if s > 1 else cols[s],
+                            mask) for s in range(4)])
+        for r, t in enumerate(_b_transpose(builder, d)):  # then each row times B
+            for s, (value,) in enumerate(_b_transpose(builder, [[x] for x in t])):
+                at = builder.add(v0, builder.mul(ir.Constant(vs.type, 4 * r + s), vs))
+                _store(builder, value, vb, at, mask)
+        return context.get_dummy_value()
+
+    return types.void(p, ip, ip, v, ip, ip, ip), codegen
+
+
+def _b_transpose(builder, d: list) -> list:
+    """B' d for d's four rows (each a list of vectors): d0 - d2, d1 + d2, d2 - d1, d1 - d3."""
+    sub, add = builder.fsub, builder.fadd
+    return [[sub(a, c) for a, c in zip(d[0], d[2], strict=True)],
+            [add(b, c) for b, c in zip(d[1], d[2], strict=True)],
+            [sub(c, b) for b, c in zip(d[1], d[2], strict=True)],
+            [sub(b, e) for b, e in zip(d[1], d[3], strict=True)]]
+
+
+@intrinsic
+def _out_tiles(typingctx, m, m0, ms, y, y0, ow, n, b, r, lo, hi, flags):
+    """Output for n <= 16 tiles of a row: M's values at m[m0 + xi*ms + j] give outputs
+    y[y0 + 2j + {0, 1}] and y[y0 + ow + 2j + {0, 1}], plus b, plus the residual r (laid
+    out as y) where flags & 2, clipped to [lo, hi]."""
+    if any(a.dtype != types.float32 for a in (m, y, r)):
+        return None
+    ip, f32 = types.intp, types.float32
+
+    def codegen(context, builder, signature, args):
+        mb, yb, rb = _pointers(context, builder, signature, args, (0, 3, 8))
+        m0, ms, y0, ow, n, bias, lo, hi, flags = (args[i] for i in (1, 2, 4, 5, 6, 7, 9, 10,
+                                                                     11))
+        mask = lane_masks(builder, n, 1)[0]
+        mk = [_load(builder, mb, builder.add(m0, builder.mul(ir.Constant(ms.type, k), ms)),
+                    mask) for k in range(16)]
+        add, sub = builder.fadd, builder.fsub
+        s = [add(add(mk[c], mk[4 + c]), mk[8 + c]) for c in range(4)]
+        e = [sub(sub(mk[4 + c], mk[8 + c]), mk[12 + c]) for c in range(4)]
+        pairs = [(add(add(t[0], t[1]), t[2]), sub(sub(t[1], t[2]), t[3])) for t in (s, e)]
+        stores = lane_masks(builder, builder.add(n, n), 2)
+        has_res = builder.icmp_signed("!=", builder.and_(flags, ir.Constant(flags.type, 2)),
+                                      ir.Constant(flags.type, 0))
+        bias_v, low, high = (broadcast(builder, x) for x in (bias, lo, hi))
+        for row, (even, odd) in enumerate(pairs):
+            at = builder.add(y0, ow) if row else y0
+            for h in range(2):
+                lanes = [i // 2 + 8 * h + (LANES if i % 2 else 0) for i in range(LANES)]
+                vec = add(builder.shuffle_vector(even, odd, ir.Constant(
+                    ir.VectorType(I32, LANES), lanes)), bias_v)
+                place = builder.add(at, ir.Constant(at.type, LANES * h))
+                live = builder.and_(stores[h], broadcast(builder, has_res))
+                vec = add(vec, _load(builder, rb, place, live))
+                vec = builder.select(builder.fcmp_ordered("<", vec, low), low, vec)
+                vec = builder.select(builder.fcmp_ordered(">", vec, high), high, vec)
+                _store(builder, vec, yb, place, stores[h])
+        return context.get_dummy_value()
+
+    return types.void(m, ip, ip, y, ip, ip, ip, f32, r, f32, f32, ip), codegen
+
+
+def band_rows(tw: int) -> int:
+    """Tile rows per band: about `BAND` tiles, so that a band's V and M stay in cache."""
+    return max(1, BAND // tw)
+
+
+def scratch_size(ch: int, oc: int, oh: int, ow: int) -> int:
+    """Floats of one thread's scratch: the padded image, then V and M of one band."""
+    th, tw = oh // 2, ow // 2
+    tiles = min(th, band_rows(tw)) * tw
+    return ch * (oh + 2) * (ow + 2) + 16 * (ch * tiles + SKEW) + 16 * (oc * tiles + SKEW)
+
+
+@njit(nogil=True, fastmath=True)
+def _pad(x, p, ph, pw, hp, half):
+    """p [C, hp, 2, half]: x zero-padded, each row split into its even and odd columns
+    (`copy_every_other`: the columns of one parity are every other one of x's)."""
+    ch, h, w = x.shape
+    xf = x.reshape(x.size)
+    for q in range(ch * hp * 2 * half):
+        p[q] = 0
+    for c in range(ch):
+        for i in range(h):
+            src, row = (c * h + i) * w, (c * hp + i + ph) * 2 * half
+            for parity in range(2):
+                j = (parity + pw) & 1  # x's first column landing on this parity
+                copy_every_other(p, row + parity * half + ((j + pw) >> 1), xf, src + j,
+                                 (w - j + 1) // 2)
+
+
+@njit(nogil=True)
+def _band_in(p, v, vs, hp, tw, band, i0, rows):
+    """V of tile rows i0..i0+rows from the padded image p (`_pad`); channel c's tiles
+    at v[c * band + ...] in each plane."""
+    ch, half = (vs - SKEW) // band, tw + 1
+    for c in range(ch):
+        for i in range(rows):
+            for j0 in range(0, tw, LANES):
+                _in_tiles(p, (c * hp + 2 * (i0 + i)) * 2 * half + j0, half, v,
+                          c * band + i * tw + j0, vs, min(LANES, tw - j0))
+
+
+@njit(nogil=True, fastmath=True)
+def _products(v, u, m, offs, vs, ms, band, tiles, xi0, xi1):
+    """M[xi] = U[xi]' @ V[xi] over a band's first `tiles` tiles, for xi0 <= xi < xi1."""
+    ch, oc = offs.shape[0], u.shape[0] // (16 * offs.shape[0])
+    for xi in range(xi0, xi1):
+        for t0 in range(0, tiles, 2 * LANES):
+            for co in range(0, oc, MR):
+                _T2(v, xi * vs + t0, offs, ch, u, xi * ch * oc + co, oc, 1, m,
+                    xi * ms + co * band + t0, band, min(MR, oc - co), min(2 * LANES, tiles - t0),
+                    LANES, LANES)
+
+
+@njit(nogil=True, parallel=True)
+def _split_products(v, u, m, offs, vs, ms, band, tiles, parts):
+    step = (16 + parts - 1) // parts
+    for t in prange(parts):
+        _products(v, u, m, offs, vs, ms, band, tiles, min(16, t * step), min(16, (t + 1) * step))
+
+
+@njit(nogil=True)
+def _band_out(m, ms, y, epi, tw, band, i0, rows):
+    """Rows 2*i0.. of y [OC, OH, OW] from a band's M, with the epilogue epi = (bias,
+    residual, lo, hi, flags)."""
+    bias, res, lo, hi, flags = epi
+    oc, oh, ow = y.shape
+    yf = y.reshape(y.size)
+    for o in range(oc):
+        b = bias[o] if flags & 1 else np.float32(0)
+        for i in range(rows):
+            for j0 in range(0, tw, LANES):
+                _out_tiles(m, o * band + i * tw + j0, ms, yf, (o * oh + 2 * (i0 + i)) * ow + 2 * j0,
+                           ow, min(LANES, tw - j0), b, res, lo, hi, flags)
+
+
+@njit(nogil=True)
+def winograd_image(x, u, y, xs, geo, epi, parts):
+    """One image: y [OC, OH, OW] = epi(conv3x3(x [C, H, W])), u the transformed weight
+    [16 * C * OC], band by band; the products split between `parts` threads (1: this
+    one alone)."""
+    ch, oc, th, tw = x.shape[0], y.shape[0], y.shape[1] // 2, y.shape[2] // 2
+    hp, half = 2 * th + 2, tw + 1
+    rows = min(th, max(1, BAND // tw))  # `band_rows`
+    band = rows * tw
+    padded, vs, ms = ch * hp * 2 * half, ch * band + SKEW, oc * band + SKEW
+    if xs.size < padded + 16 * (vs + ms):  # sized by lowering (`templates.conv`)
+        raise ValueError("winograd_image: scratch too small")
+    _pad(x, xs, geo[4], geo[5], hp, half)
+    v, m = xs[padded:padded + 16 * vs], xs[padded + 16 * vs:padded + 16 * (vs + ms)]
+    offs = np.arange(ch) * band
+    for i0 in range(0, th, rows):
+        r = min(rows, th - i0)
+        _band_in(xs, v, vs, hp, tw, band, i0, r)
+        if parts > 1:
+            _split_products(v, u, m, offs, vs, ms, band, r * tw, parts)
+        else:
+            _products(v, u, m, offs, vs, ms, band, r * tw, 0, 16)
+        _band_out(m, ms, y, epi, tw, band, i0, r)
+
+
+@njit(nogil=True)
+def conv2d_nchw_winograd_image(x, u, out, xs, geo):
+    """One image on this thread: out [OC, OH, OW] = conv(x [C, H, W])."""
+    winograd_image(x, u, out, xs, geo, no_epilogue(), 1)
+
+
+@njit(nogil=True, parallel=True)
+def _images(x, u, out, xs, geo, parts):
+    for t in prange(parts):
+        for n in range(t, x.shape[0], parts):
+            winograd_image(x[n], u, out[n], xs[t], geo, no_epilogue(), 1)
+
+
+@njit(nogil=True)
+def conv2d_nchw_winograd(x, u, out, xs, geo, parts):
+    """The batch: out [N, OC, OH, OW] = conv(x [N, C, H, W]); xs: scratch [threads,
+    `scratch_size`]. Images between threads, or each image's products split."""
+    parts = min(parts, xs.shape[0])
+    if parts > 1 and x.shape[0] >= parts:
+        _images(x, u, out, xs, geo, parts)
+        return
+    for n in range(x.shape[0]):
+        winograd_image(x[n], u, out[n], xs[0], geo, no_epilogue(), parts)
