@@ -25,7 +25,7 @@ def _case(n, c, oc, oh, ow, pad, seed=0):
     return x, winograd_weight(w), ref.numpy(), scratch, (3, 3, 1, 1, pad, pad, 1, 1)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 3), c=st.integers(1, 20), oc=st.integers(1, 20),
        oh=st.integers(1, 21), ow=st.integers(1, 40), pad=st.integers(0, 2),
        parts=st.sampled_from([1, 2]))
