@@ -193,12 +193,10 @@ def _driver(conv, ctx) -> Driver:
     layout = "nhwc" if nhwc else "nchw"
     weight = logical_const(ctx, conv.inputs[1])
     ohw = conv.type.shape[2] * conv.type.shape[3]
-    if groups == 1 and not nhwc and x.dtype == DType.f32 and \
-            _winograd_fits(geo, cin, oc, *conv.type.shape[2:]):
-        return _winograd(conv, ctx, x, weight, geo)
-    if groups == 1 and not nhwc and x.dtype == DType.f32 and \
-            _direct_fits(_direct_row(geo, x.shape[3], *conv.type.shape[2:]), conv.type.shape[2]):
-        return _direct(conv, ctx, x, weight, geo)
+    tiled = _tiled(conv, ctx, x, weight, geo) if groups == 1 and not nhwc and \
+        x.dtype == DType.f32 else None
+    if tiled is not None:
+        return tiled
     if groups == 1 and geo[:6] == (1, 1, 1, 1, 0, 0):
         packed = weight.reshape(oc, cg).T if nhwc else weight.reshape(oc, cg)
         return Driver(packed, f"conv1x1_{layout}(x0, x1, out, threads)", {}, "1x1",
@@ -226,6 +224,17 @@ def _driver(conv, ctx) -> Driver:
         return Driver(packed, f"depthwise_{layout}(x0, x1, out, geo, threads)", {},
                       "depthwise")
     raise Unsupported(f"conv2d with groups={groups}")
+
+
+def _tiled(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver | None:
+    """An f32 NCHW convolution on the register tile: as Winograd's F(2x2, 3x3) where that
+    is faster, else direct where the tile fills its lanes; None otherwise."""
+    oh, ow = conv.type.shape[2:]
+    if _winograd_fits(geo, x.shape[1], weight.shape[0], oh, ow):
+        return _winograd(conv, ctx, x, weight, geo)
+    if _direct_fits(_direct_row(geo, x.shape[3], oh, ow), oh):
+        return _direct(conv, ctx, x, weight, geo)
+    return None
 
 
 def geometry(conv, ctx) -> tuple[int, ...]:
