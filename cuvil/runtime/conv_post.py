@@ -191,6 +191,30 @@ def conv2d_nchw_direct_pool_post(x, wk, xs, ys, bias, res, clip, geo, pool, part
 
 
 @njit(nogil=True, parallel=True)
+def _winograd_pooled_images(x, u, xs, ys, bias, res, clip, geo, pool, parts, out):
+    for t in prange(parts):
+        for n in range(t, x.shape[0], parts):
+            winograd_image(x[n], u, ys[t], xs[t], geo, _image_epilogue(bias, res, clip, n,
+                                                                       ys[t].size), 1)
+            max_planes(ys[t], out[n], pool, 0, ys.shape[1])
+
+
+@njit(nogil=True)
+def conv2d_nchw_winograd_pool_post(x, u, xs, ys, bias, res, clip, geo, pool, parts, out):
+    """`conv2d_nchw_winograd_post` into a thread's scratch ys [threads, OC, OH, OW], then
+    each image max-pooled from there (`conv2d_nchw_direct_pool_post`'s contract)."""
+    g, nb = _geo(geo), x.shape[0]
+    parts = min(parts, xs.shape[0])
+    if parts > 1 and nb >= parts:
+        _winograd_pooled_images(x, u, xs, ys, bias, res, clip, g, pool, parts, out)
+        return
+    for n in range(nb):  # fewer images than threads: each image's products split
+        winograd_image(x[n], u, ys[0], xs[0], g, _image_epilogue(bias, res, clip, n,
+                                                                 ys[0].size), parts)
+        max_planes(ys[0], out[n], pool, 0, ys.shape[1])
+
+
+@njit(nogil=True, parallel=True)
 def _im2col_images(x, wp, cols, xt, tmp, bias, res, clip, geo, parts, out):
     oc = out.shape[1]
     for t in prange(parts):

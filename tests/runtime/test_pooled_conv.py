@@ -1,9 +1,10 @@
 """A convolution with a max pool in its epilogue (`conv2d_bias_relu_max_pool`, rule
-`conv_bias_relu_max_pool`) is `conv_post.conv2d_nchw_direct_pool_post`: each image pooled
-from a thread's scratch. Against torch eager, for the plain and the pixel tile, 2x2 and
-3x3 windows, a padded pool (ResNet's stem), threads taking images, one image split
-between threads, one thread; a residual before the pool (a fused op of the test's own);
-and a convolution the driver cannot take, whose pool is split off into its own kernel."""
+`conv_bias_relu_max_pool`) is `conv_post.conv2d_nchw_direct_pool_post` (or
+`_winograd_pool_post`): each image pooled from a thread's scratch. Against torch eager, for
+the plain and the pixel tile and Winograd, 2x2 and 3x3 windows, a padded pool (ResNet's
+stem), threads taking images, one image split between threads, one thread; a residual
+before the pool (a fused op of the test's own); and a convolution the driver cannot take,
+whose pool is split off into its own kernel."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ CASES = {  # name -> (cin, cout, image size, pool (kernel, stride, padding), con
     "pixel tile, 2x2": (16, 16, 16, (2, 2, 0), (3, 1, 1)),
     "pixel tile, 3x3 stride 2, odd size": (16, 32, 17, (3, 2, 0), (3, 1, 1)),
     "ResNet's stem: 7x7 stride 2, pool 3x3 stride 2 padded": (3, 16, 38, (3, 2, 1), (7, 2, 3)),
+    "Winograd (32 channels), 2x2": (32, 32, 16, (2, 2, 0), (3, 1, 1)),
 }
 
 
@@ -63,16 +65,20 @@ def _check(model, cin, size, threads, rules=None, driver="conv2d_nchw_direct_poo
 def test_the_pooled_convolution_is_one_driver_call(case, threads):
     cin, cout, size, pool, conv = CASES[case]
     torch.manual_seed(0)
-    compiled = _check(ConvPool(cin, cout, pool, conv=conv).eval(), cin, size, threads)
+    driver = f"conv2d_nchw_{'winograd' if 'Winograd' in case else 'direct'}_pool_post"
+    compiled = _check(ConvPool(cin, cout, pool, conv=conv).eval(), cin, size, threads,
+                      driver=driver)
     assert [k.template for k in compiled.report.kernels] == ["conv"]
     assert "conv_bias_relu_max_pool (rules/fusion/conv.cvr:" in compiled.source
     assert "@njit" not in compiled.source
 
 
-def test_a_residual_before_the_pool():
+@pytest.mark.parametrize(("channels", "kind"), [(16, "direct"), (32, "winograd")])
+def test_a_residual_before_the_pool(channels, kind):
     torch.manual_seed(0)
-    model = ConvPool(16, 16, (2, 2), residual=True).eval()
-    compiled = _check(model, 16, 16, 2, rules=[None, RESIDUAL_POOL_RULES])
+    model = ConvPool(channels, channels, (2, 2), residual=True).eval()
+    compiled = _check(model, channels, 16, 2, rules=[None, RESIDUAL_POOL_RULES],
+                      driver=f"conv2d_nchw_{kind}_pool_post")
     assert "conv2d_bias_add_relu_max_pool" in compiled.source
 
 

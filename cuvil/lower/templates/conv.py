@@ -30,6 +30,8 @@ PAR_WORK = 1 << 20  # multiply-adds below which one image at a time, BLAS split,
 DIRECT_MIN_ROW = 16  # output pixels per tile row below which the direct tile idles lanes
 DIRECT_LINES = (5, 8)  # ...but rows this short go two to a vector (`runtime.f32_lines`)
 WINOGRAD_MIN = (32, 16)  # channels in and out, output columns: below, the direct tile
+POOLED = {f"conv2d_nchw_{kind}_post": f"conv2d_nchw_{kind}_pool_post"  # with a max pool
+          for kind in ("direct", "winograd")}
 WINOGRAD_G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])  # F(2x2, 3x3)
 
 
@@ -109,19 +111,19 @@ def _library(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSp
 
 def _pooled(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSpec:
     """A convolution whose epilogue ends in a max pool (`conv2d_bias_relu_max_pool`):
-    `conv_post.conv2d_nchw_direct_pool_post`, each image convolved into a thread's scratch
-    and pooled from there. Only on the direct driver, with the common epilogue before the
-    pool, no dilation or ceil_mode; otherwise Unsupported, and lowering splits the pool off
-    (`compile._split`)."""
+    `conv_post.conv2d_nchw_direct_pool_post` (or `_winograd_pool_post`), each image
+    convolved into a thread's scratch and pooled from there. Only on those drivers, with
+    the common epilogue before the pool, no dilation or ceil_mode; otherwise Unsupported,
+    and lowering splits the pool off (`compile._split`)."""
     pool, inner = rest[-1], ctx.type(rest[-1].inputs[0])
     a = pool.attrs
     plain = pair(a["dilation"]) == (1, 1) and not a["ceil_mode"]
     post = match(ctx, conv.name, rest[:-1], inner, 1) if plain and \
-        drv.library == "conv2d_nchw_direct_post" and \
-        list(layout_perm(inner)) == list(range(4)) else None
+        drv.library in POOLED and list(layout_perm(inner)) == list(range(4)) else None
     if post is None or post.gelu or inner.dtype != ctx.type(conv.inputs[0]).dtype:
-        raise Unsupported("a max pool in a convolution's epilogue needs the direct NCHW "
-                          "driver, the common epilogue, no dilation and no ceil_mode")
+        raise Unsupported("a max pool in a convolution's epilogue needs the direct or "
+                          "Winograd NCHW driver, the common epilogue, no dilation and no "
+                          "ceil_mode")
     bias, res, clip = post_args(ctx, post, inner)
     kernel = pair(a["kernel_size"])
     window = kernel + pair(a["stride"] or kernel) + pair(a["padding"])  # kh kw sh sw ph pw
@@ -134,7 +136,7 @@ def _pooled(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSpe
     return KernelSpec("conv", params, args, [], scratch={name: ctx.scratch[name] for name in
                                                         scratch},
                       note=f"NCHW, {drv.note}, epilogue {post.describe()} + max pool "
-                           f"{kernel[0]}x{kernel[1]}", library="conv2d_nchw_direct_pool_post")
+                           f"{kernel[0]}x{kernel[1]}", library=POOLED[drv.library])
 
 
 def _per_image(drv: Driver, ctx, rest, out, seed: str,

@@ -22,7 +22,7 @@ HELPERS = {"gemv": "cuvil.runtime.blas", "gemm": "cuvil.runtime.blas",
                "conv2d_nchw_winograd", "conv2d_nchw_winograd_image")},
            **{name: "cuvil.runtime.conv_post" for name in (
                "conv2d_nchw_direct_post", "conv2d_nchw_direct_pool_post", "conv2d_nchw_post",
-               "conv2d_nchw_winograd_post",
+               "conv2d_nchw_winograd_post", "conv2d_nchw_winograd_pool_post",
                "conv2d_nchw_few_post", "conv1x1_nchw_post")},
            "linear_post": "cuvil.runtime.gemm_post",
            "depthwise_nchw_post": "cuvil.runtime.depthwise",
