@@ -1,27 +1,33 @@
-"""exp, tanh, erf for f32 kernels, written so that LLVM vectorizes the loops that use them.
+"""exp, tanh, erf, sigmoid for f32 kernels, written so that LLVM vectorizes the loops that
+use them.
 
 Numba calls the C library for `np.exp`/`np.tanh`/`math.erf` one element at a time (its
 LLVM has no vector math library here): 5, 25 and 15 ns per element. These versions are
-plain arithmetic in f64, inlined into the kernel's loop, and vectorize: measured on 1e6
-f32 elements, exp 1.1 ms (np.exp 5.4), tanh 1.4 ms (31), erf 2.4 ms (16). Accuracy:
-exp relative error 6e-8, tanh absolute 3e-7, erf absolute 1.7e-7 (Abramowitz & Stegun
-7.1.26) - far inside the 1e-4 that compiled models are held to. f64 kernels keep libm.
+plain arithmetic, inlined into the kernel's loop, and vectorize. An f32 argument is
+computed in f32 (f64 arithmetic runs at half the vector width and its division is slow: a
+ViT's exact GELU took longer than the product before it, GPT-2's tanh GELU 1.7 ms after a
+2.2 ms product, 0.4 ms in f32). Measured on 1e6 f32 elements, with the error against the
+C library in f64:
 
-erf and tanh (and sigmoid, through tanh) of an f32 are computed in f32 instead (rational
-functions: erf's absolute error 4.5e-7, GELU's 1.4e-6 at x = 5.6, a quarter of an f32 ulp
-there; tanh's 2.7e-7, 0.55 ms per 1e6; sigmoid 0.7 ms, was 1.8): f64 arithmetic runs at
-half the vector width and its division is slow, and a ViT's exact GELU took longer than
-the product before it, GPT-2's tanh GELU 1.7 ms after a 2.2 ms product (0.4 ms in f32).
+| function | ms | was (f64 arithmetic) | C library | error |
+|---|---|---|---|---|
+| exp (Cephes' `expf`) | 0.7 | 1.2 | 5.4 | relative 1.2e-7 on [-20, 20], 3e-7 near 88 |
+| tanh (Eigen's rational) | 0.55 | 1.4 | 31 | absolute 2.7e-7 |
+| sigmoid, (1 + tanh(x/2)) / 2 | 0.7 | 1.8 | - | absolute 1.4e-7 |
+| erf (Eigen's rational) | - | 2.4 | 16 | absolute 4.5e-7 (GELU's 1.4e-6 at 5.6: 1/4 ulp) |
 
-`exp(x) = exp(x / 256) ** 256`: a degree-9 Taylor polynomial on |x / 256| <= 0.35, then
-eight squarings. Arguments are clamped to [-104, 89], beyond which f32 results are 0 and inf.
+All far inside the 1e-4 that compiled models are held to. f64 arguments take
+`exp(x) = exp(x / 256) ** 256` (a degree-9 Taylor polynomial on |x / 256| <= 0.35, then
+eight squarings; relative error 6e-8), tanh and sigmoid through it, erf by Abramowitz &
+Stegun 7.1.26 (absolute 1.7e-7); f64 kernels keep libm.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import types
-from numba.extending import overload
+from numba.extending import intrinsic, overload
 
 from cuvil.runtime.numba_cache import njit
 
@@ -29,8 +35,58 @@ from cuvil.runtime.numba_cache import njit
 _OPTS = dict(inline="always", error_model="numpy")
 
 
-@njit(**_OPTS)
 def vexp(x):
+    """exp(x): in f32 arithmetic for an f32 argument, f64 otherwise (see the docstring)."""
+    raise NotImplementedError("vexp runs inside compiled code")
+
+
+@overload(vexp, inline="always")
+def _vexp(x):
+    if x == types.float32:
+        return lambda x: _exp32(x)
+    return lambda x: _exp64(x)
+
+
+@intrinsic
+def _f32_from_bits(typingctx, i):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.int32), codegen
+
+
+@intrinsic
+def _bits_of_f32(typingctx, f):
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.int32(types.float32), codegen
+
+
+@njit(**_OPTS)
+def _exp32(x):
+    """Cephes' `expf`: x = n ln2 + r, |r| <= ln2 / 2, exp(r) by a degree-6 polynomial,
+    then n added to its exponent bits. 0 below -87.34 (f32's smallest normal), inf above
+    88.72, NaN kept."""
+    v = min(max(x, np.float32(-87.33654)), np.float32(88.72283))
+    n = np.floor(v * np.float32(1.44269504088896341) + np.float32(0.5))
+    r = v - n * np.float32(0.693359375)  # ln 2 in two parts, the first exact in f32
+    r = r - n * np.float32(-2.12194440e-4)
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    y = p * r * r + r + np.float32(1.0)
+    out = _f32_from_bits(_bits_of_f32(y) + (np.int32(n) << np.int32(23)))
+    out = out if x > np.float32(-87.33654) else np.float32(0.0)
+    out = out if x < np.float32(88.72283) else np.float32(np.inf)
+    return out if x == x else x
+
+
+@njit(**_OPTS)
+def _exp64(x):
     y = min(max(float(x), -104.0), 89.0) * 0.00390625  # exp(-inf) = 0, exp(inf) = inf in f32
     p = 1.0 + y * (1.0 + y * (0.5 + y * (1.0 / 6 + y * (1.0 / 24 + y * (
         1.0 / 120 + y * (1.0 / 720 + y * (1.0 / 5040 + y * (1.0 / 40320 + y / 362880))))))))
