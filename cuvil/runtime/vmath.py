@@ -100,6 +100,24 @@ def _exp64(x):
     return p * p
 
 
+@njit(**_OPTS)
+def vmax(row):
+    """The largest element of 1-d `row` (at least one element), in eight running maxima: one
+    is a chain of dependent compares LLVM does not vectorize (1 ns per element); with
+    eight, 0.25 ns."""
+    n = row.shape[0]
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = row[0]
+    n8 = n - n % 8
+    for j in range(0, n8, 8):
+        m0, m1, m2, m3 = max(m0, row[j]), max(m1, row[j + 1]), max(m2, row[j + 2]), \
+            max(m3, row[j + 3])
+        m4, m5, m6, m7 = max(m4, row[j + 4]), max(m5, row[j + 5]), max(m6, row[j + 6]), \
+            max(m7, row[j + 7])
+    for j in range(n8, n):
+        m0 = max(m0, row[j])
+    return max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+
+
 def vtanh(x):
     """tanh(x): in f32 arithmetic for an f32 argument, f64 otherwise (see the docstring)."""
     raise NotImplementedError("vtanh runs inside compiled code")

@@ -1,6 +1,6 @@
 """`runtime.vmath`: exp, tanh, sigmoid and erf against the C library over a dense grid,
 the extremes (0, 1, -1 or inf where f32 saturates) and NaN, for f32 arguments (erf in f32
-arithmetic) and f64 ones."""
+arithmetic) and f64 ones; `vmax` against numpy's max."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from cuvil.runtime.vmath import verf, vexp, vsigmoid, vtanh
+from cuvil.runtime.vmath import verf, vexp, vmax, vsigmoid, vtanh
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}  # what generated kernels use
 CASES = {  # name -> (function, reference, grid, absolute tolerance)
@@ -52,3 +52,15 @@ def test_extremes_and_nan(name):
         expected = [ref(float(v)) if abs(v) < 100 or name != "exp" else
                     (math.inf if v > 0 else 0.0) for v in x[1:]]
     np.testing.assert_allclose(out[1:], np.array(expected, np.float32), atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_vmax_is_numpys_max(dtype):
+    rng = np.random.default_rng(0)
+    for n in [*range(1, 20), 127, 128, 1000]:
+        row = (rng.standard_normal(n) * 100).astype(dtype)
+        assert vmax(row) == row.max()
+        row[n // 2] = 10 ** 6  # anywhere, also in the tail the eight maxima do not cover
+        assert vmax(row) == 10 ** 6
+    row = np.array([-np.inf, -np.inf, np.inf, 1.0] * 5, np.float32)
+    assert vmax(row) == np.inf and vmax(row[:2]) == -np.inf

@@ -15,7 +15,7 @@ from cuvil.egraph.cost import DEFAULT_PARAMS
 from cuvil.lower.target import Generator, Target
 
 # Device functions a kernel body may call (`cuvil.runtime.cuda.device`), by name.
-DEVICE_FUNCTIONS = ("vexp", "vtanh", "verf", "vsigmoid")
+DEVICE_FUNCTIONS = ("vexp", "vtanh", "verf", "vsigmoid", "vmax")
 
 
 def _template(module: str) -> Generator:

@@ -255,9 +255,8 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
                                                                   scores.shape[-1])))
     keys = ctx.add_scratch(f"{out_name}.keys", Scratch(dt, ("threads", ctx.type(qkv[0]).shape[-1],
                                                              scores.shape[-1]))) if k_rows else ""
-    neg = literal(float("-inf"), dt)
     row = ["for j in range(sl):", "    acc = s[i, j]"] + indent(chain, 1) + [
-        f"    s[i, j] = {result}", f"m = {neg}", "for j in range(sl):", "    m = max(m, s[i, j])",
+        f"    s[i, j] = {result}", "m = vmax(s[i])",
         f"tot = {literal(0, dt)}", "for j in range(sl):",
         f"    e = {math_call('exp', 's[i, j] - m', dt)}",
         "    s[i, j] = e", "    tot += e", f"inv = {literal(1, dt)} / tot", "for j in range(sl):",

@@ -29,7 +29,8 @@ HELPERS = {"gemv": "cuvil.runtime.blas", "gemm": "cuvil.runtime.blas",
            "attention_post": "cuvil.runtime.attention",
            "pool_inside_nchw": "cuvil.runtime.pool", "global_average_nchw": "cuvil.runtime.pool",
            "layer_norm_rows": "cuvil.runtime.rows", "binary_mapped": "cuvil.runtime.mapped",
-           **{name: "cuvil.runtime.vmath" for name in ("vexp", "vtanh", "verf", "vsigmoid")},
+           **{name: "cuvil.runtime.vmath"
+              for name in ("vexp", "vtanh", "verf", "vsigmoid", "vmax")},
            **{name: "cuvil.runtime.int8" for name in ("qgemm_layer", "qgemm_layer_q", "qconv_layer",
                                                       "qconv_layer_q")}}
 

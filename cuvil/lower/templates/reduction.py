@@ -97,7 +97,7 @@ def _library(node: Node, x, ctx) -> KernelSpec | None:
 
 def _softmax(node: Node, acc: DType) -> list[str]:
     one = literal(1, acc)
-    lines = ["m = x[r, 0]", "for j in range(1, rl):", "    m = max(m, x[r, j])",
+    lines = ["m = vmax(x[r])",
              f"s = {literal(0, acc)}", "for j in range(rl):",
              f"    e = {math_call('exp', 'x[r, j] - m', acc)}"]
     if node.op == "softmax":
@@ -117,7 +117,7 @@ def _layer_norm(node: Node, acc: DType) -> list[str]:
 
 def _reduce(node: Node, acc: DType) -> list[str]:
     if node.op == "amax":
-        return ["m = x[r, 0]", "for j in range(1, rl):", "    m = max(m, x[r, j])", "o[r] = m"]
+        return ["o[r] = vmax(x[r])"]
     lines = [f"s = {literal(0, acc)}", "for j in range(rl):", f"    s += {np_name(acc)}(x[r, j])"]
     return lines + (["o[r] = s / fr"] if node.op == "mean" else ["o[r] = s"])
 

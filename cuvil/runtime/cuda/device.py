@@ -26,3 +26,11 @@ def verf(x):
 @cuda.jit(device=True)
 def vsigmoid(x):
     return 1.0 / (1.0 + math.exp(-x))
+
+
+@cuda.jit(device=True)
+def vmax(row):
+    m = row[0]
+    for j in range(1, row.shape[0]):
+        m = max(m, row[j])
+    return m

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit, prange
-from cuvil.runtime.vmath import vexp  # cuvil.runtime.vmath <runtime hash>
+from cuvil.runtime.vmath import vexp, vmax  # cuvil.runtime.vmath <runtime hash>
 
 ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}
 
@@ -18,9 +18,7 @@ def k0_rows(x0, out):
     o = out.reshape((nr, rl))
     if nr * rl * ni < 32768 or nr == 1:
         for r in range(nr):
-            m = x[r, 0]
-            for j in range(1, rl):
-                m = max(m, x[r, j])
+            m = vmax(x[r])
             s = np.float32(0.0)
             for j in range(rl):
                 e = np.float32(vexp(x[r, j] - m))
@@ -31,9 +29,7 @@ def k0_rows(x0, out):
                 o[r, j] *= inv
     else:
         for r in prange(nr):
-            m = x[r, 0]
-            for j in range(1, rl):
-                m = max(m, x[r, j])
+            m = vmax(x[r])
             s = np.float32(0.0)
             for j in range(rl):
                 e = np.float32(vexp(x[r, j] - m))
