@@ -1,7 +1,13 @@
 """Matrix products shared by every generated module, and the BLAS thread policy.
 
-f32 products take Cuvil's own register tile (`cuvil.runtime.sgemm`, faster than OpenBLAS
-on these sizes); the others BLAS. One pool: scipy's OpenBLAS (the BLAS Numba calls) runs
+f32 products take Cuvil's own register tile (`cuvil.runtime.sgemm`) on the CPUs where it
+was measured faster than OpenBLAS (`TILE_CPUS`: on a Zen 4 core 5-25% on the zoo's
+products), BLAS elsewhere and for other dtypes: on an Intel Rocket Lake Xeon (2.0 GHz, one
+512-bit FMA unit) the tile took 1.1-1.5x OpenBLAS's time on every zoo product, two
+threads (64x784 @ 784x512: 66 against 91 GFLOP/s; 1024x256 @ 256x768: 107 against 156).
+The choice is made when a product is typed; Numba's cache keys on the CPU's name too.
+
+One pool: scipy's OpenBLAS (the BLAS Numba calls) runs
 single-threaded, and products are split between Numba's threads instead (`gemm`: row
 blocks; `gemm_batched`: batch entries).
 OpenBLAS's own pthread pool spin-waits after each call; next to torch's OpenMP pool it
@@ -126,6 +132,15 @@ def gemv(a, wt, c, parts):
         gemv_block(a, wt, c, 0, wt.shape[0])
 
 
+TILE_CPUS = ("znver4", "znver5")  # LLVM's names of the CPUs the f32 tile is faster on
+
+
+def tile_is_faster() -> bool:
+    from llvmlite import binding
+
+    return binding.get_host_cpu_name() in TILE_CPUS
+
+
 def _product(a, b, c, parts):
     """c = a @ b on `parts` threads: the f32 tile, or BLAS (typed in `_product_for`)."""
 
@@ -133,7 +148,7 @@ def _product(a, b, c, parts):
 @overload(_product)
 def _product_for(a, b, c, parts):
     arrays = (a, b, c)
-    if all(x.dtype == types.float32 and x.layout == "C" for x in arrays):
+    if tile_is_faster() and all(x.dtype == types.float32 and x.layout == "C" for x in arrays):
         return lambda a, b, c, parts: sgemm(a, b, c, parts)
     return lambda a, b, c, parts: _blas(a, b, c, parts)
 

@@ -1,6 +1,7 @@
-"""`cuvil.runtime.blas.gemm` and `gemm_batched` against numpy in float64: f32 products on
-Cuvil's register tile (`sgemm`: row and column tails, K = 0, empty products, rows or
-column panels split between threads), f64 products on BLAS."""
+"""`cuvil.runtime.blas.gemm` and `gemm_batched` against numpy in float64: Cuvil's f32
+register tile (`sgemm`, called directly: row and column tails, K = 0, empty products, rows
+or column panels split between threads), what `gemm` sends f32 products to on this CPU
+(the tile or BLAS, `blas.tile_is_faster()`), f64 products on BLAS."""
 
 from __future__ import annotations
 
