@@ -136,6 +136,7 @@ TILE_CPUS = ("znver4", "znver5")  # LLVM's names of the CPUs the f32 tile is fas
 
 
 def tile_is_faster() -> bool:
+    """Whether f32 products take the register tile on this CPU (LLVM's name for it)."""
     from llvmlite import binding
 
     return binding.get_host_cpu_name() in TILE_CPUS
