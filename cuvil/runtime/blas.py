@@ -1,23 +1,32 @@
 """Matrix products shared by every generated module, and the BLAS thread policy.
 
-f32 products take Cuvil's own register tile (`cuvil.runtime.sgemm`) on the CPUs where it
-was measured faster than OpenBLAS (`TILE_CPUS`: on a Zen 4 core 5-25% on the zoo's
-products), BLAS elsewhere and for other dtypes: on an Intel Rocket Lake Xeon (2.0 GHz, one
-512-bit FMA unit) the tile took 1.1-1.5x OpenBLAS's time on every zoo product, two
-threads (64x784 @ 784x512: 66 against 91 GFLOP/s; 1024x256 @ 256x768: 107 against 156).
-The choice is made when a product is typed; Numba's cache keys on the CPU's name too.
+A product by a constant weight (`gemm_weight`) takes what lowering prepared of it. An f32
+weight is packed into column panels, and products of up to PANEL_MAX_ROWS rows run on
+Cuvil's register tile over them (`gemm_packed`, `cuvil.runtime.sgemm`). Each thread
+keeps its own panels in its L2 from call to call; OpenBLAS packs its operand again on
+every call. Larger products go to BLAS on the weight. An f64 weight is kept transposed
+for `gemv`. Other products (`gemm`) take the tile on `b` itself on the CPUs where that was
+measured faster than OpenBLAS (`TILE_CPUS`: a Zen 4 core, 5-25% on the zoo's products),
+BLAS elsewhere and for f64. On an Intel Rocket Lake Xeon (2.0 GHz, one 512-bit FMA unit)
+the tile on `b` itself took 1.1-1.5x OpenBLAS's time on every zoo product, two threads
+(1024x256 @ 256x768: 107 against 156 GFLOP/s); on packed panels it beats OpenBLAS up to
+~256 rows. The choice of tile is made when a product is typed; Numba's cache keys on
+the CPU's name too.
 
-One pool: scipy's OpenBLAS (the BLAS Numba calls) runs
-single-threaded, and products are split between Numba's threads instead (`gemm`: row
-blocks; `gemm_batched`: batch entries).
-OpenBLAS's own pthread pool spin-waits after each call; next to torch's OpenMP pool it
-made a 16-image NCHW convolution take 255 ms instead of 8 ms, and torch's own convolution
-next to it 50 ms instead of 1.5 ms. `single_threaded_blas()` sets this once per process.
+One pool: scipy's OpenBLAS (the BLAS Numba calls) runs single-threaded, and products are
+split between Numba's threads instead: row blocks, or column blocks (one BLAS call each,
+through Numba's own `numba_xxgemm` binding with leading dimensions) when there are fewer
+than COLUMN_SPLIT_ROWS rows. With row blocks each thread packs all of `b`. For 64x784 @
+784x512 on two threads that took 648 us, against 426 with column blocks. `gemm_batched`
+splits batch entries. OpenBLAS's own pthread pool spin-waits after each call; next to
+torch's OpenMP pool it made a 16-image NCHW convolution take 255 ms instead of 8 ms, and
+torch's own convolution next to it 50 ms instead of 1.5 ms. `single_threaded_blas()`
+sets this once per process.
 
 `gemv(a, wt, c, parts)` computes `c = a @ wt.T` for a handful of rows of `a` as dot
 products against the rows of the pre-transposed weight `wt`, four output columns at a time
 (each load of `a` feeds four multiply-adds); with `parts > 1` the columns are split between
-threads. For 1-8 rows this beats BLAS here: 784x512 in 20 us on 2 threads, `np.dot` 27.
+threads.
 
 These functions are compiled once per cache directory (`numba_cache.njit`) rather
 than in every generated module: a parallel function costs ~1.5 s to compile, and this is
@@ -34,10 +43,12 @@ from numba import prange, types
 from numba.extending import overload
 
 from cuvil.runtime.numba_cache import njit
-from cuvil.runtime.sgemm import sgemm
+from cuvil.runtime.sgemm import sgemm, sgemm_panels
 
 GEMV_PAR_WORK = 1 << 16  # multiply-adds below which one thread is faster
 GEMM_PAR_WORK = 1 << 20  # multiply-adds below which one BLAS call on one thread is faster
+COLUMN_SPLIT_ROWS = 128  # BLAS products with fewer rows split columns between threads
+PANEL_MAX_ROWS = 256  # products by a packed weight with at most this many rows: the tile
 _blas_configured = False
 
 
@@ -142,6 +153,16 @@ def tile_is_faster() -> bool:
     return binding.get_host_cpu_name() in TILE_CPUS
 
 
+def _tile_cpu():
+    """Whether this CPU is one of TILE_CPUS, as a constant in compiled code."""
+
+
+@overload(_tile_cpu)
+def _tile_cpu_for():
+    faster = tile_is_faster()
+    return lambda: faster
+
+
 def _product(a, b, c, parts):
     """c = a @ b on `parts` threads: the f32 tile, or BLAS (typed in `_product_for`)."""
 
@@ -149,9 +170,53 @@ def _product(a, b, c, parts):
 @overload(_product)
 def _product_for(a, b, c, parts):
     arrays = (a, b, c)
-    if tile_is_faster() and all(x.dtype == types.float32 and x.layout == "C" for x in arrays):
+    contiguous = all(x.layout == "C" for x in arrays)
+    if tile_is_faster() and contiguous and all(x.dtype == types.float32 for x in arrays):
         return lambda a, b, c, parts: sgemm(a, b, c, parts)
+    if contiguous and all(x.dtype in _XXGEMM for x in arrays):
+        return lambda a, b, c, parts: _blas_split(a, b, c, parts)
     return lambda a, b, c, parts: _blas(a, b, c, parts)
+
+
+def _xxgemm(dtype):
+    """Numba's own binding of BLAS `?gemm` (`numba_xxgemm`, the one its `np.dot` calls),
+    with leading dimensions, so that a block of columns is one call without a copy."""
+    p = types.CPointer(dtype)
+    return types.ExternalFunction("numba_xxgemm", types.intc(
+        types.char, types.char, types.char, types.intp, types.intp, types.intp,
+        p, p, types.intp, p, types.intp, p, p, types.intp))
+
+
+_XXGEMM = {types.float32: _xxgemm(types.float32), types.float64: _xxgemm(types.float64)}
+
+
+def _column_block(a, b, c, n0, n1):
+    """c[:, n0:n1] = a @ b[:, n0:n1], for C-contiguous a, b, c (typed below)."""
+
+
+@overload(_column_block)
+def _column_block_for(a, b, c, n0, n1):
+    xxgemm, kind = _XXGEMM[a.dtype], ord("s" if a.dtype == types.float32 else "d")
+    notrans = ord("n")
+
+    def block(a, b, c, n0, n1):  # column-major view: c.T[n0:n1] = b.T[n0:n1] @ a.T
+        one, zero = np.ones(1, a.dtype), np.zeros(1, a.dtype)
+        m, k = a.shape
+        n = b.shape[1]
+        xxgemm(kind, notrans, notrans, n1 - n0, m, k, one.ctypes, b[:, n0:].ctypes, n,
+               a.ctypes, max(k, 1), zero.ctypes, c[:, n0:].ctypes, n)
+    return block
+
+
+@njit(nogil=True, parallel=True)
+def _blas_columns(a, b, c, parts):
+    n = b.shape[1]
+    step = ((n + parts - 1) // parts + 15) // 16 * 16  # whole 64-byte lines of f32
+    for t in prange(parts):
+        n0 = min(n, t * step)
+        n1 = min(n, n0 + step)
+        if n1 > n0:
+            _column_block(a, b, c, n0, n1)
 
 
 @njit(nogil=True, parallel=True)
@@ -174,10 +239,58 @@ def _blas(a, b, c, parts):
 
 
 @njit(nogil=True)
+def _blas_split(a, b, c, parts):
+    """Rows split between threads, or columns when there are few rows and K > 0."""
+    if parts > 1 and a.shape[0] < COLUMN_SPLIT_ROWS and a.shape[1] and \
+            b.shape[1] >= 32 * parts:
+        _blas_columns(a, b, c, parts)
+    else:
+        _blas(a, b, c, parts)
+
+
+@njit(nogil=True)
 def gemm(a, b, c, parts):
     """c = a @ b (2-d, C-contiguous), split between `parts` threads when it is big enough."""
     big = a.shape[0] * a.shape[1] * b.shape[1] >= GEMM_PAR_WORK
     _product(a, b, c, parts if big else 1)
+
+
+@njit(nogil=True)
+def gemm_packed(a, panels, w, c, parts):
+    """c = a @ w for a constant f32 weight w [K, N], also packed at compile time as `panels`
+    (`sgemm.sgemm_panels`): the tile on panels up to PANEL_MAX_ROWS rows (threads split the
+    panels, each keeping its own in its L2 from call to call) and on TILE_CPUS, else BLAS."""
+    m, n = c.shape
+    p = parts if m * a.shape[1] * n >= GEMV_PAR_WORK else 1
+    if m <= PANEL_MAX_ROWS or _tile_cpu():
+        sgemm_panels(a, panels, c, p, PANEL_MAX_ROWS + 1)
+    else:
+        _blas_split(a, w, c, p)
+
+
+@njit(nogil=True)
+def gemm_weight(a, w, packed, c, parts, gemv_rows):
+    """c = a @ w, `packed` being what lowering prepared of a constant weight: its panels
+    [ceil(N / 32), K, 32] (f32: `gemm_packed`), or `w` transposed (`gemv` for at most
+    `gemv_rows` rows), or empty (not a constant: `gemm`)."""
+    _by_weight(a, w, packed, c, parts, gemv_rows)
+
+
+def _by_weight(a, w, packed, c, parts, gemv_rows):
+    """`gemm_weight`'s product, chosen by the type of `packed` (in `_by_weight_for`)."""
+
+
+@overload(_by_weight)
+def _by_weight_for(a, w, packed, c, parts, gemv_rows):
+    if packed.ndim == 3:
+        return lambda a, w, packed, c, parts, gemv_rows: gemm_packed(a, packed, w, c, parts)
+
+    def plain(a, w, packed, c, parts, gemv_rows):
+        if packed.size and a.shape[0] <= gemv_rows:
+            gemv(a, packed, c, parts)
+        else:
+            gemm(a, w, c, parts)
+    return plain
 
 
 @njit(nogil=True, parallel=True)

@@ -112,12 +112,15 @@ def accumulate(builder, kk, count: int, step) -> list:
 
 def tile_loop(builder, ptrs, kk, wk, load_x, mr: int, nv: int) -> list:
     """The loop over the kk steps; returns the mr*nv accumulators after it (zero if kk=0).
-    Step k's nv vectors are `load_x(builder, xb + offs[k])`."""
+    Step k's nv vectors are `load_x(builder, xb + offs[k])`, or xb + k * offs where `offs`
+    is an integer (a stride, not a table)."""
     xb, op, wcols = ptrs
     fma = declare(builder, "llvm.fma.v16f32", VEC, [VEC] * 3)
 
     def step(builder, k, accs):
-        xs = load_x(builder, builder.gep(xb, [builder.load(builder.gep(op, [k]))]))
+        at_x = builder.mul(k, op) if isinstance(op.type, ir.IntType) else \
+            builder.load(builder.gep(op, [k]))
+        xs = load_x(builder, builder.gep(xb, [at_x]))
         at, new = builder.mul(k, wk), []
         for m in range(mr):
             wm = broadcast(builder, builder.load(builder.gep(wcols[m], [at])))
@@ -169,7 +172,7 @@ def emit_tile(context, builder, signature, args, io, mr: int, nv: int) -> None:
     (x, q0, offs, kk, w, w0, wk, wm, d, d0, ldd, rows); `io(builder, args)` gives its
     (load_x, store_row)."""
     data = [context.make_array(signature.args[i])(context, builder, args[i]).data
-            for i in (0, 2, 4, 8)]
+            if isinstance(signature.args[i], types.Array) else args[i] for i in (0, 2, 4, 8)]
     load_x, store_row = io(builder, args)
     wcols = row_operands(builder, builder.gep(data[2], [args[5]]), args[7], args[11], mr)
     ptrs = (builder.gep(data[0], [args[1]]), data[1], wcols)
@@ -183,7 +186,8 @@ def tile_kernel(nv: int, mr: int = MR):
     """`tile(x, q0, offs, kk, w, w0, wk, wm, d, d0, ldd, rows, cols, xv, dv)`: for m < rows,
     vector v < nv and lane l with t = 16v + l < cols, d[d0 + m*ldd + v*dv + l] = the sum
     over k < kk of w[w0 + k*wk + m*wm] * x[q0 + offs[k] + v*xv + l]; 0 < cols <= 16*nv,
-    0 < rows <= mr; all arrays f32 but offs. Contiguous columns: xv = dv = 16; vectors
+    0 < rows <= mr; all arrays f32 but offs, which may also be an integer stride (step k
+    at x[q0 + k*offs + ...]). Contiguous columns: xv = dv = 16; vectors
     may also be rows of 16 pixels (xv, dv: the row strides)."""
 
     @intrinsic
@@ -191,6 +195,7 @@ def tile_kernel(nv: int, mr: int = MR):
         if any(getattr(a, "dtype", None) != types.float32 for a in (x, w, d)):
             return None
         ip = types.intp
+        offs = offs if isinstance(offs, types.Array) else ip
         sig = types.void(x, ip, offs, ip, w, ip, ip, ip, d, ip, ip, ip, ip, ip, ip)
 
         def codegen(context, builder, signature, args):

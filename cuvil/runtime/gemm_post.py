@@ -3,8 +3,8 @@ call compiled once per installation: a GEMM group with that epilogue (the stock 
 `linear_relu`, `linear_gelu`, `linear_residual` ops, or none) *is* `linear_post`, so
 lowering generates and Numba compiles nothing for it.
 
-`x` [..., K] is one product over all its rows with `w` [K, N]; `wt` is `w` transposed for
-`blas.gemv` (empty when the weight is not a constant). The epilogue runs over rows of the
+`x` [..., K] is one product over all its rows with `w` [K, N]. `packed` is what lowering
+prepared of a constant weight (`blas.gemm_weight`). The epilogue runs over rows of the
 output after the product, as a generated one does: `bias` [N] (empty for none), `res`
 (shaped like `out`, or empty), `clip` [lo, hi], and `mode` [GELU or not, the most rows
 that take `gemv`, the output size from which rows are split between threads], the
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from cuvil.runtime.blas import gemm, gemv
+from cuvil.runtime.blas import gemm_weight
 from cuvil.runtime.numba_cache import njit
 from cuvil.runtime.vmath import verf, vtanh
 
@@ -66,17 +66,14 @@ def _post_split(o, bias, r, clip, gelu, parts):
 
 
 @njit(nogil=True)
-def linear_post(x, w, wt, bias, res, clip, mode, parts, out):
+def linear_post(x, w, packed, bias, res, clip, mode, parts, out):
     """out [..., N] = the epilogue of x [..., K] @ w [K, N]."""
-    kd, nd = w.shape
+    kd, nd = x.shape[-1], out.shape[-1]
     rows = 1
     for d in x.shape[:-1]:
         rows *= d
     a, o = x.reshape((rows, kd)), out.reshape((rows, nd))
-    if wt.size and rows <= mode[1]:
-        gemv(a, wt, o, parts)
-    else:
-        gemm(a, w, o, parts)
+    gemm_weight(a, w, packed, o, parts, mode[1])
     r = res.reshape((res.size // nd if nd else 0, nd))
     if parts > 1 and out.size >= mode[2]:
         _post_split(o, bias, r, clip, mode[0], parts)

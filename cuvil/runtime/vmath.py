@@ -35,16 +35,21 @@ from cuvil.runtime.numba_cache import njit
 _OPTS = dict(inline="always", error_model="numpy")
 
 
-def vexp(x):
-    """exp(x): in f32 arithmetic for an f32 argument, f64 otherwise (see the docstring)."""
-    raise NotImplementedError("vexp runs inside compiled code")
+def _by_dtype(name: str, doc: str, f32, f64):
+    """The function kernels call as `name(x)`: `f32(x)` for an f32 argument, else `f64(x)`
+    (chosen when the call is typed, and inlined)."""
 
+    def stub(x):
+        raise NotImplementedError(f"{name} runs inside compiled code")
 
-@overload(vexp, inline="always")
-def _vexp(x):
-    if x == types.float32:
-        return lambda x: _exp32(x)
-    return lambda x: _exp64(x)
+    stub.__name__, stub.__qualname__, stub.__doc__ = name, name, doc
+
+    @overload(stub, inline="always")
+    def _typed(x):
+        impl = f32 if x == types.float32 else f64
+        return lambda x: impl(x)
+
+    return stub
 
 
 @intrinsic
@@ -118,18 +123,6 @@ def vmax(row):
     return max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
 
 
-def vtanh(x):
-    """tanh(x): in f32 arithmetic for an f32 argument, f64 otherwise (see the docstring)."""
-    raise NotImplementedError("vtanh runs inside compiled code")
-
-
-@overload(vtanh, inline="always")
-def _vtanh(x):
-    if x == types.float32:
-        return lambda x: _tanh32(x)
-    return lambda x: _tanh64(x)
-
-
 @njit(**_OPTS)
 def _tanh32(x):
     """A rational approximation in f32 (Eigen's `generic_fast_tanh_float`): x P(x^2) /
@@ -150,32 +143,18 @@ def _tanh32(x):
 
 @njit(**_OPTS)
 def _tanh64(x):
-    e = vexp(2.0 * float(x))
+    e = _exp64(2.0 * float(x))
     return 1.0 - 2.0 / (e + 1.0)
 
 
-def vsigmoid(x):
-    """1 / (1 + exp(-x)); for an f32, (1 + tanh(x / 2)) / 2 in f32."""
-    raise NotImplementedError("vsigmoid runs inside compiled code")
+@njit(**_OPTS)
+def _sigmoid32(x):
+    return np.float32(0.5) + np.float32(0.5) * _tanh32(np.float32(0.5) * x)
 
 
-@overload(vsigmoid, inline="always")
-def _vsigmoid(x):
-    if x == types.float32:
-        return lambda x: np.float32(0.5) + np.float32(0.5) * _tanh32(np.float32(0.5) * x)
-    return lambda x: 1.0 / (1.0 + vexp(-float(x)))
-
-
-def verf(x):
-    """erf(x): in f32 arithmetic for an f32 argument, f64 otherwise (see the docstring)."""
-    raise NotImplementedError("verf runs inside compiled code")
-
-
-@overload(verf, inline="always")
-def _verf(x):
-    if x == types.float32:
-        return lambda x: _erf32(x)
-    return lambda x: _erf64(x)
+@njit(**_OPTS)
+def _sigmoid64(x):
+    return 1.0 / (1.0 + _exp64(-float(x)))
 
 
 @njit(**_OPTS)
@@ -204,5 +183,15 @@ def _erf64(x):
     t = 1.0 / (1.0 + 0.3275911 * a)
     poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t
             + 0.254829592) * t
-    y = 1.0 - poly * vexp(-a * a)
+    y = 1.0 - poly * _exp64(-a * a)
     return y if v >= 0 else -y
+
+
+vexp = _by_dtype("vexp", "exp(x): in f32 arithmetic for an f32 argument, f64 otherwise.",
+                 _exp32, _exp64)
+vtanh = _by_dtype("vtanh", "tanh(x): in f32 arithmetic for an f32 argument, f64 otherwise.",
+                  _tanh32, _tanh64)
+verf = _by_dtype("verf", "erf(x): in f32 arithmetic for an f32 argument, f64 otherwise.",
+                 _erf32, _erf64)
+vsigmoid = _by_dtype("vsigmoid", "1 / (1 + exp(-x)); for an f32, (1 + tanh(x / 2)) / 2 in f32.",
+                     _sigmoid32, _sigmoid64)

@@ -1,11 +1,12 @@
 """The GEMM + epilogue template: `matmul`/`bmm`, then the group's elementwise epilogue
 (bias, activation, residual add, ...) over the output in the same kernel call.
 
-The product is `cuvil.runtime.blas.gemm` (f32: Cuvil's register tile, `runtime.sgemm`;
-f64: scipy's OpenBLAS, single-threaded), writing straight into the planned output, split
-between Numba's threads. A constant right-hand side is also kept transposed so that
-products with at most `GEMV_MAX_ROWS` rows (batch-1 inference) take the dot-product kernel
-`cuvil.runtime.blas.gemv`.
+The product is `cuvil.runtime.blas.gemm_weight`, writing straight into the planned output,
+split between Numba's threads. A constant f32 right-hand side is packed here, at compile
+time, into column panels (`panels`) for Cuvil's register tile (`runtime.sgemm`), which
+takes products of up to a few hundred rows; larger ones go to scipy's OpenBLAS
+(single-threaded per block). A constant f64 one is kept transposed for the dot-product
+kernel `blas.gemv` on products with at most `GEMV_MAX_ROWS` rows (batch-1 inference).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from cuvil.lower.templates.spec import THREADS, KernelSpec, Unsupported
 from cuvil.ops import registry
 
 BLAS_DTYPES = (DType.f32, DType.f64)
-# Products with at most this many rows take `blas.gemv` (784x512 on two threads: 1 row 13 us,
-# the f32 tile 39; 4 rows 48 against 44; 8 rows 96 against 48).
+# f64 products with at most this many rows take `blas.gemv` (784x512 on two threads: 1 row
+# 13 us, the f32 tile 39; 4 rows 48 against 44; 8 rows 96 against 48).
 GEMV_MAX_ROWS = 3
+PANEL = 32  # columns per panel of a packed f32 weight: `runtime.sgemm.WIDTH`
 
 
 def epilogue(ctx, nodes, out_type, seed: str, first_arg: int):
@@ -73,7 +75,7 @@ def generate(group, ctx) -> KernelSpec:
     if library is not None:
         return library
     if y.rank == 2:
-        params, args, body = _flat(mm, ctx, x, y)
+        params, args, body = _flat(mm, ctx, x)
     elif x.shape[:-2] == y.shape[:-2]:
         params, args, body = _batched(mm, x)
     else:
@@ -93,40 +95,44 @@ def _library(mm, rest, ctx, output: str) -> KernelSpec | None:
     if post is None or x.rank != out.rank:
         return None
     bias, res, clip = post_args(ctx, post, out)
-    y = ctx.type(mm.inputs[1])
-    wt = ctx.prepare(f"{mm.inputs[1]}.T", ctx.const_array(mm.inputs[1]).T) \
-        if _use_gemv(ctx, mm, y) else ctx.prepare(f"empty2.{y.dtype}", np.zeros((0, 0),
-                                                                               y.dtype.numpy))
+    packed = _packed(ctx, mm)
     gelu = {"": 0, "erf": 1, "tanh": 2}[post.gelu]
     mode = ctx.prepare(f"linear.{gelu}.{GEMV_MAX_ROWS}.{ctx.par_min}",
                        np.array([gelu, GEMV_MAX_ROWS, ctx.par_min], np.int64))
-    params = ["x", "w", "wt", "bias", "res", "clip", "mode", "parts", "out"]
-    args = [*mm.inputs, wt, bias, res, clip, mode, THREADS, output]
+    params = ["x", "w", "packed", "bias", "res", "clip", "mode", "parts", "out"]
+    args = [*mm.inputs, packed, bias, res, clip, mode, THREADS, output]
     return KernelSpec("gemm", params, args, [], note=f"epilogue {post.describe()}",
                       library="linear_post")
 
 
-def _use_gemv(ctx, mm, y) -> bool:
-    return ctx.is_const(mm.inputs[1]) and y.rank == 2
+def panels(w: np.ndarray) -> np.ndarray:
+    """A constant weight w [K, N] packed for `runtime.blas.gemm_panels`: [ceil(N / PANEL),
+    K, PANEL], the columns past N zero, so that the tile reads each step's columns as one
+    contiguous run instead of one row of w each."""
+    (k, n), count = w.shape, -(-w.shape[1] // PANEL)
+    padded = np.zeros((k, count * PANEL), w.dtype)
+    padded[:, :n] = w
+    return np.ascontiguousarray(padded.reshape(k, count, PANEL).transpose(1, 0, 2))
 
 
-def _flat(mm, ctx, x, y):
+def _packed(ctx, mm) -> str:
+    """The prepared form of a constant right-hand side for `blas.gemm_weight`: f32 panels,
+    else the transposed weight for `gemv`; an empty array when it is not a constant."""
+    w, y = mm.inputs[1], ctx.type(mm.inputs[1])
+    if not ctx.is_const(w):
+        return ctx.prepare(f"empty2.{y.dtype}", np.zeros((0, 0), y.dtype.numpy))
+    if y.dtype == DType.f32:
+        return ctx.prepare(f"{w}.panels", panels(ctx.const_array(w)))
+    return ctx.prepare(f"{w}.T", ctx.const_array(w).T)
+
+
+def _flat(mm, ctx, x):
     """x [..., M, K] @ y [K, N]: one product over all rows of x."""
     lines = [f"kd = x0.shape[{x.rank - 1}]", "nd = x1.shape[1]",
              f"mrows = {_product('x0', x.rank - 1)}",
-             "am = x0.reshape((mrows, kd))", "cm = out.reshape((mrows, nd))"]
-    params, args = ["x0", "x1"], list(mm.inputs)
-    if _use_gemv(ctx, mm, y):
-        wt = ctx.prepare(f"{mm.inputs[1]}.T", ctx.const_array(mm.inputs[1]).T)
-        params += ["x2", "threads"]
-        args += [wt, THREADS]
-        lines += [f"if mrows <= {GEMV_MAX_ROWS}:", "    gemv(am, x2, cm, threads)",
-                  "else:", "    gemm(am, x1, cm, threads)"]
-    else:
-        params.append("threads")
-        args.append(THREADS)
-        lines.append("gemm(am, x1, cm, threads)")
-    return params, args, lines
+             "am = x0.reshape((mrows, kd))", "cm = out.reshape((mrows, nd))",
+             f"gemm_weight(am, x1, x2, cm, threads, {GEMV_MAX_ROWS})"]
+    return ["x0", "x1", "x2", "threads"], [*mm.inputs, _packed(ctx, mm), THREADS], lines
 
 
 def _batched(mm, x):

@@ -9,7 +9,7 @@ knows are declared, not computed, here (`LowerContext.derive`).
 
 from __future__ import annotations
 
-HELPERS = {"gemv": "cuvil.runtime.blas", "gemm": "cuvil.runtime.blas",
+HELPERS = {"gemm": "cuvil.runtime.blas", "gemm_weight": "cuvil.runtime.blas",
            "gemm_batched": "cuvil.runtime.blas",
            **{f"{kind}_{layout}": "cuvil.runtime.conv" for kind in
               ("conv2d", "conv1x1", "depthwise") for layout in ("nchw", "nhwc")},

@@ -8,7 +8,7 @@ from cuvil.runtime.gemm_post import linear_post  # cuvil.runtime.gemm_post <runt
 
 # k0_gemm: template gemm (epilogue bias + clip [0, inf])
 #   v1 = linear_relu(x, fc_weight_T, fc_bias) at model.py:10; rules: linear_relu, matmul_add
-k0_gemm = linear_post  # (x, w, wt, bias, res, clip, mode, parts, out)
+k0_gemm = linear_post  # (x, w, packed, bias, res, clip, mode, parts, out)
 
 def entry(in0, c0, c1, c2, c3, c4, c5, o0, n_batch, n_threads, fallbacks):
     k0_gemm(in0, c0, c1, c2, c3, c4, c5, n_threads, o0)

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.blas import gemv, gemm  # cuvil.runtime.blas <runtime hash>
+from cuvil.runtime.blas import gemm_weight  # cuvil.runtime.blas <runtime hash>
 from cuvil.runtime.vmath import vtanh  # cuvil.runtime.vmath <runtime hash>
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
@@ -17,10 +17,7 @@ def k0_gemm(x0, x1, x2, threads, x4, out):
     mrows = x0.shape[0]
     am = x0.reshape((mrows, kd))
     cm = out.reshape((mrows, nd))
-    if mrows <= 3:
-        gemv(am, x2, cm, threads)
-    else:
-        gemm(am, x1, cm, threads)
+    gemm_weight(am, x1, x2, cm, threads, 3)
     d0 = out.shape[0]
     d1 = out.shape[1]
     nrows = d0
