@@ -2,16 +2,15 @@
 
 A product by a constant weight (`gemm_weight`) takes what lowering prepared of it. An f32
 weight is packed into column panels, and products of up to PANEL_MAX_ROWS rows run on
-Cuvil's register tile over them (`gemm_packed`, `cuvil.runtime.sgemm`). Each thread
-keeps its own panels in its L2 from call to call; OpenBLAS packs its operand again on
-every call. Larger products go to BLAS on the weight. An f64 weight is kept transposed
-for `gemv`. Other products (`gemm`) take the tile on `b` itself on the CPUs where that was
+Cuvil's register tile over them (`gemm_packed`, `cuvil.runtime.sgemm`). Each thread keeps
+its own panels in its L2 from call to call; OpenBLAS packs its operand again on every
+call. Larger products go to BLAS on the weight. An f64 weight is kept transposed for
+`gemv`. Other products (`gemm`) take the tile on `b` itself on the CPUs where that was
 measured faster than OpenBLAS (`TILE_CPUS`: a Zen 4 core, 5-25% on the zoo's products),
-BLAS elsewhere and for f64. On an Intel Rocket Lake Xeon (2.0 GHz, one 512-bit FMA unit)
-the tile on `b` itself took 1.1-1.5x OpenBLAS's time on every zoo product, two threads
-(1024x256 @ 256x768: 107 against 156 GFLOP/s); on packed panels it beats OpenBLAS up to
-~256 rows. The choice of tile is made when a product is typed; Numba's cache keys on
-the CPU's name too.
+BLAS elsewhere and for f64. On a 2.0 GHz Intel Xeon that LLVM calls `rocketlake`, the tile
+on `b` itself took 1.1-1.5x OpenBLAS's time on every zoo product, two threads (1024x256 @
+256x768: 107 against 156 GFLOP/s); on packed panels it beats OpenBLAS up to ~256 rows. The
+choice of tile is made when a product is typed; Numba's cache keys on the CPU's name too.
 
 One pool: scipy's OpenBLAS (the BLAS Numba calls) runs single-threaded, and products are
 split between Numba's threads instead: row blocks, or column blocks (one BLAS call each,
@@ -25,8 +24,8 @@ sets this once per process.
 
 `gemv(a, wt, c, parts)` computes `c = a @ wt.T` for a handful of rows of `a` as dot
 products against the rows of the pre-transposed weight `wt`, four output columns at a time
-(each load of `a` feeds four multiply-adds); with `parts > 1` the columns are split between
-threads.
+(each load of `a` feeds four multiply-adds); with `parts > 1` the columns are split
+between threads.
 
 These functions are compiled once per cache directory (`numba_cache.njit`) rather
 than in every generated module: a parallel function costs ~1.5 s to compile, and this is

@@ -1,5 +1,5 @@
-"""f32 matrix products on the register tile of `f32_tile`: `c = a @ b` for C-contiguous
-2-d arrays, without BLAS, from `b` itself (`sgemm`) or from a constant `b` packed at compile
+"""f32 matrix products on the register tile of `f32_tile`: `c = a @ b` for C-contiguous 2-d
+arrays, without BLAS, from `b` itself (`sgemm`) or from a constant `b` packed at compile
 time into column panels (`sgemm_panels`). `cuvil.runtime.blas` decides which products come
 here: those by a packed weight with up to a few hundred rows, and on the CPUs in
 `blas.TILE_CPUS` (where the tile on `b` itself was measured faster than OpenBLAS) all f32.
@@ -10,15 +10,15 @@ tiles of 1-2 rows take a one-row tile instead. Column panels are the outer loop,
 panel of `b` (K x 32) stays in cache while the row tiles stream past it. Threads split
 rows (8-row tiles) when there are enough, else column panels. On `b` itself each step
 reads one row of `b` (two lines N floats apart); a packed panel [K, 32] is one contiguous
-run, which on an Intel Rocket Lake core made the tile faster than OpenBLAS on products of
-up to ~256 rows (64x784 @ 784x512 on two threads: 423 us against BLAS's 499, and 845 on
-`b` itself). Measured on a Zen 4 against scipy's OpenBLAS, on `b` itself: 5-25% faster on
-the zoo's products (64x784 @ 784x512: 280 us against 369), ~105 GFLOP/s per core.
+run, which on an Intel Xeon that LLVM calls `rocketlake` made the tile faster than
+OpenBLAS on products of up to ~256 rows (64x784 @ 784x512 on two threads: 423 us against
+BLAS's 499, and 845 on `b` itself). Measured on a Zen 4 against scipy's OpenBLAS, on `b`
+itself: 5-25% faster on the zoo's products (64x784 @ 784x512: 280 us against 369), ~105
+GFLOP/s per core.
 """
 
 from __future__ import annotations
 
-import numpy as np
 from numba import prange
 
 from cuvil.runtime.f32_tile import LANES, MR, tile_kernel
@@ -30,10 +30,10 @@ WIDTH = 2 * LANES  # columns per tile
 
 
 @njit(nogil=True, fastmath=True)
-def _block(a, bf, c, offs, jstride, m0, m1, n0, n1):
+def _block(a, bf, c, kstride, jstride, m0, m1, n0, n1):
     """c[m0:m1, n0:n1] = a[m0:m1] @ b[:, n0:n1], `b` flat in `bf`: column j of row k at
-    bf[j * jstride + offs[k]] (`b` itself: jstride 1, offs[k] = k * N; panels: jstride K,
-    `offs` the stride WIDTH, for j a multiple of WIDTH)."""
+    bf[j * jstride + k * kstride] (`b` itself: jstride 1, kstride N; panels: jstride K,
+    kstride WIDTH, for j a multiple of WIDTH)."""
     kd, nd = a.shape[1], c.shape[1]
     af, cf = a.reshape(a.size), c.reshape(c.size)
     for j in range(n0, n1, WIDTH):
@@ -42,18 +42,18 @@ def _block(a, bf, c, offs, jstride, m0, m1, n0, n1):
             rows = min(MR, m1 - i)
             if rows <= 2:
                 for r in range(i, i + rows):
-                    _ROW(bf, j * jstride, offs, kd, af, r * kd, 1, kd, cf, r * nd + j, nd, 1,
+                    _ROW(bf, j * jstride, kstride, kd, af, r * kd, 1, kd, cf, r * nd + j, nd, 1,
                          cols, LANES, LANES)
             elif cols > LANES:
-                _T2(bf, j * jstride, offs, kd, af, i * kd, 1, kd, cf, i * nd + j, nd, rows,
+                _T2(bf, j * jstride, kstride, kd, af, i * kd, 1, kd, cf, i * nd + j, nd, rows,
                     cols, LANES, LANES)
             else:
-                _T1(bf, j * jstride, offs, kd, af, i * kd, 1, kd, cf, i * nd + j, nd, rows,
+                _T1(bf, j * jstride, kstride, kd, af, i * kd, 1, kd, cf, i * nd + j, nd, rows,
                     cols, LANES, LANES)
 
 
 @njit(nogil=True, parallel=True)
-def _parallel(a, bf, c, offs, jstride, parts, row_min):
+def _parallel(a, bf, c, kstride, jstride, parts, row_min):
     """Row tiles split between threads from `row_min` rows on, else column panels."""
     m, n = a.shape[0], c.shape[1]
     by_rows = m >= 2 * MR * parts and (m >= row_min or n <= WIDTH * (parts - 1))
@@ -63,20 +63,19 @@ def _parallel(a, bf, c, offs, jstride, parts, row_min):
     for t in prange(parts):
         lo, hi = t * step, (t + 1) * step
         if by_rows:
-            _block(a, bf, c, offs, jstride, min(m, lo), min(m, hi), 0, n)
+            _block(a, bf, c, kstride, jstride, min(m, lo), min(m, hi), 0, n)
         else:
-            _block(a, bf, c, offs, jstride, 0, m, min(n, lo), min(n, hi))
+            _block(a, bf, c, kstride, jstride, 0, m, min(n, lo), min(n, hi))
 
 
 @njit(nogil=True)
 def sgemm(a, b, c, parts):
     """c = a @ b (f32, 2-d, C-contiguous) on `parts` threads (1: this thread)."""
-    offs = np.arange(a.shape[1]) * b.shape[1]
     bf = b.reshape(b.size)
     if parts > 1:
-        _parallel(a, bf, c, offs, 1, parts, 0)
+        _parallel(a, bf, c, b.shape[1], 1, parts, 0)
     else:
-        _block(a, bf, c, offs, 1, 0, a.shape[0], 0, b.shape[1])
+        _block(a, bf, c, b.shape[1], 1, 0, a.shape[0], 0, b.shape[1])
 
 
 @njit(nogil=True)
