@@ -41,6 +41,7 @@ import numpy as np
 from numba import prange, types
 from numba.extending import overload
 
+from cuvil.runtime.f32_tile import no_epilogue
 from cuvil.runtime.numba_cache import njit
 from cuvil.runtime.sgemm import sgemm, sgemm_panels
 
@@ -255,16 +256,18 @@ def gemm(a, b, c, parts):
 
 
 @njit(nogil=True)
-def gemm_packed(a, panels, w, c, parts):
+def gemm_packed(a, panels, w, c, parts, epi):
     """c = a @ w for a constant f32 weight w [K, N], also packed at compile time as `panels`
     (`sgemm.sgemm_panels`): the tile on panels up to PANEL_MAX_ROWS rows (threads split the
-    panels, each keeping its own in its L2 from call to call) and on TILE_CPUS, else BLAS."""
+    panels, each keeping its own in its L2 from call to call) and on TILE_CPUS, with the
+    epilogue `epi` in its stores (returns True), else BLAS, without it (False)."""
     m, n = c.shape
     p = parts if m * a.shape[1] * n >= GEMV_PAR_WORK else 1
     if m <= PANEL_MAX_ROWS or _tile_cpu():
-        sgemm_panels(a, panels, c, p, PANEL_MAX_ROWS + 1)
-    else:
-        _blas_split(a, w, c, p)
+        sgemm_panels(a, panels, c, p, PANEL_MAX_ROWS + 1, epi)
+        return True
+    _blas_split(a, w, c, p)
+    return False
 
 
 @njit(nogil=True)
@@ -272,23 +275,33 @@ def gemm_weight(a, w, packed, c, parts, gemv_rows):
     """c = a @ w, `packed` being what lowering prepared of a constant weight: its panels
     [ceil(N / 32), K, 32] (f32: `gemm_packed`), or `w` transposed (`gemv` for at most
     `gemv_rows` rows), or empty (not a constant: `gemm`)."""
-    _by_weight(a, w, packed, c, parts, gemv_rows)
+    _by_weight(a, w, packed, c, parts, gemv_rows, no_epilogue())
 
 
-def _by_weight(a, w, packed, c, parts, gemv_rows):
-    """`gemm_weight`'s product, chosen by the type of `packed` (in `_by_weight_for`)."""
+@njit(nogil=True)
+def gemm_weight_post(a, w, packed, c, parts, gemv_rows, epi):
+    """`gemm_weight`, applying the epilogue epi = (bias [N], residual [M*N], lo, hi, flags:
+    `f32_tile.post_tile_kernel`) in the tile's stores where the tile computes the product;
+    returns whether it did (if not, c holds the bare product)."""
+    return _by_weight(a, w, packed, c, parts, gemv_rows, epi)
+
+
+def _by_weight(a, w, packed, c, parts, gemv_rows, epi):
+    """`gemm_weight_post`'s product, chosen by the type of `packed` (in `_by_weight_for`)."""
 
 
 @overload(_by_weight)
-def _by_weight_for(a, w, packed, c, parts, gemv_rows):
+def _by_weight_for(a, w, packed, c, parts, gemv_rows, epi):
     if packed.ndim == 3:
-        return lambda a, w, packed, c, parts, gemv_rows: gemm_packed(a, packed, w, c, parts)
+        return lambda a, w, packed, c, parts, gemv_rows, epi: gemm_packed(a, packed, w, c,
+                                                                          parts, epi)
 
-    def plain(a, w, packed, c, parts, gemv_rows):
+    def plain(a, w, packed, c, parts, gemv_rows, epi):
         if packed.size and a.shape[0] <= gemv_rows:
             gemv(a, packed, c, parts)
         else:
             gemm(a, w, c, parts)
+        return False
     return plain
 
 

@@ -32,7 +32,7 @@ from numba import prange
 from cuvil.runtime.blas import GEMM_PAR_WORK
 from cuvil.runtime.f32_lines import copy_every_other, line_tile_kernel
 from cuvil.runtime.f32_pixels import pixel_tile_kernel
-from cuvil.runtime.f32_tile import LANES, MR, copy_floats, tile_kernel
+from cuvil.runtime.f32_tile import LANES, MR, copy_floats, no_epilogue, tile_kernel
 from cuvil.runtime.numba_cache import njit
 
 _T1, _T2 = tile_kernel(1), tile_kernel(2)
@@ -234,12 +234,6 @@ def _prepare(x, xs, geo):
     ag = _arranged_geo(geo, ch)
     hq, wq = _phases(ag, h, w)
     return _arrange(x, xs, ag), _offsets(ch, ag, hq, wq), hq, wq
-
-
-@njit(nogil=True, inline="always")
-def no_epilogue():
-    empty = np.empty(0, np.float32)
-    return empty, empty, np.float32(-np.inf), np.float32(np.inf), 0
 
 
 @njit(nogil=True)

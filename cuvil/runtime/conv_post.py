@@ -32,11 +32,8 @@ from cuvil.runtime.conv import (
     conv2d_nchw_few_image,
     conv2d_nchw_image,
 )
-from cuvil.runtime.conv_direct import (
-    conv2d_nchw_direct,
-    conv2d_nchw_direct_image_post,
-    no_epilogue,
-)
+from cuvil.runtime.conv_direct import conv2d_nchw_direct, conv2d_nchw_direct_image_post
+from cuvil.runtime.f32_tile import no_epilogue
 from cuvil.runtime.numba_cache import njit
 from cuvil.runtime.pool import max_planes
 from cuvil.runtime.winograd import winograd_image

@@ -76,7 +76,7 @@ def _line_io(xv, dv, masks, nv: int, g: int):
             out.append(vec)
         return out
 
-    def store_row(builder, accs, row):
+    def store_row(builder, accs, row, _at):
         store = masked_store(builder)
         for v in range(nv):
             for r in range(g):

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 from functools import cache
 
+import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from cuvil.runtime.numba_cache import njit
 
 LANES = 16  # f32 lanes per vector (a zmm register; LLVM splits it where AVX-512 is absent)
 MR = 8  # output channels per tile
@@ -132,14 +135,14 @@ def tile_loop(builder, ptrs, kk, wk, load_x, mr: int, nv: int) -> list:
 
 def store_rows(builder, accs, db, ldd, rows, store_row, mr: int, nv: int) -> None:
     """Row m of the tile (its nv accumulators) to db + m*ldd by `store_row(builder, accs,
-    row pointer)`, for m < rows."""
+    row pointer, m*ldd)`, for m < rows."""
     intp = ldd.type
     for m in range(mr):
         live, after = builder.append_basic_block(f"row{m}"), builder.append_basic_block(f"next{m}")
         builder.cbranch(builder.icmp_signed("<", ir.Constant(intp, m), rows), live, after)
         builder.position_at_end(live)
-        store_row(builder, accs[m * nv:(m + 1) * nv], builder.gep(db, [builder.mul(
-            ir.Constant(intp, m), ldd)]))
+        at = builder.mul(ir.Constant(intp, m), ldd)
+        store_row(builder, accs[m * nv:(m + 1) * nv], builder.gep(db, [at]), at)
         builder.branch(after)
         builder.position_at_end(after)
 
@@ -159,10 +162,39 @@ def _vector_io(xv, dv, masks, nv: int):
         return [builder.call(load, [_strided(builder, xrow, xv, v), align, masks[v], zero])
                 for v in range(nv)]
 
-    def store_row(builder, accs, row):
+    def store_row(builder, accs, row, _at):
         store = masked_store(builder)
         for v in range(nv):
             builder.call(store, [accs[v], _strided(builder, row, dv, v), align, masks[v]])
+
+    return load_x, store_row
+
+
+def _post_io(builder, masks, nv: int, epilogue):
+    """(load_x, store_row) of the tile on contiguous columns whose stores apply the
+    epilogue (bias at the tile's first column, residual at its first element, lo, hi,
+    flags: `post_tile_kernel`) while the sums are in registers; NaN is kept, as torch's
+    clamp and relu keep it."""
+    bias, res, lo, hi, flags = epilogue
+    intp, zero, align = flags.type, ir.Constant(VEC, None), ir.Constant(I32, 4)
+    sixteen = ir.Constant(intp, LANES)
+    load_x, _ = _vector_io(sixteen, sixteen, masks, nv)
+    load = masked_load(builder)
+    on = [broadcast(builder, builder.icmp_signed("!=", builder.and_(
+        flags, ir.Constant(intp, bit)), ir.Constant(intp, 0))) for bit in (1, 2)]
+    biases = [builder.call(load, [_strided(builder, bias, sixteen, v), align, builder.and_(
+        masks[v], on[0]), zero]) for v in range(nv)]
+    low, high = broadcast(builder, lo), broadcast(builder, hi)
+
+    def store_row(builder, accs, row, at):
+        store, rrow = masked_store(builder), builder.gep(res, [at])
+        for v in range(nv):
+            add = builder.call(load, [_strided(builder, rrow, sixteen, v), align,
+                                      builder.and_(masks[v], on[1]), zero])
+            val = builder.fadd(builder.fadd(accs[v], biases[v]), add)
+            val = builder.select(builder.fcmp_ordered("<", val, low), low, val)
+            val = builder.select(builder.fcmp_ordered(">", val, high), high, val)
+            builder.call(store, [val, _strided(builder, row, sixteen, v), align, masks[v]])
 
     return load_x, store_row
 
@@ -201,6 +233,50 @@ def tile_kernel(nv: int, mr: int = MR):
         def codegen(context, builder, signature, args):
             def io(builder, args):
                 return _vector_io(args[13], args[14], lane_masks(builder, args[12], nv), nv)
+
+            emit_tile(context, builder, signature, args, io, mr, nv)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
+
+
+@njit(nogil=True, inline="always")
+def no_epilogue():
+    """The epilogue that changes nothing: (bias, residual, lo, hi, flags), both empty, as
+    `post_tile_kernel` and the pixel tile (`f32_pixels`) take it."""
+    empty = np.empty(0, np.float32)
+    return empty, empty, np.float32(-np.inf), np.float32(np.inf), 0
+
+
+@cache
+def post_tile_kernel(nv: int, mr: int = MR):
+    """`tile(x, q0, offs, kk, w, w0, wk, wm, d, d0, ldd, rows, cols, b, b0, r, lo, hi,
+    flags)`: `tile_kernel(nv, mr)`'s sums on contiguous columns (xv = dv = 16), stored
+    through the epilogue d = clip(sum + b[b0 + t] (flags & 1) + r[d0 + m*ldd + t]
+    (flags & 2), lo, hi) while they are in registers (`gemm_post.linear_post`'s bias,
+    residual and ReLU, without a second pass over d). b and r may be empty when their
+    flag is off; f32 arrays but offs."""
+
+    @intrinsic
+    def tile(typingctx, x, q0, offs, kk, w, w0, wk, wm, d, d0, ldd, rows, cols, b, b0, r, lo,
+             hi, flags):
+        if any(getattr(a, "dtype", None) != types.float32 for a in (x, w, d, b, r)):
+            return None
+        ip, f32 = types.intp, types.float32
+        offs = offs if isinstance(offs, types.Array) else ip
+        sig = types.void(x, ip, offs, ip, w, ip, ip, ip, d, ip, ip, ip, ip, b, ip, r, f32, f32,
+                         ip)
+
+        def codegen(context, builder, signature, args):
+            b_data, r_data = (context.make_array(signature.args[i])(
+                context, builder, args[i]).data for i in (13, 15))
+            epilogue = (builder.gep(b_data, [args[14]]), builder.gep(r_data, [args[9]]),
+                        *args[16:19])
+
+            def io(builder, args):
+                return _post_io(builder, lane_masks(builder, args[12], nv), nv, epilogue)
 
             emit_tile(context, builder, signature, args, io, mr, nv)
             return context.get_dummy_value()

@@ -5,7 +5,8 @@ here: those by a packed weight with up to a few hundred rows, and on the CPUs in
 `blas.TILE_CPUS` (where the tile on `b` itself was measured faster than OpenBLAS) all f32.
 
 The tile takes 8 rows of `a` (one broadcast each per step along K) against 32 columns of
-`b` (two vector loads), 16 FMAs per step, written straight into `c` with masked tails;
+`b` (two vector loads), 16 FMAs per step, written straight into `c` with masked tails,
+through an epilogue (bias, residual, clip: `f32_tile.post_tile_kernel`) when one is given;
 tiles of 1-2 rows take a one-row tile instead. Column panels are the outer loop, so a
 panel of `b` (K x 32) stays in cache while the row tiles stream past it. Threads split
 rows (8-row tiles) when there are enough, else column panels. On `b` itself each step
@@ -21,21 +22,23 @@ from __future__ import annotations
 
 from numba import prange
 
-from cuvil.runtime.f32_tile import LANES, MR, tile_kernel
+from cuvil.runtime.f32_tile import LANES, MR, no_epilogue, post_tile_kernel
 from cuvil.runtime.numba_cache import njit
 
-_T1, _T2 = tile_kernel(1), tile_kernel(2)
-_ROW = tile_kernel(2, 1)  # one row: for tiles of 1-2 rows, where 8 would waste the FMAs
+_T1, _T2 = post_tile_kernel(1), post_tile_kernel(2)
+_ROW = post_tile_kernel(2, 1)  # one row: for tiles of 1-2 rows, where 8 would waste the FMAs
 WIDTH = 2 * LANES  # columns per tile
 
 
 @njit(nogil=True, fastmath=True)
-def _block(a, bf, c, kstride, jstride, m0, m1, n0, n1):
-    """c[m0:m1, n0:n1] = a[m0:m1] @ b[:, n0:n1], `b` flat in `bf`: column j of row k at
-    bf[j * jstride + k * kstride] (`b` itself: jstride 1, kstride N; panels: jstride K,
-    kstride WIDTH, for j a multiple of WIDTH)."""
+def _block(a, bf, c, kstride, jstride, m0, m1, n0, n1, epi):
+    """c[m0:m1, n0:n1] = epi(a[m0:m1] @ b[:, n0:n1]), `b` flat in `bf`: column j of row k
+    at bf[j * jstride + k * kstride] (`b` itself: jstride 1, kstride N; panels: jstride K,
+    kstride WIDTH, for j a multiple of WIDTH); `epi` = (bias [N], residual [M*N], lo, hi,
+    flags) applied in the tile's stores (`f32_tile.post_tile_kernel`)."""
     kd, nd = a.shape[1], c.shape[1]
     af, cf = a.reshape(a.size), c.reshape(c.size)
+    bias, res, lo, hi, flags = epi
     for j in range(n0, n1, WIDTH):
         cols = min(WIDTH, n1 - j)
         for i in range(m0, m1, MR):
@@ -43,17 +46,17 @@ def _block(a, bf, c, kstride, jstride, m0, m1, n0, n1):
             if rows <= 2:
                 for r in range(i, i + rows):
                     _ROW(bf, j * jstride, kstride, kd, af, r * kd, 1, kd, cf, r * nd + j, nd, 1,
-                         cols, LANES, LANES)
+                         cols, bias, j, res, lo, hi, flags)
             elif cols > LANES:
                 _T2(bf, j * jstride, kstride, kd, af, i * kd, 1, kd, cf, i * nd + j, nd, rows,
-                    cols, LANES, LANES)
+                    cols, bias, j, res, lo, hi, flags)
             else:
                 _T1(bf, j * jstride, kstride, kd, af, i * kd, 1, kd, cf, i * nd + j, nd, rows,
-                    cols, LANES, LANES)
+                    cols, bias, j, res, lo, hi, flags)
 
 
 @njit(nogil=True, parallel=True)
-def _parallel(a, bf, c, kstride, jstride, parts, row_min):
+def _parallel(a, bf, c, kstride, jstride, parts, row_min, epi):
     """Row tiles split between threads from `row_min` rows on, else column panels."""
     m, n = a.shape[0], c.shape[1]
     by_rows = m >= 2 * MR * parts and (m >= row_min or n <= WIDTH * (parts - 1))
@@ -63,9 +66,9 @@ def _parallel(a, bf, c, kstride, jstride, parts, row_min):
     for t in prange(parts):
         lo, hi = t * step, (t + 1) * step
         if by_rows:
-            _block(a, bf, c, kstride, jstride, min(m, lo), min(m, hi), 0, n)
+            _block(a, bf, c, kstride, jstride, min(m, lo), min(m, hi), 0, n, epi)
         else:
-            _block(a, bf, c, kstride, jstride, 0, m, min(n, lo), min(n, hi))
+            _block(a, bf, c, kstride, jstride, 0, m, min(n, lo), min(n, hi), epi)
 
 
 @njit(nogil=True)
@@ -73,17 +76,18 @@ def sgemm(a, b, c, parts):
     """c = a @ b (f32, 2-d, C-contiguous) on `parts` threads (1: this thread)."""
     bf = b.reshape(b.size)
     if parts > 1:
-        _parallel(a, bf, c, b.shape[1], 1, parts, 0)
+        _parallel(a, bf, c, b.shape[1], 1, parts, 0, no_epilogue())
     else:
-        _block(a, bf, c, b.shape[1], 1, 0, a.shape[0], 0, b.shape[1])
+        _block(a, bf, c, b.shape[1], 1, 0, a.shape[0], 0, b.shape[1], no_epilogue())
 
 
 @njit(nogil=True)
-def sgemm_panels(a, panels, c, parts, row_min):
-    """c = a @ b, with `b` [K, N] packed as `panels` [ceil(N / WIDTH), K, WIDTH] (columns
-    past N zero): each step along K reads one contiguous line pair, not a row of `b`."""
+def sgemm_panels(a, panels, c, parts, row_min, epi):
+    """c = epi(a @ b) (`_block`), with `b` [K, N] packed as `panels` [ceil(N / WIDTH), K,
+    WIDTH] (columns past N zero): each step along K reads one contiguous line pair, not a
+    row of `b`."""
     bf = panels.reshape(panels.size)
     if parts > 1:
-        _parallel(a, bf, c, WIDTH, a.shape[1], parts, row_min)
+        _parallel(a, bf, c, WIDTH, a.shape[1], parts, row_min, epi)
     else:
-        _block(a, bf, c, WIDTH, a.shape[1], 0, a.shape[0], 0, c.shape[1])
+        _block(a, bf, c, WIDTH, a.shape[1], 0, a.shape[0], 0, c.shape[1], epi)

@@ -36,7 +36,6 @@ from llvmlite import ir
 from numba import prange, types
 from numba.extending import intrinsic
 
-from cuvil.runtime.conv_direct import no_epilogue
 from cuvil.runtime.f32_lines import copy_every_other
 from cuvil.runtime.f32_tile import (
     I32,
@@ -47,6 +46,7 @@ from cuvil.runtime.f32_tile import (
     lane_masks,
     masked_load,
     masked_store,
+    no_epilogue,
     tile_kernel,
 )
 from cuvil.runtime.numba_cache import njit
