@@ -34,6 +34,7 @@ from cuvil.runtime.f32_tile import (
     accumulate,
     broadcast,
     declare,
+    flagged_pointer,
     lane_masks,
     masked_load,
 )
@@ -201,9 +202,11 @@ def _stores(builder, accs, data, args, wmask, mr: int, nv: int) -> None:
     builder.branch(done)
     builder.position_at_end(post)
     has_bias = builder.icmp_signed("!=", builder.and_(flags, ir.Constant(flags.type, 1)), zero)
+    bb = flagged_pointer(builder, flags, 1, data[4], data[3])
+    rb = flagged_pointer(builder, flags, 2, rb, db)
     load, epilogue = masked_load(builder), _epilogue(builder, place(rb), flags, lo, hi, mr)
     for v in range(nv):
-        bias = builder.call(load, [builder.bitcast(builder.gep(data[4], [builder.add(
+        bias = builder.call(load, [builder.bitcast(builder.gep(bb, [builder.add(
             args[5], ir.Constant(args[5].type, LANES * v))]), VEC.as_pointer()), _ALIGN,
             builder.and_(wmask[v], broadcast(builder, has_bias, LANES)), ir.Constant(VEC, None)])
         _store_transposed(builder, [builder.fadd(a, bias) for a in accs[v::nv]], place(db),

@@ -242,6 +242,16 @@ def tile_kernel(nv: int, mr: int = MR):
     return tile
 
 
+def flagged_pointer(builder, flags, bit: int, ptr, fallback):
+    """ptr where flags has `bit`, else fallback (memory the tile stores to): the masked
+    loads of an absent bias or residual then read no lanes of a valid address. At an
+    empty array's address they could reach an unmapped page, which on Intel costs a
+    microcode assist per load even with no lane live."""
+    on = builder.icmp_signed("!=", builder.and_(flags, ir.Constant(flags.type, bit)),
+                             ir.Constant(flags.type, 0))
+    return builder.select(on, ptr, fallback)
+
+
 @njit(nogil=True, inline="always")
 def no_epilogue():
     """The epilogue that changes nothing: (bias, residual, lo, hi, flags), both empty, as
@@ -270,9 +280,11 @@ def post_tile_kernel(nv: int, mr: int = MR):
                          ip)
 
         def codegen(context, builder, signature, args):
-            b_data, r_data = (context.make_array(signature.args[i])(
-                context, builder, args[i]).data for i in (13, 15))
-            epilogue = (builder.gep(b_data, [args[14]]), builder.gep(r_data, [args[9]]),
+            b_data, r_data, d_at = (context.make_array(signature.args[i])(
+                context, builder, args[i]).data for i in (13, 15, 8))
+            d_at, flags = builder.gep(d_at, [args[9]]), args[18]
+            epilogue = (flagged_pointer(builder, flags, 1, builder.gep(b_data, [args[14]]), d_at),
+                        flagged_pointer(builder, flags, 2, builder.gep(r_data, [args[9]]), d_at),
                         *args[16:19])
 
             def io(builder, args):
