@@ -14,8 +14,9 @@ shared by the rows. The strides and the offset table say what the operands are:
 
 Loads and stores are masked to `cols` columns and the stores to `rows` rows, so tails need
 neither padding nor copies. The GEMM's tile (`post_tile_kernel`) stores through an
-epilogue, a bias per column, a residual and a clip, while the sums are in registers. Numba loops over the same sums reach 40-85 GFLOP/s (LLVM does
-not keep the tile in registers); this tile reaches ~105 per Zen 4 core, the FMA peak.
+epilogue, a bias per column, a residual and a clip, while the sums are in registers.
+Numba loops over the same sums reach 40-85 GFLOP/s (LLVM does not keep the tile in
+registers); this tile reaches ~105 per Zen 4 core, the FMA peak.
 """
 
 from __future__ import annotations
