@@ -30,6 +30,7 @@ from cuvil.runtime.f32_tile import (
     MASK,
     VEC,
     broadcast,
+    clamp,
     declare,
     masked_load,
     masked_store,
@@ -74,12 +75,6 @@ def _column_bits(builder, j0, width, cols, kw: int, nv: int) -> list[list]:
     return out
 
 
-def _fold(builder, acc, lo, hi):
-    """clip(acc) to [lo, hi]; a NaN stays NaN (as torch's clamp keeps it)."""
-    acc = builder.select(builder.fcmp_ordered("<", acc, lo), lo, acc)
-    return builder.select(builder.fcmp_ordered(">", acc, hi), hi, acc)
-
-
 def _add_row(builder, sums, row, inside, weights, bits, kh: int, kw: int) -> list[list]:
     """`sums[a][v]` (output row t - a) plus tap row a of the input row at `row`."""
     load, fma = masked_load(builder), declare(builder, "llvm.fma.v16f32", VEC, [VEC] * 3)
@@ -102,7 +97,7 @@ def _store_row(builder, done, out, live, bits, epilogue) -> None:
     for v in range(len(bits)):
         ptr = builder.bitcast(builder.gep(out, [ir.Constant(ir.IntType(64), LANES * v)]),
                               VEC.as_pointer())
-        value = _fold(builder, builder.fadd(done[v], bias), lo, hi)
+        value = clamp(builder, builder.fadd(done[v], bias), lo, hi)
         builder.call(store, [value, ptr, ir.Constant(I32, 4), _mask(builder, bits[v], live)])
 
 

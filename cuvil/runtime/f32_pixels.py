@@ -33,6 +33,7 @@ from cuvil.runtime.f32_tile import (
     VEC,
     accumulate,
     broadcast,
+    clamp,
     declare,
     flagged_pointer,
     lane_masks,
@@ -146,8 +147,7 @@ def _epilogue(builder, res_at, flags, lo, hi, mr: int):
         ptr = builder.bitcast(res_at(builder, chan), sub.as_pointer())
         part = builder.fadd(part, builder.call(load, [ptr, _ALIGN, mask,
                                                       ir.Constant(sub, None)]))
-        part = builder.select(builder.fcmp_ordered("<", part, low), low, part)
-        return builder.select(builder.fcmp_ordered(">", part, high), high, part)
+        return clamp(builder, part, low, high)
 
     return post
 

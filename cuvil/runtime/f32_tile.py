@@ -52,6 +52,13 @@ def masked_store(builder):
                       [VEC, VEC.as_pointer(), I32, MASK])
 
 
+def clamp(builder, value, lo, hi):
+    """value clipped to [lo, hi] (vectors or scalars alike); a NaN stays NaN, as torch's
+    clamp and relu keep it."""
+    value = builder.select(builder.fcmp_ordered("<", value, lo), lo, value)
+    return builder.select(builder.fcmp_ordered(">", value, hi), hi, value)
+
+
 def lane_masks(builder, cols, nv: int) -> list:
     """Lane masks of the nv vectors: lane l of vector v is live when 16v + l < cols.
 
@@ -193,9 +200,7 @@ def _post_io(builder, masks, nv: int, epilogue):
         for v in range(nv):
             add = builder.call(load, [_strided(builder, rrow, sixteen, v), align,
                                       builder.and_(masks[v], on[1]), zero])
-            val = builder.fadd(builder.fadd(accs[v], biases[v]), add)
-            val = builder.select(builder.fcmp_ordered("<", val, low), low, val)
-            val = builder.select(builder.fcmp_ordered(">", val, high), high, val)
+            val = clamp(builder, builder.fadd(builder.fadd(accs[v], biases[v]), add), low, high)
             builder.call(store, [val, _strided(builder, row, sixteen, v), align, masks[v]])
 
     return load_x, store_row

@@ -43,6 +43,7 @@ from cuvil.runtime.f32_tile import (
     MR,
     VEC,
     broadcast,
+    clamp,
     lane_masks,
     masked_load,
     masked_store,
@@ -145,9 +146,7 @@ def _out_tiles(typingctx, m, m0, ms, y, y0, ow, n, b, r, lo, hi, flags):
                 place = builder.add(at, ir.Constant(at.type, LANES * h))
                 live = builder.and_(stores[h], broadcast(builder, has_res))
                 vec = add(vec, _load(builder, rb, place, live))
-                vec = builder.select(builder.fcmp_ordered("<", vec, low), low, vec)
-                vec = builder.select(builder.fcmp_ordered(">", vec, high), high, vec)
-                _store(builder, vec, yb, place, stores[h])
+                _store(builder, clamp(builder, vec, low, high), yb, place, stores[h])
         return context.get_dummy_value()
 
     return types.void(m, ip, ip, y, ip, ip, ip, f32, r, f32, f32, ip), codegen
