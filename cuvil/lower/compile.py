@@ -23,6 +23,7 @@ from cuvil.lower.group import (
 )
 from cuvil.lower.inline import inline_composites
 from cuvil.lower.report import FallbackReport
+from cuvil.lower.target import get_target
 from cuvil.lower.templates.spec import ONE_THREAD, THREADS, Unsupported
 
 
@@ -48,11 +49,15 @@ def generate(g: Graph, instances, targets, threads: int, fuse: bool, forced: dic
              fallback: bool) -> tuple[Program, LowerContext, list[Group]]:
     """Partition, place groups on their devices' targets, run the templates, build the
     module text. `targets`: a `Targets`, or what it is built from."""
+    from cuvil.lower.templates.attention import heads_in_place
     from cuvil.lower.templates.attention import match as attention_match
 
     targets = targets if isinstance(targets, Targets) else Targets(targets)
     ctx = LowerContext(g, threads, instances=instances)
     groups = place_groups(partition(g, instances, fuse, attention_match), g)
+    cpu_attention = get_target("cpu").generator("attention")
+    groups = heads_in_place(groups, g, lambda group: targets.of(group, g).generator(
+        "attention") is cpu_attention)
     groups, specs = _lower_groups(_apply_forced(groups, g, forced), ctx, targets)
     if not fallback:
         _refuse_fallbacks(groups, g, targets.primary.name)

@@ -31,28 +31,37 @@ WIDTH = 2 * LANES  # columns per tile
 
 
 @njit(nogil=True, fastmath=True)
-def _block(a, bf, c, kstride, jstride, m0, m1, n0, n1, epi):
-    """c[m0:m1, n0:n1] = epi(a[m0:m1] @ b[:, n0:n1]), `b` flat in `bf`: column j of row k
-    at bf[j * jstride + k * kstride] (`b` itself: jstride 1, kstride N; panels: jstride K,
-    kstride WIDTH, for j a multiple of WIDTH); `epi` = (bias [N], residual [M*N], lo, hi,
-    flags) applied in the tile's stores (`f32_tile.post_tile_kernel`)."""
-    kd, nd = a.shape[1], c.shape[1]
-    af, cf = a.reshape(a.size), c.reshape(c.size)
+def block_at(af, a0, lda, bf, b0, kstride, jstride, cf, c0, ldc, kd, m0, m1, n0, n1, epi):
+    """Rows m0..m1, columns n0..n1 of c = epi(a @ b) on flat arrays: a's row r at af[a0 +
+    r * lda], b's column j of row k at bf[b0 + j * jstride + k * kstride], c's row r at
+    cf[c0 + r * ldc] (a slice of a bigger array: attention's heads read in place); `epi`
+    = (bias [N], residual, lo, hi, flags) applied in the tile's stores
+    (`f32_tile.post_tile_kernel`)."""
     bias, res, lo, hi, flags = epi
     for j in range(n0, n1, WIDTH):
-        cols = min(WIDTH, n1 - j)
+        cols, bj = min(WIDTH, n1 - j), b0 + j * jstride
         for i in range(m0, m1, MR):
             rows = min(MR, m1 - i)
             if rows <= 2:
                 for r in range(i, i + rows):
-                    _ROW(bf, j * jstride, kstride, kd, af, r * kd, 1, kd, cf, r * nd + j, nd, 1,
-                         cols, bias, j, res, lo, hi, flags)
+                    _ROW(bf, bj, kstride, kd, af, a0 + r * lda, 1, lda, cf, c0 + r * ldc + j,
+                         ldc, 1, cols, bias, j, res, lo, hi, flags)
             elif cols > LANES:
-                _T2(bf, j * jstride, kstride, kd, af, i * kd, 1, kd, cf, i * nd + j, nd, rows,
-                    cols, bias, j, res, lo, hi, flags)
+                _T2(bf, bj, kstride, kd, af, a0 + i * lda, 1, lda, cf, c0 + i * ldc + j, ldc,
+                    rows, cols, bias, j, res, lo, hi, flags)
             else:
-                _T1(bf, j * jstride, kstride, kd, af, i * kd, 1, kd, cf, i * nd + j, nd, rows,
-                    cols, bias, j, res, lo, hi, flags)
+                _T1(bf, bj, kstride, kd, af, a0 + i * lda, 1, lda, cf, c0 + i * ldc + j, ldc,
+                    rows, cols, bias, j, res, lo, hi, flags)
+
+
+@njit(nogil=True, fastmath=True)
+def _block(a, bf, c, kstride, jstride, m0, m1, n0, n1, epi):
+    """c[m0:m1, n0:n1] = epi(a[m0:m1] @ b[:, n0:n1]), `b` flat in `bf`: column j of row k
+    at bf[j * jstride + k * kstride] (`b` itself: jstride 1, kstride N; panels: jstride K,
+    kstride WIDTH, for j a multiple of WIDTH)."""
+    kd = a.shape[1]
+    block_at(a.reshape(a.size), 0, kd, bf, 0, kstride, jstride, c.reshape(c.size), 0,
+             c.shape[1], kd, m0, m1, n0, n1, epi)
 
 
 @njit(nogil=True, parallel=True)

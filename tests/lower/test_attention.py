@@ -1,5 +1,6 @@
 """The attention template: `scaled_dot_product_attention` (plain, bool mask, float mask,
-causal, explicit scale) and the same computation written out, as in a GPT-2 block."""
+causal, explicit scale) and the same computation written out, as in a GPT-2 block; the
+head split and merge around it read and written in place."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 import torch
 from lowering_support import B, assert_matches_reference, call_templates, t, templates
 
+import cuvil
 from cuvil.ir import Graph
 
 
@@ -61,3 +63,43 @@ def test_written_out_attention_is_one_kernel(written_out):
         torch.manual_seed(batch)
         inputs = tuple(torch.randn(batch, 2, 6, 4) for _ in range(3))
         assert_matches_reference(g, compiled, inputs)
+
+
+class HeadSplit(torch.nn.Module):
+    """Multi-head self-attention as ViT writes it: q, k, v linear layers, the head split
+    `view(b, n, h, d).transpose(1, 2)`, attention (SDPA or written out), the head merge
+    `transpose(1, 2).reshape(b, n, c)`, a projection. `leak` also returns k after the
+    split, so that its copy must stay."""
+
+    def __init__(self, sdpa: bool, leak: bool = False, dim: int = 24, heads: int = 3):
+        super().__init__()
+        self.qkv = torch.nn.ModuleList(torch.nn.Linear(dim, dim) for _ in range(3))
+        self.proj, self.heads, self.sdpa, self.leak = torch.nn.Linear(dim, dim), heads, sdpa, leak
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = (f(x).view(b, n, self.heads, c // self.heads).transpose(1, 2)
+                   for f in self.qkv)
+        if self.sdpa:
+            a = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        else:
+            a = torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ v
+        y = self.proj(a.transpose(1, 2).reshape(b, n, c))
+        return (y, k) if self.leak else y
+
+
+@pytest.mark.parametrize("sdpa", [True, False], ids=["sdpa", "written out"])
+@pytest.mark.parametrize("leak", [False, True], ids=["private", "k also returned"])
+def test_heads_split_and_merged_in_place(sdpa, leak):
+    """The head split of q, k, v and the merge of the output are no copies of their own:
+    the attention driver reads and writes [B, L, H, D] (`heads_in_place`), except where
+    another consumer needs the split value (then that one copy stays)."""
+    torch.manual_seed(3)
+    model = HeadSplit(sdpa, leak).eval()
+    compiled = cuvil.compile(model, (torch.randn(2, 10, 24),))
+    copies = [k for k in compiled.report.kernels if k.template == "copy"]
+    assert "(heads in place)" in compiled.source and len(copies) == int(leak)
+    x = torch.randn(3, 10, 24)
+    with torch.inference_mode():
+        expected = model(x)
+    torch.testing.assert_close(compiled(x), expected, atol=2e-6, rtol=1e-5)

@@ -18,16 +18,23 @@ MASKS = {"none": None, "bool row": (1, 1, 1, S), "bool per batch": (B, 1, L, S),
          "bool full": (B, H, L, S), "added": (1, H, L, S)}
 
 
-def run(q, k, v, mask, kind, scale, divide=False, causal=False, k_rows=True, threads=2):
+def run(q, k, v, mask, kind, scale, divide=False, causal=False, k_rows=True, threads=2,
+        inside=0):
+    """The driver's result for q, k, v [B, H, L, D]; those whose bit is in `inside` (q 1,
+    k 2, v 4, the output 8) are handed over with their heads inside, [B, L, H, D]."""
+    heads_in = [np.ascontiguousarray(x.swapaxes(1, 2)) if inside & bit else x
+                for bit, x in zip((1, 2, 4), (q, k, v), strict=True)]
+    q_, k_, v_ = heads_in
     out = np.full((*q.shape[:-1], v.shape[-1]), np.nan, np.float32)
+    out = np.ascontiguousarray(out.swapaxes(1, 2)) if inside & 8 else out
     mask = np.zeros((0,) * 4, np.float32) if mask is None else mask
     keys = np.zeros((threads, q.shape[-1], k.shape[-2]), np.float32) if k_rows else \
         np.zeros((1, 0, 0), np.float32)
-    mode = np.array([k_rows, divide, kind, causal, threads > 1], np.int64)
-    attention_post(q, k if k_rows else np.ascontiguousarray(k.swapaxes(-1, -2)), v, mask, mode,
-                   np.array([scale], np.float32),
+    mode = np.array([k_rows, divide, kind, causal, threads > 1, inside], np.int64)
+    attention_post(q_, k_ if k_rows else np.ascontiguousarray(k.swapaxes(-1, -2)), v_, mask,
+                   mode, np.array([scale], np.float32),
                    np.zeros((threads, q.shape[-2], k.shape[-2]), np.float32), keys, threads, out)
-    return out
+    return out.swapaxes(1, 2) if inside & 8 else out
 
 
 def inputs(seed: int):
@@ -60,6 +67,20 @@ def test_causal_and_a_quotient(k_rows):
     expected = nn.functional.scaled_dot_product_attention(
         *map(torch.from_numpy, (q, k, v)), is_causal=True, scale=1 / 2.5)
     out = run(q, k, v, None, 0, 2.5, divide=True, causal=True, k_rows=k_rows)
+    np.testing.assert_allclose(out, expected.numpy(), atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("inside", [1, 2, 4, 8, 5, 15])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_heads_read_and_written_in_place(inside, threads):
+    """q, k, v and the output with their heads inside ([B, L, H, D], a linear layer's
+    output before the head split) give what torch gives for [B, H, L, D]."""
+    q, k, v = inputs(11)
+    m = np.random.default_rng(5).random((B, 1, L, S)) > 0.3
+    m[..., 0] = True
+    expected = nn.functional.scaled_dot_product_attention(
+        *map(torch.from_numpy, (q, k, v)), attn_mask=torch.from_numpy(m), scale=0.3)
+    out = run(q, k, v, m, 1, 0.3, threads=threads, inside=inside)
     np.testing.assert_allclose(out, expected.numpy(), atol=2e-6, rtol=1e-5)
 
 

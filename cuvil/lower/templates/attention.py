@@ -15,6 +15,8 @@ then the causal mask, each optional, is the runtime's `attention_post` instead
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from cuvil.ir.graph import Graph, Node
@@ -111,23 +113,17 @@ def generate(group, ctx) -> KernelSpec:
 def library(group, ctx) -> KernelSpec | None:
     """The kernel as the runtime's `attention_post`, when it computes this group; else
     None."""
-    found = _library_operands(group, ctx)
+    found = library_operands(group.node_list(ctx), ctx.graph)
     if found is None:
         return None
-    out, (q, k, v), k_rows, mask, scale, divide, causal = found
-    qt, scores = ctx.type(q), ctx.type(out)
-    if qt.dtype != DType.f32 or qt.rank != 4 or \
-            any(list(layout_perm(ctx.type(x))) != [0, 1, 2, 3] for x in (q, k, v, out)):
-        return None
+    out, (q, k, v), k_rows, mask, scale, divide, causal, inside, qt = found
     kind = 0 if mask is None else 1 if ctx.type(mask).dtype is DType.bool else 2
-    if mask is not None and not _plain_mask(ctx.type(mask), qt, ctx.type(v).shape[-2]):
-        return None
-    sl = ctx.type(v).shape[-2]
+    sl = ctx.type(v).shape[-3 if inside & 4 else -2]
     tile = ctx.add_scratch(f"{out}.scores", Scratch(qt.dtype, ("threads", qt.shape[-2], sl)))
     keys = ctx.add_scratch(f"{out}.keys", Scratch(qt.dtype, ("threads", qt.shape[-1], sl))) \
         if k_rows else ctx.prepare("empty.keys.f32", np.zeros((1, 0, 0), np.float32))
-    parallel = ctx.worth_parallel(scores.shape, 4 * qt.shape[-1])
-    mode = np.array([k_rows, divide, kind, causal, parallel], np.int64)
+    parallel = ctx.worth_parallel((*qt.shape[:-1], sl), 4 * qt.shape[-1])
+    mode = np.array([k_rows, divide, kind, causal, parallel, inside], np.int64)
     args = [q, k, v, mask or ctx.prepare("empty.4.f32", np.zeros((0,) * 4, np.float32)),
             ctx.prepare(f"attention.mode.{'.'.join(map(str, mode))}", mode),
             ctx.prepare(f"scale.{scale!r}.f32", np.array([scale], np.float32)), tile, keys,
@@ -135,7 +131,46 @@ def library(group, ctx) -> KernelSpec | None:
     return KernelSpec("attention", ["q", "k", "v", "mask", "mode", "scale", "tiles", "keys",
                                     "threads", "out"], args, [],
                       scratch={s: ctx.scratch[s] for s in (tile, keys) if s in ctx.scratch},
-                      note="attention rows", library="attention_post")
+                      note="attention rows" + (" (heads in place)" if inside else ""),
+                      library="attention_post")
+
+
+def heads_in_place(groups: list, graph: Graph, ours) -> list:
+    """`groups` with each attention group that `attention_post` computes (and `ours(group)`
+    says this target lowers) holding the head split of its q, k (in rows) and v and the
+    head merge of its output, where those are copies (`transpose(x, 1, 2)` groups of their
+    own) that only it reads: the driver then reads and writes [B, L, H, D] in place and
+    the copies are gone (the ViT block: four copies, ~120 of 1400 us)."""
+    users = {k: set(v) for k, v in graph.users().items()}
+    outputs, by_output = set(graph.outputs), {g.output: g for g in groups}
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    merged: dict[int, object] = {}
+    for group in groups:
+        nodes = [graph[n] for n in group.nodes if graph[n].op != "scalar"]
+        found = library_operands(nodes, graph) if group.template == "attention" and \
+            ours(group) else None
+        if found is None:
+            continue
+        out, qkv, k_rows = found[:3]
+        ins = [x for i, x in enumerate(qkv) if (i != 1 or k_rows) and x not in outputs
+               and users.get(x, set()) <= set(group.nodes)]
+        after = users.get(out, set()) if out not in outputs else set()
+        heads = {x for x in ins + (list(after) if len(after) == 1 else [])
+                 if x in by_output and _lone_head(by_output[x], graph)}
+        take = [by_output[x] for x in sorted(heads, key=order.get)]
+        names = sorted({n for g in (group, *take) for n in g.nodes}, key=order.get)
+        if take and library_operands([graph[n] for n in names if graph[n].op != "scalar"],
+                                     graph) is not None:
+            merged[id(group)] = replace(group, nodes=names)
+            merged.update({id(g): None for g in take})
+    kept = [merged.get(id(g), g) for g in groups]
+    return [g for g in kept if g is not None]
+
+
+def _lone_head(group, graph: Graph) -> bool:
+    """Whether a group is one head transpose alone (a copy kernel)."""
+    nodes = [n for n in group.nodes if graph[n].op != "scalar"]
+    return len(nodes) == 1 and _is_head(graph[nodes[0]])
 
 
 def _plain_mask(mask: TensorType, q: TensorType, sl) -> bool:
@@ -146,12 +181,47 @@ def _plain_mask(mask: TensorType, q: TensorType, sl) -> bool:
         mask.dtype in (DType.bool, q.dtype)
 
 
-def _library_operands(group, ctx) -> tuple | None:
-    """(output, [q, k, v], k in rows, mask or None, scale, divide, causal) of an attention
-    group whose chain `attention_post` computes; else None."""
-    nodes = group.node_list(ctx)
+def library_operands(nodes: list[Node], graph: Graph) -> tuple | None:
+    """(output, [q, k, v], k in rows, mask or None, scale, divide, causal, heads inside,
+    the logical q's type) of an attention group `attention_post` computes; else None.
+    Head transposes the group holds (`heads_in_place`) are read through: q, k, v and the
+    output are then their [B, L, H, D] values, and `heads inside` has their bits (1, 2,
+    4, 8)."""
+    names = {n.name for n in nodes}
+    heads = {n.name: n.inputs[0] for n in nodes if _is_head(n) and n.inputs[0] not in names}
+    last = nodes[-1]
+    merge = _is_head(last) and last.inputs[0] in names
+    core = [n for n in nodes if n.name not in heads and not (merge and n is last)]
+    found = _core_operands(core, graph)
+    if found is None:
+        return None
+    out, qkv, k_rows, mask, scale, divide, causal = found
+    qt, sl = graph[qkv[0]].type, graph[qkv[2]].type.shape[-2]
+    inside = sum(bit for bit, x in zip((1, 2, 4), qkv, strict=True) if x in heads)
+    if inside & 2 and not k_rows:
+        return None
+    qkv = [heads.get(x, x) for x in qkv]
+    out, inside = (last.name, inside | 8) if merge else (out, inside)
+    if qt.dtype != DType.f32 or any(graph[x].type.rank != 4 or list(layout_perm(
+            graph[x].type)) != [0, 1, 2, 3] for x in (*qkv, out)):
+        return None
+    if mask is not None and not _plain_mask(graph[mask].type, qt, sl):
+        return None
+    return out, qkv, k_rows, mask, scale, divide, causal, inside, qt
+
+
+def _is_head(node: Node) -> bool:
+    """Whether `node` moves heads and positions past each other: `transpose(x, 1, 2)` of
+    a rank-4 value, the head split and merge of multi-head attention."""
+    return node.op == "transpose" and node.type.rank == 4 and \
+        {node.attrs["dim0"] % 4, node.attrs["dim1"] % 4} == {1, 2}
+
+
+def _core_operands(nodes: list[Node], graph: Graph) -> tuple | None:
+    """(output, [q, k, v], k in rows, mask or None, scale, divide, causal) of SDPA or of
+    the pattern written out with a constant scale; else None."""
     if len(nodes) == 1 and nodes[0].op == "scaled_dot_product_attention":
-        node, d = nodes[0], ctx.type(nodes[0].inputs[0]).shape[-1]
+        node, d = nodes[0], graph[nodes[0].inputs[0]].type.shape[-1]
         scale = node.attrs["scale"]
         if scale is None and not is_static(d):
             return None
@@ -160,17 +230,16 @@ def _library_operands(group, ctx) -> tuple | None:
         return (node.name, list(node.inputs[:3]), True, mask, scale, False,
                 bool(node.attrs["is_causal"]))
     soft = [n for n in nodes if n.op == "softmax"]
-    found = _pattern(ctx.graph, soft[0], lambda v, c: True) if len(soft) == 1 else None
+    found = _pattern(graph, soft[0], lambda v, c: True) if len(soft) == 1 else None
     if found is None or {n for n in found if n} != {n.name for n in nodes}:
         return None
     trans, m1, *chain, s, drop, m2 = found
-    scaled = _scalar_scale(ctx.graph, chain, m1)
+    scaled = _scalar_scale(graph, chain, m1)
     if scaled is None:
         return None
-    m1n, m2n = ctx.graph[m1], ctx.graph[m2]
-    k = ctx.graph[trans].inputs[0] if trans else m1n.inputs[1]
-    return (group.output, [m1n.inputs[0], k, m2n.inputs[1]], bool(trans), None, *scaled,
-            False)
+    m1n, m2n = graph[m1], graph[m2]
+    k = graph[trans].inputs[0] if trans else m1n.inputs[1]
+    return (m2, [m1n.inputs[0], k, m2n.inputs[1]], bool(trans), None, *scaled, False)
 
 
 def _scalar_scale(graph: Graph, chain: list[str], scores: str) -> tuple[float, bool] | None:
