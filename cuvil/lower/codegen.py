@@ -119,8 +119,9 @@ class ModuleBuilder:
         if value.startswith("#sym:"):
             self.symbols.add(value[5:])
             return f"n_{value[5:]}"
-        if value in self.aliases:
-            root, t = self.aliases[value]
+        if value in self.aliases or value in self.ctx.views:
+            root, t = self.aliases[value] if value in self.aliases else self.ctx.views[value]
+            root = self._root(root)
             base = self.expr(root)
             shape = physical_shape(t)
             if physical_shape(self.ctx.type(root)) == shape:
@@ -215,6 +216,7 @@ class ModuleBuilder:
                            [k.text for k in kernels] + [entry])
         values = sorted(self.arrays, key=lambda v: _param_order(self.arrays[v]))
         aliases = {v: root for v, (root, _) in self.aliases.items()}
+        aliases.update({v: self._root(root) for v, (root, _) in self.ctx.views.items()})
         for a in self.arrays.values():
             for d in a.shape:
                 if d != "threads":

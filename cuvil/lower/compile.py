@@ -49,8 +49,8 @@ def generate(g: Graph, instances, targets, threads: int, fuse: bool, forced: dic
              fallback: bool) -> tuple[Program, LowerContext, list[Group]]:
     """Partition, place groups on their devices' targets, run the templates, build the
     module text. `targets`: a `Targets`, or what it is built from."""
-    from cuvil.lower.templates.attention import heads_in_place
     from cuvil.lower.templates.attention import match as attention_match
+    from cuvil.lower.templates.heads import heads_in_place
 
     targets = targets if isinstance(targets, Targets) else Targets(targets)
     ctx = LowerContext(g, threads, instances=instances)

@@ -46,6 +46,7 @@ class LowerContext:
         self.threads = threads
         self.par_min = par_min
         self.extra_types: dict[str, TensorType] = {}
+        self.views: dict[str, tuple[str, TensorType]] = {}  # see `view`
         self.arrays: dict[str, np.ndarray] = {}
         self.scratch: dict[str, Scratch] = {}
         self.derived: dict[str, tuple[Derived, str]] = {}  # value -> (recipe, part)
@@ -59,7 +60,16 @@ class LowerContext:
     def type(self, value: str) -> TensorType:
         if value in self.extra_types:
             return self.extra_types[value]
+        if value in self.views:
+            return self.views[value][1]
         return self.graph[value].type
+
+    def view(self, root: str, shape: tuple) -> str:
+        """A value of lowering's own: `root`'s array (C-contiguous) seen with another
+        shape, for a driver that wants it so; the module passes `root.reshape(shape)`."""
+        name = _ident(f"{root}.as.{'.'.join(map(str, shape))}")
+        self.views[name] = (root, TensorType(shape, self.type(root).dtype))
+        return name
 
     def is_const(self, value: str) -> bool:
         return value in self.extra_types or (

@@ -8,17 +8,20 @@ compile. Any other chain is generated (`templates.attention`), with the same loo
 
     attention_post(q [B, H, L, D], k [B, H, S, D] (rows) or [B, H, D, S], v [B, H, S, Dv],
                    mask [Bm, Hm, Lm, S] (Bm in (1, B), Hm in (1, H), Lm in (1, L); empty
-                   for none), mode int64[6], scale [1], tiles [threads, L, S],
+                   for none), mode int64[9], scale [1], tiles [threads, L, S],
                    keys [threads, D, S] (unless k is in rows: [1, 0, 0]), threads, out)
 
 `mode` is [k in rows, divide by the scale (else multiply), the mask's kind (0 none, 1
-boolean: True takes part, 2 added), causal, parallel, heads inside]. Slices are split
-between threads when `parallel`; each slice's scores stay in its thread's tile. The
-products are the f32 register tile's (`sgemm.block_at`) on slices addressed by offset
-and row stride, so that q, k (in rows), v and out may hold their heads inside, [B, L, H,
-D] as a linear layer writes them (`heads inside` bits 1, 2, 4, 8): the head split and
-merge of multi-head attention (`view(B, L, H, D).transpose(1, 2)` and back) are then
-read and written in place instead of copied (`templates.attention.heads_in_place`).
+boolean: True takes part, 2 added), causal, parallel, heads inside, and where q's, k's
+and v's heads start]. Slices are split between threads when `parallel`; each slice's
+scores stay in its thread's tile. The products are the f32 register tile's
+(`sgemm.block_at`) on slices addressed by offset and row stride, so that q, k (in rows),
+v and out may hold their heads inside, as a linear layer writes them (`heads inside`
+bits 1, 2, 4, 8): [B, L, G, D], the heads of q, k or v being the H of those G that start
+at its column (a fused qkv projection's output: G = 3H, columns 0, H*D, 2H*D), the
+output's exactly [B, L, H, Dv]. The head split and merge of multi-head attention
+(`view(B, L, H, D).transpose(1, 2)` and back, a slice first) are then read and written in
+place instead of copied (`templates.heads`).
 """
 
 from __future__ import annotations
@@ -69,37 +72,42 @@ def _rows(s, scale, mode, mm):
 
 
 @njit(nogil=True, inline="always")
-def _at(inner, b, heads, rows, width):
-    """(offset, row stride) of slice b (= batch * heads + head) of a flat [B, H, rows,
-    width] array, or of a [B, rows, H, width] one (`inner`: heads read in place)."""
+def _at(x, inner, start, b, heads, rows):
+    """(offset, row stride) of slice b (= batch * heads + head) of x, a flat [B, H, rows,
+    D] array, or (`inner`: heads read in place) a [B, rows, G, D] one whose heads start
+    at column `start` of each row of G * D."""
+    d = x.shape[3]
     if inner:
-        return ((b // heads) * rows * heads + b % heads) * width, heads * width
-    return b * rows * width, width
+        width = x.shape[2] * d
+        return (b // heads) * rows * width + start + (b % heads) * d, width
+    return b * rows * d, d
 
 
 @njit(nogil=True)
 def _slice(q, k, v, mask, mode, scale, s, kt, out, b, dims):
-    """Slice b (= batch * heads + head) of flat q, k, v into flat out; `dims` = (heads,
-    L, S, D, Dv), `mode[5]` says which of q, k, v, out hold their heads inside (bits 1, 2,
-    4, 8)."""
+    """Slice b (= batch * heads + head) of q, k, v into out; `dims` = (heads, L, S, D,
+    Dv); `mode[5]` says which of q, k, v, out hold their heads inside (bits 1, 2, 4, 8),
+    mode[6:9] where q's, k's and v's heads start."""
     heads, ql, sl, d, dv = dims
+    qf, kf, vf, of = q.reshape(q.size), k.reshape(k.size), v.reshape(v.size), out.reshape(
+        out.size)
     lay, none = mode[5], no_epilogue()
-    q0, lq = _at(lay & 1, b, heads, ql, d)
+    q0, lq = _at(q, lay & 1, mode[6], b, heads, ql)
     sf = s.reshape(s.size)
     if mode[0]:  # keys in rows: the tile reads its right operand's rows, so k^T first
-        k0, lk = _at(lay & 2, b, heads, sl, d)
+        k0, lk = _at(k, lay & 2, mode[7], b, heads, sl)
         for jj in range(sl):
             for dd in range(d):
-                kt[dd, jj] = k[k0 + jj * lk + dd]
-        block_at(q, q0, lq, kt.reshape(kt.size), 0, sl, 1, sf, 0, sl, d, 0, ql, 0, sl, none)
+                kt[dd, jj] = kf[k0 + jj * lk + dd]
+        block_at(qf, q0, lq, kt.reshape(kt.size), 0, sl, 1, sf, 0, sl, d, 0, ql, 0, sl, none)
     else:
-        block_at(q, q0, lq, k, b * d * sl, sl, 1, sf, 0, sl, d, 0, ql, 0, sl, none)
+        block_at(qf, q0, lq, kf, b * d * sl, sl, 1, sf, 0, sl, d, 0, ql, 0, sl, none)
     mb = b // heads if mask.shape[0] > 1 else 0
     mh = b % heads if mask.shape[1] > 1 else 0
     _rows(s, scale, mode, mask[mb, mh] if mode[2] else mask[0, 0])
-    v0, lv = _at(lay & 4, b, heads, sl, dv)
-    o0, lo = _at(lay & 8, b, heads, ql, dv)
-    block_at(sf, 0, sl, v, v0, lv, 1, out, o0, lo, sl, 0, ql, 0, dv, none)
+    v0, lv = _at(v, lay & 4, mode[8], b, heads, sl)
+    o0, lo = _at(out, lay & 8, 0, b, heads, ql)
+    block_at(sf, 0, sl, vf, v0, lv, 1, of, o0, lo, sl, 0, ql, 0, dv, none)
 
 
 @njit(nogil=True, parallel=True)
@@ -114,18 +122,15 @@ def _split(q, k, v, mask, mode, scale, tiles, keys, out, dims, nbh, parts):
 @njit(nogil=True)
 def attention_post(q, k, v, mask, mode, scale, tiles, keys, threads, out):
     """out = softmax(scores(q, k)) @ v; see the module docstring."""
-    inner = mode[5] & 1
-    nb, ql, d = q.shape[0], q.shape[2 - inner], q.shape[3]
-    heads = q.shape[1 + inner]
-    sl, dv = v.shape[1 if mode[5] & 4 else 2], v.shape[3]
-    nbh, dims = nb * heads, (heads, ql, sl, d, dv)
-    qf, kf, vf, of = q.reshape(q.size), k.reshape(k.size), v.reshape(v.size), out.reshape(
-        out.size)
+    lay = mode[5]
+    heads = out.shape[2 if lay & 8 else 1]
+    ql, sl, nbh = q.shape[2 - (lay & 1)], v.shape[1 if lay & 4 else 2], q.shape[0] * heads
+    dims = (heads, ql, sl, q.shape[3], v.shape[3])
     if mode[2] == 0:
         mask = mask.reshape((1, 1, 1, mask.size))
     parts = min(threads, nbh, tiles.shape[0]) if mode[4] else 1
     if parts > 1:
-        _split(qf, kf, vf, mask, mode, scale[0], tiles, keys, of, dims, nbh, parts)
+        _split(q, k, v, mask, mode, scale[0], tiles, keys, out, dims, nbh, parts)
     else:
         for b in range(nbh):
-            _slice(qf, kf, vf, mask, mode, scale[0], tiles[0], keys[0], of, b, dims)
+            _slice(q, k, v, mask, mode, scale[0], tiles[0], keys[0], out, b, dims)

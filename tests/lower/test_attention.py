@@ -71,15 +71,18 @@ class HeadSplit(torch.nn.Module):
     `transpose(1, 2).reshape(b, n, c)`, a projection. `leak` also returns k after the
     split, so that its copy must stay."""
 
-    def __init__(self, sdpa: bool, leak: bool = False, dim: int = 24, heads: int = 3):
+    def __init__(self, sdpa: bool, leak: bool = False, fused: bool = False, dim: int = 24,
+                 heads: int = 3):
         super().__init__()
-        self.qkv = torch.nn.ModuleList(torch.nn.Linear(dim, dim) for _ in range(3))
+        self.qkv = torch.nn.Linear(dim, 3 * dim) if fused else \
+            torch.nn.ModuleList(torch.nn.Linear(dim, dim) for _ in range(3))
         self.proj, self.heads, self.sdpa, self.leak = torch.nn.Linear(dim, dim), heads, sdpa, leak
 
     def forward(self, x):
         b, n, c = x.shape
-        q, k, v = (f(x).view(b, n, self.heads, c // self.heads).transpose(1, 2)
-                   for f in self.qkv)
+        parts = self.qkv(x).split(c, dim=2) if isinstance(self.qkv, torch.nn.Linear) else \
+            [f(x) for f in self.qkv]
+        q, k, v = (p.view(b, n, self.heads, c // self.heads).transpose(1, 2) for p in parts)
         if self.sdpa:
             a = torch.nn.functional.scaled_dot_product_attention(q, k, v)
         else:
@@ -88,14 +91,16 @@ class HeadSplit(torch.nn.Module):
         return (y, k) if self.leak else y
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["q k v layers", "one qkv layer"])
 @pytest.mark.parametrize("sdpa", [True, False], ids=["sdpa", "written out"])
 @pytest.mark.parametrize("leak", [False, True], ids=["private", "k also returned"])
-def test_heads_split_and_merged_in_place(sdpa, leak):
-    """The head split of q, k, v and the merge of the output are no copies of their own:
-    the attention driver reads and writes [B, L, H, D] (`heads_in_place`), except where
+def test_heads_split_and_merged_in_place(sdpa, leak, fused):
+    """The head split of q, k, v (each its own layer's output, or a slice of one fused
+    projection's, as GPT-2 has it) and the merge of the output are no copies of their own:
+    the attention driver reads and writes them in place (`templates.heads`), except where
     another consumer needs the split value (then that one copy stays)."""
     torch.manual_seed(3)
-    model = HeadSplit(sdpa, leak).eval()
+    model = HeadSplit(sdpa, leak, fused).eval()
     compiled = cuvil.compile(model, (torch.randn(2, 10, 24),))
     copies = [k for k in compiled.report.kernels if k.template == "copy"]
     assert "(heads in place)" in compiled.source and len(copies) == int(leak)

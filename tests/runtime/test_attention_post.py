@@ -30,7 +30,7 @@ def run(q, k, v, mask, kind, scale, divide=False, causal=False, k_rows=True, thr
     mask = np.zeros((0,) * 4, np.float32) if mask is None else mask
     keys = np.zeros((threads, q.shape[-1], k.shape[-2]), np.float32) if k_rows else \
         np.zeros((1, 0, 0), np.float32)
-    mode = np.array([k_rows, divide, kind, causal, threads > 1, inside], np.int64)
+    mode = np.array([k_rows, divide, kind, causal, threads > 1, inside, 0, 0, 0], np.int64)
     attention_post(q_, k_ if k_rows else np.ascontiguousarray(k.swapaxes(-1, -2)), v_, mask,
                    mode, np.array([scale], np.float32),
                    np.zeros((threads, q.shape[-2], k.shape[-2]), np.float32), keys, threads, out)
@@ -82,6 +82,26 @@ def test_heads_read_and_written_in_place(inside, threads):
         *map(torch.from_numpy, (q, k, v)), attn_mask=torch.from_numpy(m), scale=0.3)
     out = run(q, k, v, m, 1, 0.3, threads=threads, inside=inside)
     np.testing.assert_allclose(out, expected.numpy(), atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("out_inside", [False, True])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_heads_sliced_from_fused_projections(out_inside, threads):
+    """q, k and v read in place from the outputs of fused projections: q the second H of
+    2H heads [B, L, 2H, D] (column H*D), k and v the two halves of one [B, S, 2H, D]."""
+    rng = np.random.default_rng(threads)
+    qbuf, kv = (rng.standard_normal((B, n, 2 * H, D)).astype(np.float32) for n in (L, S))
+    q, k, v = (np.ascontiguousarray(x.swapaxes(1, 2)) for x in
+               (qbuf[:, :, H:], kv[:, :, :H], kv[:, :, H:]))
+    expected = nn.functional.scaled_dot_product_attention(*map(torch.from_numpy, (q, k, v)),
+                                                          scale=0.3)
+    out = np.full((B, L, H, D) if out_inside else (B, H, L, D), np.nan, np.float32)
+    mode = np.array([1, 0, 0, 0, threads > 1, 7 | 8 * out_inside, H * D, 0, H * D], np.int64)
+    attention_post(qbuf, kv, kv, np.zeros((0,) * 4, np.float32), mode,
+                   np.array([0.3], np.float32), np.zeros((threads, L, S), np.float32),
+                   np.zeros((threads, D, S), np.float32), threads, out)
+    np.testing.assert_allclose(out.swapaxes(1, 2) if out_inside else out, expected.numpy(),
+                               atol=2e-6, rtol=1e-5)
 
 
 class Attention(nn.Module):

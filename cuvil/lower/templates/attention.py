@@ -15,8 +15,6 @@ then the causal mask, each optional, is the runtime's `attention_post` instead
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from cuvil.ir.graph import Graph, Node
@@ -24,6 +22,7 @@ from cuvil.ir.types import DType, TensorType, is_static
 from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.templates.elementwise import ExprBuilder, literal, math_call
 from cuvil.lower.templates.gemm import BLAS_DTYPES
+from cuvil.lower.templates.heads import Split, heads_of, stored_view
 from cuvil.lower.templates.loops import BCAST, FIXED, STRIDED, Operand, broadcast_axes, indent
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
 from cuvil.ops import registry
@@ -116,14 +115,16 @@ def library(group, ctx) -> KernelSpec | None:
     found = library_operands(group.node_list(ctx), ctx.graph)
     if found is None:
         return None
-    out, (q, k, v), k_rows, mask, scale, divide, causal, inside, qt = found
+    out, sources, k_rows, mask, scale, divide, causal, inside, qt = found
+    q, k, v = (stored_view(ctx, x) for x in sources)
     kind = 0 if mask is None else 1 if ctx.type(mask).dtype is DType.bool else 2
-    sl = ctx.type(v).shape[-3 if inside & 4 else -2]
+    sl = ctx.type(v).shape[1 if inside & 4 else 2]
     tile = ctx.add_scratch(f"{out}.scores", Scratch(qt.dtype, ("threads", qt.shape[-2], sl)))
     keys = ctx.add_scratch(f"{out}.keys", Scratch(qt.dtype, ("threads", qt.shape[-1], sl))) \
         if k_rows else ctx.prepare("empty.keys.f32", np.zeros((1, 0, 0), np.float32))
     parallel = ctx.worth_parallel((*qt.shape[:-1], sl), 4 * qt.shape[-1])
-    mode = np.array([k_rows, divide, kind, causal, parallel, inside], np.int64)
+    mode = np.array([k_rows, divide, kind, causal, parallel, inside,
+                     *(x.start for x in sources)], np.int64)
     args = [q, k, v, mask or ctx.prepare("empty.4.f32", np.zeros((0,) * 4, np.float32)),
             ctx.prepare(f"attention.mode.{'.'.join(map(str, mode))}", mode),
             ctx.prepare(f"scale.{scale!r}.f32", np.array([scale], np.float32)), tile, keys,
@@ -135,44 +136,6 @@ def library(group, ctx) -> KernelSpec | None:
                       library="attention_post")
 
 
-def heads_in_place(groups: list, graph: Graph, ours) -> list:
-    """`groups` with each attention group that `attention_post` computes (and `ours(group)`
-    says this target lowers) holding the head split of its q, k (in rows) and v and the
-    head merge of its output, where those are copies (`transpose(x, 1, 2)` groups of their
-    own) that only it reads: the driver then reads and writes [B, L, H, D] in place and
-    the copies are gone (the ViT block: four copies, ~120 of 1400 us)."""
-    users = {k: set(v) for k, v in graph.users().items()}
-    outputs, by_output = set(graph.outputs), {g.output: g for g in groups}
-    order = {n: i for i, n in enumerate(graph.nodes)}
-    merged: dict[int, object] = {}
-    for group in groups:
-        nodes = [graph[n] for n in group.nodes if graph[n].op != "scalar"]
-        found = library_operands(nodes, graph) if group.template == "attention" and \
-            ours(group) else None
-        if found is None:
-            continue
-        out, qkv, k_rows = found[:3]
-        ins = [x for i, x in enumerate(qkv) if (i != 1 or k_rows) and x not in outputs
-               and users.get(x, set()) <= set(group.nodes)]
-        after = users.get(out, set()) if out not in outputs else set()
-        heads = {x for x in ins + (list(after) if len(after) == 1 else [])
-                 if x in by_output and _lone_head(by_output[x], graph)}
-        take = [by_output[x] for x in sorted(heads, key=order.get)]
-        names = sorted({n for g in (group, *take) for n in g.nodes}, key=order.get)
-        if take and library_operands([graph[n] for n in names if graph[n].op != "scalar"],
-                                     graph) is not None:
-            merged[id(group)] = replace(group, nodes=names)
-            merged.update({id(g): None for g in take})
-    kept = [merged.get(id(g), g) for g in groups]
-    return [g for g in kept if g is not None]
-
-
-def _lone_head(group, graph: Graph) -> bool:
-    """Whether a group is one head transpose alone (a copy kernel)."""
-    nodes = [n for n in group.nodes if graph[n].op != "scalar"]
-    return len(nodes) == 1 and _is_head(graph[nodes[0]])
-
-
 def _plain_mask(mask: TensorType, q: TensorType, sl) -> bool:
     """Whether the mask is an array `attention_post` indexes: [1 or B, 1 or H, 1 or L, S]."""
     if mask.rank != 4 or list(layout_perm(mask)) != [0, 1, 2, 3] or mask.shape[3] != sl:
@@ -182,39 +145,32 @@ def _plain_mask(mask: TensorType, q: TensorType, sl) -> bool:
 
 
 def library_operands(nodes: list[Node], graph: Graph) -> tuple | None:
-    """(output, [q, k, v], k in rows, mask or None, scale, divide, causal, heads inside,
-    the logical q's type) of an attention group `attention_post` computes; else None.
-    Head transposes the group holds (`heads_in_place`) are read through: q, k, v and the
-    output are then their [B, L, H, D] values, and `heads inside` has their bits (1, 2,
-    4, 8)."""
-    names = {n.name for n in nodes}
-    heads = {n.name: n.inputs[0] for n in nodes if _is_head(n) and n.inputs[0] not in names}
+    """(output, [q, k, v] as `heads.Split`s, k in rows, mask or None, scale, divide,
+    causal, heads inside, the logical q's type) of an attention group `attention_post`
+    computes; else None. Head splits and the merge the group holds (`heads.heads_in_place`)
+    are read through: those operands are read in place, and `heads inside` has their bits
+    (q 1, k 2, v 4, the output 8)."""
+    splits, merge = heads_of(nodes, graph)
     last = nodes[-1]
-    merge = _is_head(last) and last.inputs[0] in names
-    core = [n for n in nodes if n.name not in heads and not (merge and n is last)]
+    core = [n for n in nodes if n.name not in splits.members and not (merge and n is last)]
     found = _core_operands(core, graph)
     if found is None:
         return None
     out, qkv, k_rows, mask, scale, divide, causal = found
     qt, sl = graph[qkv[0]].type, graph[qkv[2]].type.shape[-2]
-    inside = sum(bit for bit, x in zip((1, 2, 4), qkv, strict=True) if x in heads)
-    if inside & 2 and not k_rows:
+    inside = sum(bit for bit, x in zip((1, 2, 4), qkv, strict=True) if x in splits)
+    if inside & 2 and not k_rows or any(graph[x].type.shape[:-2] != qt.shape[:-2]
+                                        for x in qkv):  # one (batch, head) per slice
         return None
-    qkv = [heads.get(x, x) for x in qkv]
+    sources = [splits.get(x, Split(x, 0)) for x in qkv]
     out, inside = (last.name, inside | 8) if merge else (out, inside)
-    if qt.dtype != DType.f32 or any(graph[x].type.rank != 4 or list(layout_perm(
-            graph[x].type)) != [0, 1, 2, 3] for x in (*qkv, out)):
+    ranks = [(graph[x.root].type, 4 if x.d is None else 3) for x in sources]
+    if qt.dtype != DType.f32 or any(t.rank != r or list(layout_perm(t)) != list(range(r))
+                                    for t, r in (*ranks, (graph[out].type, 4))):
         return None
     if mask is not None and not _plain_mask(graph[mask].type, qt, sl):
         return None
-    return out, qkv, k_rows, mask, scale, divide, causal, inside, qt
-
-
-def _is_head(node: Node) -> bool:
-    """Whether `node` moves heads and positions past each other: `transpose(x, 1, 2)` of
-    a rank-4 value, the head split and merge of multi-head attention."""
-    return node.op == "transpose" and node.type.rank == 4 and \
-        {node.attrs["dim0"] % 4, node.attrs["dim1"] % 4} == {1, 2}
+    return out, sources, k_rows, mask, scale, divide, causal, inside, qt
 
 
 def _core_operands(nodes: list[Node], graph: Graph) -> tuple | None:
