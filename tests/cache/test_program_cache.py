@@ -57,6 +57,37 @@ def test_a_second_compile_is_the_stored_program_and_computes_what_eager_does(fre
     torch.testing.assert_close(again.profile((x,), runs=2).outputs, eager(model, x))
 
 
+class FusedAttention(nn.Module):
+    """GPT-2's attention: one qkv layer, heads split from its slices and merged after; the
+    stored program's buffer plan must keep the qkv output alive while attention reads
+    its heads in place (`lower/templates/heads.py`)."""
+
+    def __init__(self, dim: int = 24, heads: int = 3):
+        super().__init__()
+        torch.manual_seed(0)
+        self.qkv, self.proj, self.heads = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim), heads
+
+    def forward(self, x):
+        b, n, c = x.shape
+        h, d = self.qkv(x), c // self.heads  # sliced, not split: torch.fx traces slices
+        q = h[:, :, :c].view(b, n, self.heads, d).transpose(1, 2)
+        k = h[:, :, c:2 * c].view(b, n, self.heads, d).transpose(1, 2)
+        v = h[:, :, 2 * c:].view(b, n, self.heads, d).transpose(1, 2)
+        a = nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.proj(a.transpose(1, 2).reshape(b, n, c))
+
+
+def test_a_stored_program_reads_attention_heads_in_place_correctly(fresh_cache):
+    cuvil.compile(FusedAttention(), (torch.randn(2, 10, 24),))
+    model = FusedAttention()
+    again = cuvil.compile(model, (torch.randn(2, 10, 24),))
+    assert again.report.program_cache.startswith("hit")
+    assert "(heads in place)" in again.source and "_copy" not in again.source
+    for batch in (2, 5):
+        x = torch.randn(batch, 10, 24)
+        torch.testing.assert_close(again(x), eager(model, x), atol=2e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("change", [
     lambda: (Block(seed=1), {}),  # other weights
     lambda: (Block(k=3.0), {}),  # a Python attribute read in forward

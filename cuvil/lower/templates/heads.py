@@ -10,7 +10,7 @@ output as [B, L, H, D]. So after partition, an attention group it computes takes
 copies around it that only it reads (`heads_in_place`): a head transpose alone, or a
 slice -> view -> transpose chain (`group._chain_moves` made it one copy), and the merge
 transpose after it. The ViT block lost four copies (~120 of ~1400 us), GPT-2's block
-four (~480 of ~9100 us).
+four too (its three input copies alone ~480 of ~9100 us).
 """
 
 from __future__ import annotations
@@ -72,13 +72,24 @@ def _split_of(t: Node, graph: Graph, names: set[str]) -> tuple[Split, list[str]]
             graph[x.inputs[0]].op != "slice":
         return None
     cut, (b, n, h, d) = graph[x.inputs[0]], x.type.shape
-    root, a = graph[cut.inputs[0]].type, cut.attrs
-    if cut.inputs[0] in names or root.rank != 3 or a["dim"] % 3 != 2 or a["step"] != 1 or \
+    whole = [cut.inputs[0]]  # `h[:, :, a:b]` also slices dims 0 and 1 whole
+    while whole[-1] in names and _whole(graph[whole[-1]]):
+        whole.append(graph[whole[-1]].inputs[0])
+    source = whole.pop()
+    root, a = graph[source].type, cut.attrs
+    if source in names or root.rank != 3 or a["dim"] % 3 != 2 or a["step"] != 1 or \
             root.shape[:2] != (b, n) or cut.type.shape != (b, n, h * d) or \
             not all(is_static(v) for v in (root.shape[2], d, a["start"])) or \
             a["start"] < 0 or root.shape[2] % d:
         return None
-    return Split(cut.inputs[0], int(a["start"]), int(d)), [cut.name, x.name, t.name]
+    return Split(source, int(a["start"]), int(d)), [*whole, cut.name, x.name, t.name]
+
+
+def _whole(node: Node) -> bool:
+    """Whether `node` is a slice that keeps all of its dim (`x[:, :, a:b]` slices dims 0
+    and 1 so)."""
+    a = node.attrs
+    return node.op == "slice" and a["start"] == 0 and a["step"] == 1 and a["end"] is None
 
 
 def stored_view(ctx, split: Split) -> str:
