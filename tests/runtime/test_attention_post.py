@@ -70,6 +70,41 @@ def test_causal_and_a_quotient(k_rows):
     np.testing.assert_allclose(out, expected.numpy(), atol=2e-6, rtol=1e-5)
 
 
+def _tail_masks(ql: int, sl: int, rng) -> dict[str, tuple]:
+    """(mask, kind, causal, allowed) of each masking whose later keys some rows do not
+    see: the causal mask alone and with a boolean mask, and padding (each batch entry's
+    keys past its length), boolean and added (-inf)."""
+    m = rng.random((B, 1, ql, sl)) > 0.3
+    m[..., 0] = True  # every row keeps one key: no row is all -inf
+    seen = torch.ones(ql, sl, dtype=torch.bool).tril()  # row i sees keys j <= i
+    lengths = [sl // 3, sl]
+    pad = np.broadcast_to((np.arange(sl) < np.array(lengths)[:, None])[:, None, None],
+                          (B, 1, ql, sl)).copy()
+    added = np.where(pad, np.float32(0), np.float32(-np.inf)).astype(np.float32)
+    return {"causal": (None, 0, True, seen),
+            "causal and a mask": (m, 1, True, seen & torch.from_numpy(m)),
+            "padding": (pad, 1, False, torch.from_numpy(pad)),
+            "padding added": (added, 2, False, torch.from_numpy(added))}
+
+
+@pytest.mark.parametrize("ql, sl", [(37, 37), (20, 45), (45, 20)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_blocks_take_only_the_keys_they_see(ql, sl, threads):
+    """Masked attention runs by blocks of rows, each taking the keys up to the last one
+    a row of it sees: several blocks (a partial one last), more keys than queries and
+    fewer, keys in rows and transposed, each masking with a tail no row sees."""
+    rng = np.random.default_rng(ql + sl)
+    q, k, v = (rng.standard_normal(shape).astype(np.float32) for shape in
+               ((B, H, ql, D), (B, H, sl, D), (B, H, sl, D + 2)))
+    for name, (mask, kind, causal, allowed) in _tail_masks(ql, sl, rng).items():
+        expected = nn.functional.scaled_dot_product_attention(
+            *map(torch.from_numpy, (q, k, v)), attn_mask=allowed, scale=0.3)
+        for k_rows in (True, False):
+            out = run(q, k, v, mask, kind, 0.3, causal=causal, k_rows=k_rows, threads=threads)
+            np.testing.assert_allclose(out, expected.numpy(), atol=2e-6, rtol=1e-5,
+                                       err_msg=name)
+
+
 @pytest.mark.parametrize("inside", [1, 2, 4, 8, 5, 15])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_heads_read_and_written_in_place(inside, threads):
