@@ -39,7 +39,7 @@ from cuvil.runtime.sgemm import block_at
 from cuvil.runtime.vmath import vexp, vmax
 
 _ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}  # no ninf: -inf masks
-BLOCK = 2 * MR  # rows per block of masked attention (two row tiles; 8 left GPT-2's at D=32
+BLOCK = 2 * MR  # rows per block of masked attention (two row tiles; 8 left HF GPT-2 (D = 32)
 #                 where it was: the blocks' calls ate what they skipped)
 
 
@@ -109,7 +109,7 @@ def _slice(q, k, v, mask, last, mode, scale, s, kt, out, b, dims):
     v0, lv = _at(v, lay & 4, mode[8], b, heads, sl)
     o0, lo = _at(out, lay & 8, 0, b, heads, ql)
     step = max(ql, 1)  # by blocks where the first one's rows do not see every key
-    if mode[3] or (mode[2] and _seen(mode, last, mb, mh, 0, min(ql, MR), sl) < sl):
+    if mode[3] or (mode[2] and _seen(mode, last, mb, mh, 0, min(ql, BLOCK), sl) < sl):
         step = BLOCK
     for r0 in range(0, ql, step):
         r1 = min(ql, r0 + step)
