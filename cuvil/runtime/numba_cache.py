@@ -15,6 +15,8 @@ every driver, once. Generated modules quote the same hash in their import lines.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -41,11 +43,33 @@ class PackageLocator(UserProvidedCacheLocator):
         self._cache_path = str(cache_dir() / "numba" / runtime_hash() /
                                self.get_suitable_cache_subpath(py_file))
 
+    def ensure_cache_path(self) -> None:
+        _writable(self._cache_path)
+
     @classmethod
     def from_function(cls, py_func, py_file):
-        if not Path(py_file).resolve().is_relative_to(PACKAGE):
+        if not _in_package(py_file):
             return None
         return super(UserProvidedCacheLocator, cls).from_function(py_func, py_file)
+
+
+@cache
+def _in_package(py_file: str) -> bool:
+    return Path(py_file).resolve().is_relative_to(PACKAGE)
+
+
+_WRITABLE: set[str] = set()
+
+
+def _writable(path: str) -> None:
+    """Numba's check that a cache directory exists and takes files, once per directory
+    and process (while it exists) rather than once per function: the runtime defines
+    ~110, which cost 50 ms of a warm compile. A failure raises OSError as in Numba."""
+    if path in _WRITABLE and os.path.isdir(path):
+        return
+    os.makedirs(path, exist_ok=True)
+    tempfile.TemporaryFile(dir=path).close()
+    _WRITABLE.add(path)
 
 
 def njit(*args, **options):

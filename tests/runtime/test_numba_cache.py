@@ -7,7 +7,7 @@ import numpy as np
 from numba import njit as plain_njit
 
 from cuvil.paths import cache_dir
-from cuvil.runtime import blas, conv, vmath
+from cuvil.runtime import blas, conv, numba_cache, vmath
 
 
 def test_driver_caches_are_under_the_cache_directory():
@@ -32,3 +32,17 @@ def test_functions_outside_the_package_are_left_to_numba(tmp_path):
 
     assert twice(3) == 6
     assert not twice._cache._cache_path.startswith(str(cache_dir()))
+
+
+def test_a_cache_directory_is_checked_once_and_again_once_it_is_gone(tmp_path, monkeypatch):
+    made = []
+    real = numba_cache.tempfile.TemporaryFile
+    monkeypatch.setattr(numba_cache.tempfile, "TemporaryFile",
+                        lambda **kw: made.append(kw["dir"]) or real(**kw))
+    path = tmp_path / "drivers"
+    for _ in range(3):
+        numba_cache._writable(str(path))
+    assert path.is_dir() and made == [str(path)]
+    path.rmdir()  # e.g. `cuvil cache clear` while the process runs
+    numba_cache._writable(str(path))
+    assert path.is_dir() and made == [str(path)] * 2
