@@ -1,6 +1,7 @@
 """The zoo through torch eager, torch.compile, ONNX Runtime and cuvil, side by side.
 
     .venv/bin/python bench/models.py [--quick] [--markdown] [--models mlp1,cnn] [--skip ort]
+                                     [--threads 1] [--latency-only]
 
 For every case: latency (the best of several block medians, see `block_times`), ratios to
 eager and to ONNX Runtime (lower is faster; `-` where ORT was skipped or could not export
@@ -15,6 +16,9 @@ cells: the whole `cuvil.compile`, and in brackets its lowering step, `compile_gr
 Numba's one-time start-up in the process (measured on its own, column `numba s`; it is
 part of the whole). Every system is called as a PyTorch user calls it: torch tensors in,
 torch tensors out (ONNX Runtime's call includes `x.numpy()` and `torch.from_numpy`, 1-3 us).
+`--threads n` runs every system on n threads (torch's setting, which Cuvil follows, and ONNX
+Runtime's intra-op pool); `--latency-only` compiles Cuvil once, in this process, and leaves
+the compile-time columns empty.
 """
 
 from __future__ import annotations
@@ -114,7 +118,7 @@ def build_torch_compile(model, inputs):
     return compiled, time.perf_counter() - t0
 
 
-def build_ort(model, inputs):
+def build_ort(model, inputs, threads: int | None = None):
     import onnxruntime as ort
 
     t0 = time.perf_counter()
@@ -123,7 +127,11 @@ def build_ort(model, inputs):
         program = torch.onnx.export(model, inputs, dynamo=True, verbose=False)
     buffer = io.BytesIO()
     buffer.write(program.model_proto.SerializeToString())
-    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    session = ort.InferenceSession(buffer.getvalue(), options,
+                                   providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
 
     def run() -> list[torch.Tensor]:  # torch tensors in and out, as every other system
@@ -155,7 +163,8 @@ def build_cuvil(model, inputs, name, sizes, cache: str):
     return cuvil.compile(model, inputs), cold, new, warm
 
 
-def build_system(system: str, model, inputs, expected, name: str, sizes: dict):
+def build_system(system: str, model, inputs, expected, name: str, sizes: dict,
+                 threads: int | None, compile_times: bool):
     """`(call, row)` for one system besides eager: a no-argument callable, its row's data."""
     if system == "torch.compile":
         tc, cold = build_torch_compile(model, inputs)
@@ -163,11 +172,15 @@ def build_system(system: str, model, inputs, expected, name: str, sizes: dict):
             err = (outputs(tc(*inputs)) - expected).abs().max().item()
         return (lambda: tc(*inputs)), {"compile": cold, "warm": None, "err": err}
     if system == "ort":
-        run, cold = build_ort(model, inputs)
+        run, cold = build_ort(model, inputs, threads)
         err = (run()[0] - expected).abs().max().item()
         return run, {"compile": cold, "warm": None, "err": err}
     cache = tempfile.mkdtemp(prefix="cuvil-bench-")
-    cu, cold, new, warm = build_cuvil(model, inputs, name, sizes, cache)
+    if compile_times:
+        cu, cold, new, warm = build_cuvil(model, inputs, name, sizes, cache)
+    else:
+        os.environ["CUVIL_CACHE_DIR"] = cache
+        cu, cold, new, warm = cuvil.compile(model, inputs), {}, {}, {}
     err = (outputs(cu(*inputs)) - expected).abs().max().item()
     return (lambda: cu(*inputs)), {
         "compile": cold.get("compile_s"), "lower": cold.get("lower_s"),
@@ -177,7 +190,8 @@ def build_system(system: str, model, inputs, expected, name: str, sizes: dict):
         "kernels": len(cu.report.kernels), "fallbacks": len(cu.report.fallbacks)}
 
 
-def run_case(label: str, skip: set[str], seconds: float, rounds: int) -> list[dict]:
+def run_case(label: str, skip: set[str], seconds: float, rounds: int,
+             threads: int | None = None, compile_times: bool = True) -> list[dict]:
     """One row per system; a torch.compile or ORT that fails is a row of `-`, not an abort."""
     name, sizes = CASES[label]
     model, inputs = zoo.get(name, **sizes)
@@ -190,7 +204,7 @@ def run_case(label: str, skip: set[str], seconds: float, rounds: int) -> list[di
             continue
         try:
             fns[system], rows[system] = build_system(system, model, inputs, expected, name,
-                                                     sizes)
+                                                     sizes, threads, compile_times)
         except Exception as e:
             if system == "cuvil":
                 raise
@@ -260,12 +274,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="shorter timings")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--threads", type=int, help="threads for every system")
+    parser.add_argument("--latency-only", action="store_true", help="no compile times")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(machine(), flush=True)
     rows = []
     for label in args.models.split(","):
         case_rows = run_case(label, set(args.skip), 3.0 if args.quick else 10.0,
-                             3 if args.quick else 7)
+                             3 if args.quick else 7, args.threads, not args.latency_only)
         rows += case_rows
         print(render(case_rows, args.markdown), flush=True)
     if len(args.models.split(",")) > 1:

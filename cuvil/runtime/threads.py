@@ -15,6 +15,9 @@ Measured on the 2-core reference machine (docs/explanation/runtime.md):
   Numba loads its OpenMP runtime, and restores the environment at once: torch, already
   initialised, never sees it (setting it for the whole process slows torch eager 2-5x).
 
+* Launching Numba's OpenMP layer also sets torch's thread count to every core, once torch
+  has read it (`torch.get_num_threads()`): `choose_layer` puts the user's count back.
+
 Cuvil leaves everything alone when the user chose (`NUMBA_THREADING_LAYER`,
 `OMP_WAIT_POLICY`, `GOMP_SPINCOUNT`) or when Numba launched its layer already. Small kernels
 do not wake the pool at all (`PAR_MIN`). The thread count follows `threads=` or else
@@ -50,12 +53,31 @@ def choose_layer() -> str:
         os.environ.get(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))
     if passive:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    torch_threads = _torch_threads()
     try:
         parallel._launch_threads()
     finally:
         if passive:
             del os.environ["OMP_WAIT_POLICY"]
+        _restore_torch_threads(torch_threads)
     return numba.threading_layer()
+
+
+def _torch_threads() -> int | None:
+    import sys
+
+    torch = sys.modules.get("torch")
+    return None if torch is None else torch.get_num_threads()
+
+
+def _restore_torch_threads(threads: int | None) -> None:
+    """Launching Numba's OpenMP layer sets torch's thread count to every core (its
+    `omp_set_num_threads` reaches torch's pool too): a user's `torch.set_num_threads(1)`
+    would be undone by a compile, and so would the thread count compiled graphs follow."""
+    if threads is not None and _torch_threads() != threads:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 def _own_openmp_runtime() -> bool:

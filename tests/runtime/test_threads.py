@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -25,3 +29,26 @@ def test_thread_count_follows_torch_unless_given():
         torch.set_num_threads(before)
     with pytest.raises(CuvilError):
         thread_count(0)
+
+
+LAUNCH = """
+import torch
+torch.set_num_threads(1)
+assert torch.get_num_threads() == 1  # reading it first is what let the launch change it
+import cuvil
+from cuvil import zoo
+model, inputs = zoo.get("mlp", batch=3)
+compiled = cuvil.compile(model, inputs, cache=False)  # launches Numba's threading layer
+assert (compiled(*inputs) - model(*inputs)).abs().max() < 1e-5
+print(torch.get_num_threads(), compiled.threads)
+"""
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: every count is 1")
+def test_a_compile_leaves_torchs_thread_count_as_the_user_set_it():
+    """In a fresh process (the layer launches once): launching Numba's OpenMP layer set
+    torch's thread count to every core, and the compiled graph followed it."""
+    out = subprocess.run([sys.executable, "-c", LAUNCH], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1", "1"]

@@ -1,6 +1,6 @@
 """Kernel benchmarks: what the generated kernels reach against the machine's plain limits.
 
-    .venv/bin/python bench/kernels.py [--quick] [--markdown]
+    .venv/bin/python bench/kernel_limits.py [--quick] [--markdown]
 
 * fused elementwise chains, GB/s against a plain copy of the same bytes (numpy and torch);
 * GEMM + bias + ReLU epilogue, GFLOP/s against numpy's GEMM alone on the same shapes;
