@@ -17,8 +17,8 @@ Numba's one-time start-up in the process (measured on its own, column `numba s`;
 part of the whole). Every system is called as a PyTorch user calls it: torch tensors in,
 torch tensors out (ONNX Runtime's call includes `x.numpy()` and `torch.from_numpy`, 1-3 us).
 `--threads n` runs every system on n threads (torch's setting, which Cuvil follows, and ONNX
-Runtime's intra-op pool); `--latency-only` compiles Cuvil once, in this process, and leaves
-the compile-time columns empty.
+Runtime's intra-op pool; Cuvil's compile processes too); `--latency-only` compiles Cuvil
+once, in this process, and leaves the compile-time columns empty.
 """
 
 from __future__ import annotations
@@ -64,6 +64,8 @@ SYSTEMS = ("eager", "torch.compile", "ort", "cuvil")
 
 WARM = """
 import json, sys, time, torch
+if {threads!r}:
+    torch.set_num_threads({threads!r})
 sys.path.insert(0, {root!r})
 import cuvil
 from cuvil import zoo
@@ -142,23 +144,24 @@ def build_ort(model, inputs, threads: int | None = None):
     return run, time.perf_counter() - t0
 
 
-def compile_in_process(name: str, sizes: dict, cache: str) -> dict:
+def compile_in_process(name: str, sizes: dict, cache: str,
+                       threads: int | None = None) -> dict:
     """`cuvil.compile` of a zoo model in a fresh process using kernel cache `cache`."""
-    code = WARM.format(root=str(ROOT), name=name, sizes=sizes)
+    code = WARM.format(root=str(ROOT), name=name, sizes=sizes, threads=threads)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "CUVIL_CACHE_DIR": cache}, timeout=900)
     return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {}
 
 
-def build_cuvil(model, inputs, name, sizes, cache: str):
-    cold = compile_in_process(name, sizes, cache)
+def build_cuvil(model, inputs, name, sizes, cache: str, threads: int | None = None):
+    cold = compile_in_process(name, sizes, cache, threads)
     drivers = tempfile.mkdtemp(prefix="cuvil-bench-drivers-")
     for part in ("numba", "rules"):  # Cuvil's drivers and checked rules: nothing of the model
         if Path(cache, part).is_dir():
             shutil.copytree(Path(cache, part), Path(drivers, part))
-    new = compile_in_process(name, sizes, drivers)
+    new = compile_in_process(name, sizes, drivers, threads)
     shutil.rmtree(drivers, ignore_errors=True)
-    warm = compile_in_process(name, sizes, cache)
+    warm = compile_in_process(name, sizes, cache, threads)
     os.environ["CUVIL_CACHE_DIR"] = cache
     return cuvil.compile(model, inputs), cold, new, warm
 
@@ -177,7 +180,7 @@ def build_system(system: str, model, inputs, expected, name: str, sizes: dict,
         return run, {"compile": cold, "warm": None, "err": err}
     cache = tempfile.mkdtemp(prefix="cuvil-bench-")
     if compile_times:
-        cu, cold, new, warm = build_cuvil(model, inputs, name, sizes, cache)
+        cu, cold, new, warm = build_cuvil(model, inputs, name, sizes, cache, threads)
     else:
         os.environ["CUVIL_CACHE_DIR"] = cache
         cu, cold, new, warm = cuvil.compile(model, inputs), {}, {}, {}
