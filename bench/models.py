@@ -153,7 +153,13 @@ def compile_in_process(name: str, sizes: dict, cache: str,
     return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {}
 
 
-def build_cuvil(model, inputs, name, sizes, cache: str, threads: int | None = None):
+def build_cuvil(model, inputs, name, sizes, cache: str, threads: int | None = None,
+                compile_times: bool = True):
+    """Cuvil's compiled model (using cache directory `cache`), and its cold, new-model and
+    warm compiles, each in a fresh process (`{}` each without `compile_times`)."""
+    if not compile_times:
+        os.environ["CUVIL_CACHE_DIR"] = cache
+        return cuvil.compile(model, inputs), {}, {}, {}
     cold = compile_in_process(name, sizes, cache, threads)
     drivers = tempfile.mkdtemp(prefix="cuvil-bench-drivers-")
     for part in ("numba", "rules"):  # Cuvil's drivers and checked rules: nothing of the model
@@ -179,11 +185,8 @@ def build_system(system: str, model, inputs, expected, name: str, sizes: dict,
         err = (run()[0] - expected).abs().max().item()
         return run, {"compile": cold, "warm": None, "err": err}
     cache = tempfile.mkdtemp(prefix="cuvil-bench-")
-    if compile_times:
-        cu, cold, new, warm = build_cuvil(model, inputs, name, sizes, cache, threads)
-    else:
-        os.environ["CUVIL_CACHE_DIR"] = cache
-        cu, cold, new, warm = cuvil.compile(model, inputs), {}, {}, {}
+    cu, cold, new, warm = build_cuvil(model, inputs, name, sizes, cache, threads,
+                                      compile_times)
     err = (outputs(cu(*inputs)) - expected).abs().max().item()
     return (lambda: cu(*inputs)), {
         "compile": cold.get("compile_s"), "lower": cold.get("lower_s"),

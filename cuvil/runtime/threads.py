@@ -40,6 +40,7 @@ def choose_layer() -> str:
     helpers, whose code needs the layer's symbols before it can be linked.
     """
     import numba
+    import torch
     from numba.np.ufunc import parallel
 
     if parallel._is_initialized:
@@ -53,31 +54,15 @@ def choose_layer() -> str:
         os.environ.get(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))
     if passive:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    torch_threads = _torch_threads()
+    torch_threads = torch.get_num_threads()  # the launch sets it to every core (see above)
     try:
         parallel._launch_threads()
     finally:
         if passive:
             del os.environ["OMP_WAIT_POLICY"]
-        _restore_torch_threads(torch_threads)
+        if torch.get_num_threads() != torch_threads:
+            torch.set_num_threads(torch_threads)
     return numba.threading_layer()
-
-
-def _torch_threads() -> int | None:
-    import sys
-
-    torch = sys.modules.get("torch")
-    return None if torch is None else torch.get_num_threads()
-
-
-def _restore_torch_threads(threads: int | None) -> None:
-    """Launching Numba's OpenMP layer sets torch's thread count to every core (its
-    `omp_set_num_threads` reaches torch's pool too): a user's `torch.set_num_threads(1)`
-    would be undone by a compile, and so would the thread count compiled graphs follow."""
-    if threads is not None and _torch_threads() != threads:
-        import torch
-
-        torch.set_num_threads(threads)
 
 
 def _own_openmp_runtime() -> bool:
