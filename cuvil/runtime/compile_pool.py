@@ -28,6 +28,7 @@ from numba.core import types as nbtypes
 from numba.core.registry import CPUDispatcher
 
 from cuvil.errors import CuvilError
+from cuvil.runtime.lazy_link import install
 
 WORKER_TIMEOUT_S = 600
 
@@ -114,6 +115,7 @@ def load_cached(cache, sig, target_context):
     if load is None:  # a Numba whose Cache has another shape: its own load, refresh and all
         return cache.load_overload(sig, target_context)
     rtsys.initialize(target_context)
+    install(target_context.codegen())
     return load(sig, target_context)
 
 
