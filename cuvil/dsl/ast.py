@@ -8,20 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class Pos:
-    path: str
-    line: int
-    col: int
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}"
-
-    @property
-    def where(self) -> str:
-        """`path:line`, the form provenance and generated code cite."""
-        return f"{self.path}:{self.line}"
+from cuvil.dsl.pos import Pos as Pos  # its own module: reading sources needs no AST
 
 
 # -- terms (rule sides and op bodies) ---------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cuvil.dsl.ast import Pos
+from cuvil.dsl.pos import Pos
 from cuvil.errors import CuvilError
 
 ERROR, WARNING, NOTE = "error", "warning", "note"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cuvil.dsl.ast import Pos
 from cuvil.dsl.diagnostics import Reporter
+from cuvil.dsl.pos import Pos
 from cuvil.paths import PACKAGE
 
 Source = str | Path | None | list | tuple

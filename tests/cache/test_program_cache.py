@@ -150,15 +150,16 @@ WARM = textwrap.dedent("""
     compiled = cuvil.compile(model, (x,))
     out = compiled(x)
     seen = {{"hit": compiled.report.program_cache, "sympy": "sympy" in sys.modules,
-            "egglog": "egglog" in sys.modules}}
+            "egglog": "egglog" in sys.modules, "ast": "cuvil.dsl.ast" in sys.modules}}
     torch.testing.assert_close(out, eager(model, x))  # that imports sympy
     print(json.dumps(seen))
 """)
 
 
 def test_a_warm_compile_in_a_new_process_never_imports_the_ir(tmp_path):
-    """And once Numba's compiled code is evicted, the entry is a miss: compiled the slow
-    way, and correct (this process could not show it: it holds the kernels in memory)."""
+    """Nor the rules' AST: the key hashes their text. And once Numba's compiled code is
+    evicted, the entry is a miss: compiled the slow way, and correct (this process could
+    not show it: it holds the kernels in memory)."""
     script = tmp_path / "warm.py"
     script.write_text(WARM.format(tests=os.path.dirname(os.path.dirname(__file__))))
     env = {**os.environ, "CUVIL_CACHE_DIR": str(tmp_path / "cache")}
@@ -171,6 +172,6 @@ def test_a_warm_compile_in_a_new_process_never_imports_the_ir(tmp_path):
     runs = [run(), run()]
     assert runs[0]["hit"] == "" and runs[0]["sympy"]
     assert runs[1]["hit"].startswith("hit")
-    assert not runs[1]["sympy"] and not runs[1]["egglog"], runs
+    assert not runs[1]["sympy"] and not runs[1]["egglog"] and not runs[1]["ast"], runs
     shutil.rmtree(tmp_path / "cache" / "kernels" / "__pycache__")  # the generated kernels'
     assert run()["hit"] == ""
