@@ -1,4 +1,4 @@
-"""Graphs the runtime tests share."""
+"""Graphs and kernels the runtime tests share."""
 
 from __future__ import annotations
 
@@ -7,6 +7,15 @@ import torch
 from cuvil.ir import Graph, TensorType, sym
 
 B = sym("batch")
+
+# a module with one cached Numba kernel: kernel(4) == 13
+KERNEL_SOURCE = """
+from numba import njit
+
+@njit(cache=True)
+def kernel(a):
+    return a * 3 + 1
+"""
 
 
 def t(*shape, dtype="f32", layout=""):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from runtime_support import B, t
+from runtime_support import KERNEL_SOURCE, B, t
 
 import cuvil
 from cuvil.errors import CuvilError
@@ -15,12 +15,13 @@ from cuvil.runtime import compile_pool
 from cuvil.runtime.compile_pool import Job
 
 
-def two_kernel_graph(scale: float) -> Graph:
-    """A GEMM and a reduction after it: two kernels that no other test generates."""
+def two_kernel_graph(scale: float, act: str = "relu") -> Graph:
+    """A GEMM and a reduction after it: two kernels that no other test generates (each
+    test its own `act`, so that none finds another's kernels compiled in the process)."""
     torch.manual_seed(0)
     g = Graph("pool")
     x = g.input("x", t(B, 24))
-    h = g.add("relu", [g.add("matmul", [x, g.const(torch.randn(24, 40), "w")])])
+    h = g.add(act, [g.add("matmul", [x, g.const(torch.randn(24, 40), "w")])])
     g.set_outputs((g.add("mul", [g.add("sum", [h], {"dim": [-1], "keepdim": True}),
                                  g.scalar(scale)]),))
     return g
@@ -53,11 +54,18 @@ def test_cold_kernels_compile_in_workers_and_match_the_reference(tmp_path, monke
 
 def test_a_failing_worker_leaves_the_compile_to_this_process(tmp_path, monkeypatch):
     monkeypatch.setenv("CUVIL_COMPILE_WORKERS", "2")
-    monkeypatch.setattr(compile_pool, "_start", lambda share: compile_pool._start(
-        [Job("/nonexistent/cuvil_0.py", "kernel", ())]))
-    g = two_kernel_graph(-0.5)
+    monkeypatch.setattr(compile_pool, "cold_drivers", lambda helpers: set())
+    real, started = compile_pool._start, []
+
+    def failing(share):  # a worker handed a job it cannot do
+        started.append(share)
+        return real([Job("/nonexistent/cuvil_0.py", "kernel", ())])
+
+    monkeypatch.setattr(compile_pool, "_start", failing)
+    g = two_kernel_graph(-0.5, act="tanh")
     compiled = cuvil.runtime.compile_graph(g, cache_dir=tmp_path, threads=1)
     x = torch.randn(3, 24)
+    assert started  # the worker did run, and failed
     torch.testing.assert_close(compiled(x), cuvil.run(g, x))
 
 
@@ -105,15 +113,6 @@ def test_a_kernel_without_an_on_disk_cache_is_never_sent_to_a_worker():
 
     uncached = njit(lambda a: a + 1)
     assert not compile_pool.is_cold(uncached, [(nbtypes.int64,)])
-
-
-KERNEL_SOURCE = """
-from numba import njit
-
-@njit(cache=True)
-def kernel(a):
-    return a * 3 + 1
-"""
 
 
 def fresh_kernel(path, name: str):

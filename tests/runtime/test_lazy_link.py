@@ -9,16 +9,9 @@ import subprocess
 import sys
 
 from numba.core import types as nbtypes
+from runtime_support import KERNEL_SOURCE
 
 from cuvil.runtime.module_cache import import_file
-
-KERNEL_SOURCE = """
-from numba import njit
-
-@njit(cache=True)
-def kernel(a):
-    return a * 3 + 1
-"""
 
 LOAD_THEN_LINK = """
 import json
