@@ -15,13 +15,12 @@ from cuvil.runtime import compile_pool
 from cuvil.runtime.compile_pool import Job
 
 
-def two_kernel_graph(scale: float, act: str = "relu") -> Graph:
-    """A GEMM and a reduction after it: two kernels that no other test generates (each
-    test its own `act`, so that none finds another's kernels compiled in the process)."""
+def two_kernel_graph(scale: float) -> Graph:
+    """A GEMM and a reduction after it: two kernels that no other test generates."""
     torch.manual_seed(0)
     g = Graph("pool")
     x = g.input("x", t(B, 24))
-    h = g.add(act, [g.add("matmul", [x, g.const(torch.randn(24, 40), "w")])])
+    h = g.add("relu", [g.add("matmul", [x, g.const(torch.randn(24, 40), "w")])])
     g.set_outputs((g.add("mul", [g.add("sum", [h], {"dim": [-1], "keepdim": True}),
                                  g.scalar(scale)]),))
     return g
@@ -53,20 +52,30 @@ def test_cold_kernels_compile_in_workers_and_match_the_reference(tmp_path, monke
 
 
 def test_a_failing_worker_leaves_the_compile_to_this_process(tmp_path, monkeypatch):
-    monkeypatch.setenv("CUVIL_COMPILE_WORKERS", "2")
-    monkeypatch.setattr(compile_pool, "cold_drivers", lambda helpers: set())
+    """Two cold kernels over two processes, the worker handed a job it cannot do: its
+    kernel is left uncompiled, and compiles here when called."""
+    from numba.core import types as nbtypes
+
+    from cuvil.runtime.module_cache import import_file
+
     real, started = compile_pool._start, []
 
-    def failing(share):  # a worker handed a job it cannot do
+    def failing(share):
         started.append(share)
         return real([Job("/nonexistent/cuvil_0.py", "kernel", ())])
 
     monkeypatch.setattr(compile_pool, "_start", failing)
-    g = two_kernel_graph(-0.5, act="tanh")
-    compiled = cuvil.runtime.compile_graph(g, cache_dir=tmp_path, threads=1)
-    x = torch.randn(3, 24)
-    assert started  # the worker did run, and failed
-    torch.testing.assert_close(compiled(x), cuvil.run(g, x))
+    jobs = []
+    for name in ("cuvil_failing_a", "cuvil_failing_b"):
+        (tmp_path / f"{name}.py").write_text(KERNEL_SOURCE)
+        kernel = import_file(tmp_path / f"{name}.py").kernel
+        jobs.append((Job(str(tmp_path / f"{name}.py"), "kernel", ((("int64",),),)), kernel))
+    done = compile_pool.compile_cold(jobs, workers=2)
+    assert done.workers == 1 and len(started) == 1
+    left = [fn for _, fn in jobs if not fn.overloads]
+    assert len(left) == 1  # the failed worker's, and nothing of it in Numba's cache:
+    assert compile_pool.is_cold(left[0], [(nbtypes.int64,)])
+    assert [fn(4) for _, fn in jobs] == [13, 13]
 
 
 @pytest.mark.parametrize("value", ["two", "0", "-1"])
