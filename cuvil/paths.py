@@ -8,9 +8,11 @@ module sits below every package, so that any layer may name the directory.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
+import time
 from pathlib import Path
 
 import platformdirs
@@ -27,22 +29,61 @@ def cache_dir(override: str | os.PathLike | None = None) -> Path:
     return Path(platformdirs.user_cache_dir("cuvil", appauthor=False))
 
 
+@functools.cache
 def source_hash() -> str:
     """A hash of Cuvil's Python source and stock rules: a change invalidates cached work."""
-    h = hashlib.sha256()
-    for path in sorted(PACKAGE.rglob("*.py")):
-        h.update(path.read_bytes())
-    for path in sorted((PACKAGE / "stock_rules").rglob("*.cvr")):
-        h.update(path.read_bytes())
-    return h.hexdigest()[:32]
+    return files_hash(PACKAGE, (".py", ".cvr"))[:32]
 
 
 @functools.cache
 def package_hash(package: str) -> str:
     """A hash of one subpackage's Python source (`"runtime"`: what compiled drivers and
-    the kernels that import them are keyed on), read from the files once per process
-    (every generated module's import lines quote it), importing nothing."""
+    the kernels that import them are keyed on), once per process (every generated
+    module's import lines quote it), importing nothing."""
+    return files_hash(PACKAGE / package, (".py",))[:12]
+
+
+def files_hash(folder: Path, suffixes: tuple[str, ...]) -> str:
+    """SHA-256 of the names and contents of the files under `folder` ending in `suffixes`.
+
+    The contents are read only when a file's size or modification time differs from the
+    last time they were (a stamp file in the cache directory): the test Python itself
+    applies to decide whether a module's cached bytecode is still its source. A stamp is
+    not kept while a file is younger than STAMP_SETTLE_S (one changed again within the
+    clock's resolution would look the same)."""
+    files = _files_under(folder, suffixes)
+    stamp = hashlib.sha256(repr([(str(p), st.st_size, st.st_mtime_ns)
+                                 for p, st in files]).encode()).hexdigest()
+    memo = cache_dir() / "stamps" / hashlib.sha256(f"{folder}{suffixes}".encode()).hexdigest()
+    try:
+        kept_stamp, kept_hash = memo.read_text().split()
+        if kept_stamp == stamp:
+            return kept_hash
+    except (OSError, ValueError):
+        pass
     h = hashlib.sha256()
-    for path in sorted((PACKAGE / package).rglob("*.py")):
+    for path, _ in files:
+        h.update(f"{path.relative_to(folder)}\0".encode())
         h.update(path.read_bytes())
-    return h.hexdigest()[:12]
+    digest = h.hexdigest()
+    if time.time() - max((st.st_mtime for _, st in files), default=0) > STAMP_SETTLE_S:
+        with contextlib.suppress(OSError):
+            from cuvil.atomic import write_text
+
+            write_text(memo, f"{stamp} {digest}")
+    return digest
+
+
+STAMP_SETTLE_S = 2.0
+
+
+def _files_under(folder: Path, suffixes: tuple[str, ...]) -> list[tuple[Path, os.stat_result]]:
+    """(path, stat) of each file under `folder` ending in `suffixes`, in a fixed order."""
+    found = []
+    for root, dirs, names in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(names):
+            if name.endswith(suffixes):
+                path = Path(root, name)
+                found.append((path, path.stat()))
+    return found
