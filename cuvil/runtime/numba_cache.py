@@ -15,8 +15,10 @@ every driver, once. Generated modules quote the same hash in their import lines.
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
+import threading
 from functools import cache
 from pathlib import Path
 
@@ -72,8 +74,52 @@ def _writable(path: str) -> None:
     _WRITABLE.add(path)
 
 
-def njit(*args, **options):
-    """`numba.njit(..., cache=True)` with the cache under the Cuvil cache directory."""
-    if PackageLocator not in CacheImpl._locator_classes:
-        CacheImpl._locator_classes.insert(0, PackageLocator)
-    return numba.njit(*args, cache=True, **options)
+def njit(fn=None, **options):
+    """`numba.njit(..., cache=True)` with the cache under the Cuvil cache directory, the
+    dispatcher made when first used (`Driver`)."""
+    if fn is None:
+        return lambda f: Driver(f, options)
+    return Driver(fn, options)
+
+
+class Driver:
+    """A runtime function's Numba dispatcher, made on its first use.
+
+    The runtime defines ~160 drivers; making their dispatchers (with their on-disk caches)
+    cost ~25 ms of every warm compile, which uses a handful. Numba types a global through
+    its `_numba_type_`, and inlines or calls it through its attributes, all delegated to
+    `dispatcher`, made then; a generated kernel module's `kernel` is the dispatcher
+    itself (`module_cache.import_file`), so calls from the entry pay nothing more."""
+
+    def __init__(self, fn, options: dict):
+        functools.update_wrapper(self, fn)
+        self._fn, self._options, self._made = fn, options, None
+
+    @property
+    def dispatcher(self):
+        if self._made is None:
+            with _MAKING:
+                if self._made is None:
+                    if PackageLocator not in CacheImpl._locator_classes:
+                        CacheImpl._locator_classes.insert(0, PackageLocator)
+                    self._made = numba.njit(cache=True, **self._options)(self._fn)
+        return self._made
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):  # copy, pickle and inspect probe these: not a dispatcher's
+            raise AttributeError(name)
+        return getattr(self.dispatcher, name)
+
+    def __call__(self, *args):
+        return self.dispatcher(*args)
+
+    def __repr__(self) -> str:
+        return f"<cuvil driver {self.__module__}.{self.__qualname__}>"
+
+
+def dispatcher_of(fn):
+    """`fn`'s Numba dispatcher if it is a `Driver`, else `fn`."""
+    return fn.dispatcher if isinstance(fn, Driver) else fn
+
+
+_MAKING = threading.RLock()

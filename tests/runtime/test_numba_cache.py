@@ -1,13 +1,19 @@
 """Numba's cache for Cuvil's own drivers lives in the Cuvil cache directory (an installed
-package may be read-only); other functions keep Numba's own locations."""
+package may be read-only); other functions keep Numba's own locations. A driver's
+dispatcher is made on its first use."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
 
 import numpy as np
 from numba import njit as plain_njit
 
 from cuvil.paths import cache_dir
 from cuvil.runtime import blas, conv, numba_cache, vmath
+from cuvil.runtime.module_cache import import_file
 
 
 def test_driver_caches_are_under_the_cache_directory():
@@ -46,3 +52,58 @@ def test_a_cache_directory_is_checked_once_and_again_once_it_is_gone(tmp_path, m
     path.rmdir()  # e.g. `cuvil cache clear` while the process runs
     numba_cache._writable(str(path))
     assert path.is_dir() and made == [str(path)] * 2
+
+
+DRIVERS_IN_A_FRESH_PROCESS = """
+import json, pkgutil, importlib
+import numba, numpy as np
+import cuvil.runtime as runtime
+from cuvil.runtime.numba_cache import Driver
+from cuvil.runtime import blas, conv_post
+
+modules = [importlib.import_module(f"cuvil.runtime.{m.name}")
+           for m in pkgutil.iter_modules(runtime.__path__) if m.name != "cuda"]
+drivers = {id(d): d for m in modules for d in vars(m).values() if isinstance(d, Driver)}
+made_at_import = sum(d._made is not None for d in drivers.values())
+
+@numba.njit
+def kernel(a, wt, c):  # a generated kernel calling a driver: Numba types the global
+    blas.gemv_block(a, wt, c, 0, c.shape[1])
+
+a, wt = np.random.rand(3, 7), np.random.rand(5, 7)
+c = np.zeros((3, 5))
+kernel(a, wt, c)
+print(json.dumps({"drivers": len(drivers), "made_at_import": made_at_import,
+                  "error": float(np.abs(c - a @ wt.T).max()),
+                  "gemv_made": blas.gemv_block._made is not None,
+                  "dispatcher": type(blas.gemv_block.dispatcher).__name__,
+                  "unused_made": conv_post.conv2d_nchw_direct_post._made is not None}))
+"""
+
+
+def test_drivers_are_made_when_first_used_and_numba_types_them():
+    out = subprocess.run([sys.executable, "-c", DRIVERS_IN_A_FRESH_PROCESS], check=True,
+                         capture_output=True, text=True, timeout=600)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["drivers"] > 100 and got["made_at_import"] == 0
+    assert got["error"] < 1e-12 and got["gemv_made"] and got["dispatcher"] == "CPUDispatcher"
+    assert not got["unused_made"]
+
+
+def test_a_driver_is_called_and_read_as_its_function():
+    a = np.arange(6, dtype=np.float64).reshape(2, 3)
+    wt = np.ones((4, 3))
+    c = np.zeros((2, 4))
+    blas.gemv_block(a, wt, c, 0, 4)  # a call from Python
+    np.testing.assert_allclose(c, a @ wt.T)
+    assert blas.gemv_block.__name__ == "gemv_block" and blas.gemv_block.__doc__ == \
+        blas.gemv_block.py_func.__doc__
+    assert blas.gemv_block.signatures  # the dispatcher's attributes
+
+
+def test_a_kernel_module_names_the_dispatcher_itself(tmp_path):
+    path = tmp_path / "cuvil_0123456789abcdef0123.py"
+    path.write_text("from cuvil.runtime.blas import gemv_block\nkernel = gemv_block\n")
+    module = import_file(path)
+    assert module.kernel is blas.gemv_block.dispatcher
+    assert module.gemv_block is blas.gemv_block  # the driver itself, elsewhere
