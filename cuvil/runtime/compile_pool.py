@@ -28,6 +28,7 @@ from numba.core import types as nbtypes
 from numba.core.registry import CPUDispatcher
 
 from cuvil.errors import CuvilError
+from cuvil.runtime import nrt_cache
 from cuvil.runtime.lazy_link import install
 
 WORKER_TIMEOUT_S = 600
@@ -104,17 +105,16 @@ def load_cached(cache, sig, target_context):
     `scipy.linalg` among them: ~0.4 s of a warm compile), which compiling needs and
     loading does not: a cached overload is object code, linked against the symbols that
     Numba's runtime registers. Those are the target context's (its creation registers
-    the C helpers and math functions), the NRT's (`rtsys.initialize`, done here), the
-    threading layer's (`threads.choose_layer`, done before any kernel is loaded), and the
-    hash secret of `numba.cpython.hashing`, imported when an overload that uses it is
-    unpickled. A compile that follows still refreshes: Numba's compiler does that itself.
+    the C helpers and math functions), the NRT's (`rtsys.initialize`, done here, its code
+    from Cuvil's cache: `nrt_cache`), the threading layer's (`threads.choose_layer`, done
+    before any kernel is loaded), and the hash secret of `numba.cpython.hashing`, imported
+    when an overload that uses it is unpickled. A compile that follows still refreshes:
+    Numba's compiler does that itself.
     """
-    from numba.core.runtime import rtsys
-
     load = getattr(cache, "_load_overload", None)
     if load is None:  # a Numba whose Cache has another shape: its own load, refresh and all
         return cache.load_overload(sig, target_context)
-    rtsys.initialize(target_context)
+    nrt_cache.initialize(target_context)
     install(target_context.codegen())
     return load(sig, target_context)
 

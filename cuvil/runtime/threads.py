@@ -122,7 +122,8 @@ def numba_startup() -> float:
     with gc_pause.paused():  # as in cuvil.compile, which pays this otherwise
         choose_layer()
         from numba.core.registry import cpu_target
-        from numba.core.runtime import rtsys
 
-        rtsys.initialize(cpu_target.target_context)
+        from cuvil.runtime import nrt_cache
+
+        nrt_cache.initialize(cpu_target.target_context)
     return time.perf_counter() - start

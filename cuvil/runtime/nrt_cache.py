@@ -1,0 +1,91 @@
+"""Numba's runtime (the NRT) loaded from Cuvil's cache instead of compiled in every process.
+
+Before any compiled function runs, Numba builds the NRT's LLVM module (reference counts,
+array allocation helpers) and compiles it with LLVM: ~16 ms of every process, the largest
+part of Numba's start after its import. The compiled object is the same from process to
+process on a machine, so `initialize(context)` keeps it as Numba keeps a cached function:
+its object code and the bitcode later compiles link against, under
+`<cache>/numba/nrt-<key>.bin`. The key holds what the code depends on: Numba's and
+llvmlite's versions, the CPU's name and features, and Numba's optimisation level. Loading
+goes through `lazy_link` (object code now, bitcode when a compile links it). A file that
+is missing, torn or of another format is compiled again and rewritten (atomically).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from contextlib import suppress
+
+MAGIC = b"cuvil-nrt 1\n"
+
+
+def initialize(context) -> None:
+    """`rtsys.initialize(context)`, its NRT library loaded from the cache when there."""
+    from numba.core.runtime import nrtdynmod, rtsys
+
+    if rtsys._init:
+        return
+    compile_nrt = nrtdynmod.compile_nrt_functions
+    nrtdynmod.compile_nrt_functions = _load_or_compile
+    try:
+        rtsys.initialize(context)
+    finally:
+        nrtdynmod.compile_nrt_functions = compile_nrt
+
+
+def _load_or_compile(context):
+    """Numba's `nrtdynmod.compile_nrt_functions`, by way of the cache."""
+    from numba.core.runtime import nrtdynmod
+
+    from cuvil.runtime.lazy_link import install
+
+    codegen = context.codegen()
+    install(codegen)
+    path = _path()
+    state = _read(path)
+    if state is not None:
+        return codegen.unserialize_library(("nrt", "object", state))
+    module, library = nrtdynmod.create_nrt_module(context)
+    library.enable_object_caching()  # as Numba's compile_nrt_functions, keeping the object
+    library.add_ir_module(module)
+    library.finalize()
+    _write(path, *library.serialize_using_object_code()[2])
+    return library
+
+
+def _path():
+    import llvmlite
+    import numba
+    from llvmlite import binding as ll
+
+    from cuvil.paths import cache_dir
+
+    text = " ".join([numba.__version__, llvmlite.__version__, ll.get_host_cpu_name(),
+                     ll.get_host_cpu_features().flatten(), str(numba.config.OPT)])
+    return cache_dir() / "numba" / f"nrt-{hashlib.sha256(text.encode()).hexdigest()[:16]}.bin"
+
+
+def _read(path) -> tuple[bytes, bytes] | None:
+    """(object code, bitcode), or None if the file is missing or not whole."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    line, _, body = data.removeprefix(MAGIC).partition(b"\n")
+    words = line.split(b" ")
+    if not data.startswith(MAGIC) or len(words) != 3 or not all(w.isdigit() for w in words[1:]):
+        return None
+    n_obj, n_bc = int(words[1]), int(words[2])
+    digest, payload = body[:32], body[32:]
+    if len(payload) != n_obj + n_bc or hashlib.sha256(payload).digest() != digest:
+        return None
+    return payload[:n_obj], payload[n_obj:]
+
+
+def _write(path, object_code: bytes, bitcode: bytes) -> None:
+    from cuvil.atomic import write_bytes
+
+    payload = object_code + bitcode
+    with suppress(OSError):  # a read-only cache: compiled again next time
+        write_bytes(path, MAGIC + f"sizes {len(object_code)} {len(bitcode)}\n".encode()
+                    + hashlib.sha256(payload).digest() + payload)
