@@ -6,9 +6,10 @@ part of Numba's start after its import. The compiled object is the same from pro
 process on a machine, so `initialize(context)` keeps it as Numba keeps a cached function:
 its object code and the bitcode later compiles link against, under
 `<cache>/numba/nrt-<key>.bin`. The key holds what the code depends on: Numba's and
-llvmlite's versions, the CPU's name and features, and Numba's optimisation level. Loading
-goes through `lazy_link` (object code now, bitcode when a compile links it). A file that
-is missing, torn or of another format is compiled again and rewritten (atomically).
+llvmlite's versions, the CPU's name and features (and any Numba's settings name instead),
+and Numba's optimisation level. Loading goes through `lazy_link` (object code now,
+bitcode when a compile links it). A file that is missing, torn or of another format is
+compiled again and rewritten (atomically).
 """
 
 from __future__ import annotations
@@ -21,16 +22,18 @@ MAGIC = b"cuvil-nrt 1\n"
 
 def initialize(context) -> None:
     """`rtsys.initialize(context)`, its NRT library loaded from the cache when there."""
+    from numba.core.compiler_lock import global_compiler_lock
     from numba.core.runtime import nrtdynmod, rtsys
 
-    if rtsys._init:
-        return
-    compile_nrt = nrtdynmod.compile_nrt_functions
-    nrtdynmod.compile_nrt_functions = _load_or_compile
-    try:
-        rtsys.initialize(context)
-    finally:
-        nrtdynmod.compile_nrt_functions = compile_nrt
+    with global_compiler_lock:  # as rtsys.initialize: one thread swaps the function
+        if rtsys._init:
+            return
+        compile_nrt = nrtdynmod.compile_nrt_functions
+        nrtdynmod.compile_nrt_functions = _load_or_compile
+        try:
+            rtsys.initialize(context)
+        finally:
+            nrtdynmod.compile_nrt_functions = compile_nrt
 
 
 def _load_or_compile(context):
@@ -60,8 +63,10 @@ def _path():
 
     from cuvil.paths import cache_dir
 
+    config = numba.config  # a CPU named in the environment is the one Numba compiles for
     text = " ".join([numba.__version__, llvmlite.__version__, ll.get_host_cpu_name(),
-                     ll.get_host_cpu_features().flatten(), str(numba.config.OPT)])
+                     ll.get_host_cpu_features().flatten(), str(config.CPU_NAME),
+                     str(config.CPU_FEATURES), str(config.OPT)])
     return cache_dir() / "numba" / f"nrt-{hashlib.sha256(text.encode()).hexdigest()[:16]}.bin"
 
 

@@ -31,8 +31,8 @@ print(json.dumps({"compiled": len(compiled), "value": grown(100)}))
 """
 
 
-def _run(cache) -> dict:
-    env = {**os.environ, "CUVIL_CACHE_DIR": str(cache)}
+def _run(cache, **settings: str) -> dict:
+    env = {**os.environ, "CUVIL_CACHE_DIR": str(cache), **settings}
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, check=True,
                          capture_output=True, text=True, timeout=600)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -61,3 +61,9 @@ def test_a_torn_file_is_compiled_again_and_rewritten(tmp_path):
     assert path.read_bytes() == whole
     path.write_bytes(whole[:-1] + bytes([whole[-1] ^ 1]))  # one bit of the code flipped
     assert _run(tmp_path)["compiled"] == 1 and path.read_bytes() == whole
+
+
+def test_code_for_another_cpu_is_kept_apart(tmp_path):
+    _run(tmp_path)
+    assert _run(tmp_path, NUMBA_CPU_NAME="generic") == {"compiled": 1, "value": _expected()}
+    assert len(list((tmp_path / "numba").glob("nrt-*.bin"))) == 2
