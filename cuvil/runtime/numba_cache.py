@@ -106,8 +106,8 @@ class Driver:
         return self._made
 
     def __getattr__(self, name: str):
-        if name.startswith("__"):  # copy, pickle and inspect probe these: not a dispatcher's
-            raise AttributeError(name)
+        if name.startswith("__") or name in _OWN:  # probed by copy, pickle and inspect, or
+            raise AttributeError(name)  # not set yet (a half-built driver): not a dispatcher's
         return getattr(self.dispatcher, name)
 
     def __call__(self, *args):
@@ -116,6 +116,15 @@ class Driver:
     def __repr__(self) -> str:
         return f"<cuvil driver {self.__module__}.{self.__qualname__}>"
 
+    def __reduce__(self):  # by name, as a function is pickled
+        return _driver_named, (self.__module__, self.__qualname__)
+
+
+def _driver_named(module: str, name: str) -> Driver:
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 
 def dispatcher_of(fn):
     """`fn`'s Numba dispatcher if it is a `Driver`, else `fn`."""
@@ -123,3 +132,4 @@ def dispatcher_of(fn):
 
 
 _MAKING = threading.RLock()
+_OWN = frozenset({"_fn", "_options", "_made", "dispatcher"})

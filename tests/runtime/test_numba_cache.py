@@ -5,10 +5,12 @@ dispatcher is made on its first use."""
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 from numba import njit as plain_njit
 
 from cuvil.paths import cache_dir
@@ -99,6 +101,13 @@ def test_a_driver_is_called_and_read_as_its_function():
     assert blas.gemv_block.__name__ == "gemv_block" and blas.gemv_block.__doc__ == \
         blas.gemv_block.py_func.__doc__
     assert blas.gemv_block.signatures  # the dispatcher's attributes
+
+
+def test_a_driver_pickles_by_name_and_a_half_built_one_has_no_dispatcher():
+    assert pickle.loads(pickle.dumps(blas.gemv_block)) is blas.gemv_block
+    half = numba_cache.Driver.__new__(numba_cache.Driver)  # as unpickling by state would
+    with pytest.raises(AttributeError, match="dispatcher"):  # not a RecursionError
+        half.signatures  # noqa: B018 (an attribute read is the test)
 
 
 def test_a_kernel_module_names_the_dispatcher_itself(tmp_path):
