@@ -18,6 +18,7 @@ from pathlib import Path
 import platformdirs
 
 PACKAGE = Path(__file__).parent
+STAMP_SETTLE_S = 2.0  # files younger than this get no stamp (`files_hash`)
 
 
 def cache_dir(override: str | os.PathLike | None = None) -> Path:
@@ -72,9 +73,6 @@ def files_hash(folder: Path, suffixes: tuple[str, ...]) -> str:
 
             write_text(memo, f"{stamp} {digest}")
     return digest
-
-
-STAMP_SETTLE_S = 2.0
 
 
 def _files_under(folder: Path, suffixes: tuple[str, ...]) -> list[tuple[Path, os.stat_result]]:

@@ -76,11 +76,13 @@ def _read(path) -> tuple[bytes, bytes] | None:
         data = path.read_bytes()
     except OSError:
         return None
-    line, _, body = data.removeprefix(MAGIC).partition(b"\n")
-    words = line.split(b" ")
-    if not data.startswith(MAGIC) or len(words) != 3 or not all(w.isdigit() for w in words[1:]):
+    if not data.startswith(MAGIC):
         return None
-    n_obj, n_bc = int(words[1]), int(words[2])
+    line, _, body = data[len(MAGIC):].partition(b"\n")
+    sizes = line.split(b" ")[1:]  # b"sizes <object> <bitcode>"
+    if len(sizes) != 2 or not all(n.isdigit() for n in sizes):
+        return None
+    n_obj, n_bc = int(sizes[0]), int(sizes[1])
     digest, payload = body[:32], body[32:]
     if len(payload) != n_obj + n_bc or hashlib.sha256(payload).digest() != digest:
         return None

@@ -116,14 +116,8 @@ class Driver:
     def __repr__(self) -> str:
         return f"<cuvil driver {self.__module__}.{self.__qualname__}>"
 
-    def __reduce__(self):  # by name, as a function is pickled
-        return _driver_named, (self.__module__, self.__qualname__)
-
-
-def _driver_named(module: str, name: str) -> Driver:
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+    def __reduce__(self) -> str:  # by name, as a function is pickled
+        return self.__qualname__
 
 
 def dispatcher_of(fn):
