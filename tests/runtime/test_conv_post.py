@@ -23,6 +23,9 @@ DRIVERS = {  # driver -> (cin, cout, kernel, stride, size): shapes that take it
     "conv2d_nchw_direct_post": (16, 16, 3, 1, 16),  # pixel tile: the epilogue in its stores
     "conv2d_nchw_direct_post, rows of 8": (16, 32, 3, 2, 16),  # pixel tile, 8 x 32
     "conv2d_nchw_direct_post, few steps": (6, 16, 3, 1, 16),  # plain tile, epilogue after
+    # the plain tile on runs of pixels (a last block of 4 rows), the epilogue after
+    "conv2d_nchw_direct_post, rows of 32": (6, 12, 3, 1, 32),
+    "conv2d_nchw_direct_post, 1x1": (20, 20, 1, 1, 32),
     "conv2d_nchw_post": (16, 32, 3, 2, 24),  # rows of 12: im2col
     "conv2d_nchw_few_post": (3, 8, 3, 1, 12),  # 3 channels, rows of 12
     "conv1x1_nchw_post": (16, 24, 1, 1, 3),  # 9 pixels
