@@ -15,11 +15,10 @@ every driver, once. Generated modules quote the same hash in their import lines.
 
 from __future__ import annotations
 
-import functools
 import os
 import tempfile
 import threading
-from functools import cache
+from functools import cache, update_wrapper
 from pathlib import Path
 
 import numba
@@ -92,7 +91,7 @@ class Driver:
     itself (`module_cache.import_file`), so calls from the entry pay nothing more."""
 
     def __init__(self, fn, options: dict):
-        functools.update_wrapper(self, fn)
+        update_wrapper(self, fn)
         self._fn, self._options, self._made = fn, options, None
 
     @property
