@@ -161,54 +161,67 @@ def _pooled_image(x, wk, xs, y, bias, res, clip, geo, pool, n, out):
     _post(out, bias, res, clip, n * oc, n * oc + oc)
 
 
+@njit(nogil=True, inline="always")
+def _row(ys, t, oc):
+    """Thread t's image of scratch [OC, OH, OW]: the first OC planes of its row of ys
+    (lowering pads each row: `Scratch.rows`)."""
+    return ys[t][:oc]
+
+
 @njit(nogil=True, parallel=True)
 def _pooled_images(x, wk, xs, ys, bias, res, clip, geo, pool, parts, out):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
-            _pooled_image(x, wk, xs[t], ys[t], bias, res, clip, geo, pool, n, out)
+            _pooled_image(x, wk, xs[t], _row(ys, t, out.shape[1]), bias, res, clip, geo, pool,
+                          n, out)
 
 
 @njit(nogil=True)
 def conv2d_nchw_direct_pool_post(x, wk, xs, ys, bias, res, clip, geo, pool, parts, out):
     """`conv2d_nchw_direct_post`, then the max pool `pool` [kh, kw, sh, sw, ph, pw]
     (`pool.max_planes`) of each image's output, pooled from a thread's scratch
-    ys [threads, OC, OH, OW]: the full-size output is never written."""
-    g, nb, oc = _geo(geo), x.shape[0], ys.shape[1]
+    ys [threads, OC+, OH, OW] (its first OC planes): the full-size output is never
+    written."""
+    g, nb, oc = _geo(geo), x.shape[0], out.shape[1]
     parts = _parts(parts, xs.shape[0], wk.size * ys.shape[2] * ys.shape[3] * nb)
     if parts > 1 and nb >= parts:
         _pooled_images(x, wk, xs, ys, bias, res, clip, g, pool, parts, out)
         return
+    y = _row(ys, 0, oc)
     for n in range(nb):  # fewer images than threads: each image's product split
         if parts > 1:
-            conv2d_nchw_direct(x[n:n + 1], wk, ys[0:1], xs, g, parts)
-            _post_split(ys[0:1], bias, res[n:n + 1], clip, parts)
-            max_planes(ys[0], out[n], pool, 0, oc)
+            y4 = y.reshape((1, oc, y.shape[1], y.shape[2]))
+            conv2d_nchw_direct(x[n:n + 1], wk, y4, xs, g, parts)
+            _post_split(y4, bias, res[n:n + 1], clip, parts)
+            max_planes(y, out[n], pool, 0, oc)
         else:
-            _pooled_image(x, wk, xs[0], ys[0], bias, res, clip, g, pool, n, out)
+            _pooled_image(x, wk, xs[0], y, bias, res, clip, g, pool, n, out)
 
 
 @njit(nogil=True, parallel=True)
 def _winograd_pooled_images(x, u, xs, ys, bias, res, clip, geo, pool, parts, out):
+    oc = out.shape[1]
     for t in prange(parts):
+        y = _row(ys, t, oc)
         for n in range(t, x.shape[0], parts):
-            winograd_image(x[n], u, ys[t], xs[t], geo, _image_epilogue(bias, res, clip, n,
-                                                                       ys[t].size), 1)
-            max_planes(ys[t], out[n], pool, 0, ys.shape[1])
+            winograd_image(x[n], u, y, xs[t], geo, _image_epilogue(bias, res, clip, n, y.size), 1)
+            max_planes(y, out[n], pool, 0, oc)
 
 
 @njit(nogil=True)
 def conv2d_nchw_winograd_pool_post(x, u, xs, ys, bias, res, clip, geo, pool, parts, out):
-    """`conv2d_nchw_winograd_post` into a thread's scratch ys [threads, OC, OH, OW], then
+    """`conv2d_nchw_winograd_post` into a thread's scratch ys [threads, OC+, OH, OW], then
     each image max-pooled from there (`conv2d_nchw_direct_pool_post`'s contract)."""
-    g, nb = _geo(geo), x.shape[0]
+    g, nb, oc = _geo(geo), x.shape[0], out.shape[1]
     parts = min(parts, xs.shape[0])
     if parts > 1 and nb >= parts:
         _winograd_pooled_images(x, u, xs, ys, bias, res, clip, g, pool, parts, out)
         return
+    y = _row(ys, 0, oc)
     for n in range(nb):  # fewer images than threads: each image's products split
-        winograd_image(x[n], u, ys[0], xs[0], g, _image_epilogue(bias, res, clip, n,
-                                                                 ys[0].size), parts)
-        max_planes(ys[0], out[n], pool, 0, ys.shape[1])
+        winograd_image(x[n], u, y, xs[0], g, _image_epilogue(bias, res, clip, n, y.size),
+                       parts)
+        max_planes(y, out[n], pool, 0, oc)
 
 
 @njit(nogil=True, parallel=True)

@@ -128,8 +128,8 @@ def _pooled(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSpe
     kernel = pair(a["kernel_size"])
     window = kernel + pair(a["stride"] or kernel) + pair(a["padding"])  # kh kw sh sw ph pw
     windows = ctx.prepare(f"pool.{'.'.join(map(str, window))}", np.array(window, np.int64))
-    scratch = {**drv.scratch, **_scratch(ctx, conv, ctx.type(conv.inputs[0]),
-                                         {"ys": ("threads", *inner.shape[1:])})}
+    ys = ctx.add_scratch(f"{conv.name}.ys", Scratch.rows(inner.dtype, *inner.shape[1:]))
+    scratch = {**drv.scratch, ys: "ys"}
     params = ["x", "w", *scratch.values(), "bias", "res", "clip", "geo", "pool", "parts", "out"]
     args = [conv.inputs[0], weight, *scratch, bias, res, clip,
             geometry_arg(ctx, geometry(conv, ctx)), windows, THREADS, output]
@@ -250,7 +250,8 @@ def _direct(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver:
     """The f32 NCHW convolution on the register tile (`runtime.conv_direct`): the weight
     as [C*KH*KW, OC], one arranged image of scratch per thread."""
     xs = _arranged_size(geo, x.shape[1], *x.shape[2:])
-    scratch = _scratch(ctx, conv, x, {"xs": ("threads", xs)})
+    rows = Scratch(x.dtype, ("threads", 1)) if xs == 1 else Scratch.rows(x.dtype, xs)
+    scratch = {ctx.add_scratch(f"{conv.name}.xs", rows): "xs"}
     return Driver(weight.reshape(weight.shape[0], -1).T,
                   "conv2d_nchw_direct(x0, x1, out, xs, geo, threads)", scratch, "direct",
                   "conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], geo)")
@@ -283,7 +284,7 @@ def _winograd(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver:
     th, tw = oh // 2, ow // 2
     tiles = min(th, max(1, 64 // tw)) * tw
     size = cin * (oh + 2) * (ow + 2) + 16 * (cin * tiles + 48) + 16 * (oc * tiles + 48)
-    scratch = _scratch(ctx, conv, x, {"xs": ("threads", size)})
+    scratch = {ctx.add_scratch(f"{conv.name}.xs", Scratch.rows(x.dtype, size)): "xs"}
     return Driver(winograd_weight(weight), "conv2d_nchw_winograd(x0, x1, out, xs, geo, threads)",
                   scratch, "Winograd F(2x2, 3x3)",
                   "conv2d_nchw_winograd_image(x0[n], x1, out[n], xs[t], geo)")

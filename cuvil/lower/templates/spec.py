@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from cuvil.errors import CuvilError
@@ -24,12 +25,29 @@ class Unsupported(CuvilError):
     """A template cannot lower this group; the group falls back (or is split)."""
 
 
+# Bytes left unused after each thread's row of scratch (`Scratch.rows`).
+ROW_GAP = 1 << 15
+
+
 @dataclass
 class Scratch:
     """A temporary a kernel needs during its call, planned like any intermediate."""
 
     dtype: DType
     shape: tuple[Dim | str, ...]  # dims; the string "threads" is the thread count
+
+    @classmethod
+    def rows(cls, dtype: DType, *row: Dim) -> Scratch:
+        """A row [*row] per thread, for a driver that uses the start of its row and never
+        its shape: the row lengthened (its first dim) by at least `ROW_GAP` bytes. Two
+        threads each rewriting and rereading their own row ran 8-9% slower when the rows
+        lay within 4-12 KiB of each other than 20 KiB or more apart (the CNN's 3x3 layer on
+        16 images; the whole CNN 13-17%: "Stop 39" in docs/performance.md). A symbolic
+        row of two dims or more stays as it is."""
+        first, rest = row[0], math.prod(row[1:])
+        if isinstance(rest, int):
+            first = first + -(-ROW_GAP // (rest * dtype.itemsize))
+        return cls(dtype, ("threads", first, *row[1:]))
 
 
 @dataclass
