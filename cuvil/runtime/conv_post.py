@@ -32,7 +32,11 @@ from cuvil.runtime.conv import (
     conv2d_nchw_few_image,
     conv2d_nchw_image,
 )
-from cuvil.runtime.conv_direct import conv2d_nchw_direct, conv2d_nchw_direct_image_post
+from cuvil.runtime.conv_direct import (
+    conv2d_nchw_direct,
+    direct_image_planned,
+    image_plan,
+)
 from cuvil.runtime.f32_tile import no_epilogue
 from cuvil.runtime.numba_cache import njit
 from cuvil.runtime.pool import max_planes
@@ -92,21 +96,22 @@ def _image_epilogue(bias, res, clip, n, per):
 
 
 @njit(nogil=True)
-def _direct_image(x, wk, xs, bias, res, clip, geo, n, y):
+def _direct_image(x, wk, xs, bias, res, clip, geo, n, y, plan, zero):
     """Image n into y [OC, OH, OW] (out[n], or a thread's scratch) with its epilogue: in
     the tile's stores where the pixel tile computes it, else right after (while y is in
-    cache)."""
-    if not conv2d_nchw_direct_image_post(x[n], wk, y, xs, geo,
-                                         _image_epilogue(bias, res, clip, n, y.size)):
+    cache). plan, zero: as `conv_direct.direct_image_planned`'s."""
+    if not direct_image_planned(x[n], wk, y, xs, geo,
+                                _image_epilogue(bias, res, clip, n, y.size), plan, zero):
         oc = y.shape[0]
         _post(y.reshape((1, oc, y.shape[1], y.shape[2])), bias, res[n:n + 1], clip, 0, oc)
 
 
 @njit(nogil=True, parallel=True)
-def _direct_images(x, wk, xs, bias, res, clip, geo, parts, out):
-    for t in prange(parts):
-        for n in range(t, x.shape[0], parts):
-            _direct_image(x, wk, xs[t], bias, res, clip, geo, n, out[n])
+def _direct_images(x, wk, xs, bias, res, clip, geo, parts, out, ag, hq, wq, offs):
+    for t in prange(parts):  # the plan in parts: a tuple holding an array cannot enter
+        for n in range(t, x.shape[0], parts):  # a parallel loop
+            _direct_image(x, wk, xs[t], bias, res, clip, geo, n, out[n], (ag, hq, wq, offs),
+                          n == t)
 
 
 @njit(nogil=True)
@@ -115,13 +120,14 @@ def conv2d_nchw_direct_post(x, wk, xs, bias, res, clip, geo, parts, out):
     g, nb = _geo(geo), x.shape[0]
     parts = _parts(parts, xs.shape[0], wk.size * out.shape[2] * out.shape[3] * nb)
     if parts > 1 and nb >= parts:
-        _direct_images(x, wk, xs, bias, res, clip, g, parts, out)
+        _direct_images(x, wk, xs, bias, res, clip, g, parts, out, *image_plan(x[0], g))
     elif parts > 1:
         conv2d_nchw_direct(x, wk, out, xs, g, parts)
         _post_split(out, bias, res, clip, parts)
     else:
+        plan = image_plan(x[0], g)
         for n in range(nb):
-            _direct_image(x, wk, xs[0], bias, res, clip, g, n, out[n])
+            _direct_image(x, wk, xs[0], bias, res, clip, g, n, out[n], plan, n == 0)
 
 
 @njit(nogil=True, parallel=True)
@@ -146,17 +152,18 @@ def conv2d_nchw_winograd_post(x, u, xs, bias, res, clip, geo, parts, out):
 
 
 @njit(nogil=True)
-def _pooled_image(x, wk, xs, y, bias, res, clip, geo, pool, n, out):
+def _pooled_image(x, wk, xs, y, bias, res, clip, geo, pool, n, out, plan, zero):
     """Image n convolved into y [OC, OH, OW] (a thread's scratch), then max-pooled from
     there into out[n] while y is in cache. Without a residual the epilogue runs after the
     pool, on a quarter of the values (2x2 windows): v -> clip(v + bias) never decreases,
-    so the max of the window's results is the result of its max."""
+    so the max of the window's results is the result of its max. plan, zero: as
+    `conv_direct.direct_image_planned`'s."""
     oc = y.shape[0]
     if res.size:
-        _direct_image(x, wk, xs, bias, res, clip, geo, n, y)
+        _direct_image(x, wk, xs, bias, res, clip, geo, n, y, plan, zero)
         max_planes(y, out[n], pool, 0, oc)
         return
-    conv2d_nchw_direct_image_post(x[n], wk, y, xs, geo, no_epilogue())
+    direct_image_planned(x[n], wk, y, xs, geo, no_epilogue(), plan, zero)
     max_planes(y, out[n], pool, 0, oc)
     _post(out, bias, res, clip, n * oc, n * oc + oc)
 
@@ -169,11 +176,11 @@ def _row(ys, t, oc):
 
 
 @njit(nogil=True, parallel=True)
-def _pooled_images(x, wk, xs, ys, bias, res, clip, geo, pool, parts, out):
+def _pooled_images(x, wk, xs, ys, bias, res, clip, geo, pool, parts, out, ag, hq, wq, offs):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
             _pooled_image(x, wk, xs[t], _row(ys, t, out.shape[1]), bias, res, clip, geo, pool,
-                          n, out)
+                          n, out, (ag, hq, wq, offs), n == t)
 
 
 @njit(nogil=True)
@@ -185,9 +192,10 @@ def conv2d_nchw_direct_pool_post(x, wk, xs, ys, bias, res, clip, geo, pool, part
     g, nb, oc = _geo(geo), x.shape[0], out.shape[1]
     parts = _parts(parts, xs.shape[0], wk.size * ys.shape[2] * ys.shape[3] * nb)
     if parts > 1 and nb >= parts:
-        _pooled_images(x, wk, xs, ys, bias, res, clip, g, pool, parts, out)
+        _pooled_images(x, wk, xs, ys, bias, res, clip, g, pool, parts, out,
+                       *image_plan(x[0], g))
         return
-    y = _row(ys, 0, oc)
+    y, plan = _row(ys, 0, oc), image_plan(x[0], g)
     for n in range(nb):  # fewer images than threads: each image's product split
         if parts > 1:
             y4 = y.reshape((1, oc, y.shape[1], y.shape[2]))
@@ -195,7 +203,7 @@ def conv2d_nchw_direct_pool_post(x, wk, xs, ys, bias, res, clip, geo, pool, part
             _post_split(y4, bias, res[n:n + 1], clip, parts)
             max_planes(y, out[n], pool, 0, oc)
         else:
-            _pooled_image(x, wk, xs[0], y, bias, res, clip, g, pool, n, out)
+            _pooled_image(x, wk, xs[0], y, bias, res, clip, g, pool, n, out, plan, n == 0)
 
 
 @njit(nogil=True, parallel=True)

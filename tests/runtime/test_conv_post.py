@@ -109,3 +109,44 @@ def test_a_clip_alone_is_applied_by_the_direct_driver(parts):
     ref = torch.relu(torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w),
                                                 padding=1))
     torch.testing.assert_close(torch.from_numpy(out), ref, atol=1e-4, rtol=1e-4)
+
+
+SCRATCH_CASES = {  # name -> (cin, cout, stride, size, pool)
+    "pixel tile": (16, 16, 1, 16, False),
+    "pixel tile, stride 2": (16, 32, 2, 16, False),
+    "plain tile, stride phases": (6, 16, 2, 32, False),
+    "pooled, plain tile": (3, 16, 1, 32, True),
+}
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+@pytest.mark.parametrize("case", SCRATCH_CASES)
+def test_scratch_holding_garbage_is_cleared_once_a_call(case, parts):
+    """A thread clears its scratch for its first image of a call and only rearranges it
+    for the next ones (`conv_direct.direct_image_planned`): scratch full of NaN from an
+    earlier kernel must not reach the result, for any image of either thread."""
+    import numpy as np
+
+    from cuvil.runtime.conv_post import conv2d_nchw_direct_pool_post, conv2d_nchw_direct_post
+
+    cin, cout, stride, size, pool = SCRATCH_CASES[case]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, cin, size, size), dtype=np.float32)
+    w = rng.standard_normal((cout, cin, 3, 3), dtype=np.float32)
+    wk = np.ascontiguousarray(w.reshape(cout, -1).T)
+    xs = np.full((2, cin * (size + 2) ** 2 + 64), np.nan, np.float32)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), stride=stride,
+                                     padding=1)
+    args = (np.empty(0, np.float32), np.empty((0, 0, 0, 0), np.float32),
+            np.array([-np.inf, np.inf], np.float32),
+            np.array([3, 3, stride, stride, 1, 1, 1, 1], np.int64))
+    if pool:
+        ref = torch.nn.functional.max_pool2d(ref, 2)
+        ys = np.full((2, cout + 1, size, size), np.nan, np.float32)
+        out = np.full(ref.shape, np.nan, np.float32)
+        conv2d_nchw_direct_pool_post(x, wk, xs, ys, *args, np.array([2, 2, 2, 2, 0, 0]),
+                                     parts, out)
+    else:
+        out = np.full(ref.shape, np.nan, np.float32)
+        conv2d_nchw_direct_post(x, wk, xs, *args, parts, out)
+    torch.testing.assert_close(torch.from_numpy(out), ref, atol=1e-4, rtol=1e-4)
