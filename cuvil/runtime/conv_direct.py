@@ -240,18 +240,13 @@ def image_plan(x, geo):
     return ag, hq, wq, _offsets(ch, ag, hq, wq)
 
 
-@njit(nogil=True, inline="always")
-def _prepare(x, xs, geo):
-    """(the arranged image, its tap offsets, its plane size Hq x Wq)."""
-    ag, hq, wq, offs = image_plan(x, geo)
-    return _arrange(x, xs, ag, True), offs, hq, wq
-
-
 @njit(nogil=True)
 def direct_image_planned(x, wk, out, xs, geo, epi, plan, zero):
-    """`conv2d_nchw_direct_image_post` on its batch's `image_plan`; zero: whether xs must be
-    cleared (False for a thread's later images of one batch: each one's arrangement
-    overwrites only what the first one's wrote)."""
+    """One image on its batch's `image_plan`, with the epilogue epi = (bias [OC], residual
+    [OC*OH*OW], lo, hi, flags: 1 bias, 2 residual, 4 a clip) in the tile's stores where the
+    pixel tile computes it; returns whether it did (if not, the caller applies the
+    epilogue). zero: whether xs must be cleared (False for a thread's later images of one
+    batch: each one's arrangement overwrites only what the first one's wrote)."""
     ag, hq, wq, offs = plan
     _units(_arrange(x, xs, ag, zero), offs, wk, out, geo, hq, wq, 0,
            _n_units(geo, offs.shape[0], hq, wq, out.shape[1], out.shape[2]), epi)
@@ -259,18 +254,10 @@ def direct_image_planned(x, wk, out, xs, geo, epi, plan, zero):
 
 
 @njit(nogil=True)
-def conv2d_nchw_direct_image_post(x, wk, out, xs, geo, epi):
-    """`conv2d_nchw_direct_image`, with the epilogue epi = (bias [OC], residual [OC*OH*OW],
-    lo, hi, flags: 1 bias, 2 residual, 4 a clip) in the tile's stores where the pixel tile computes
-    it; returns whether it did (if not, the caller applies the epilogue)."""
-    return direct_image_planned(x, wk, out, xs, geo, epi, image_plan(x, geo), True)
-
-
-@njit(nogil=True)
 def conv2d_nchw_direct_image(x, wk, out, xs, geo):
     """One image: out [OC, OH, OW] = conv(x [C, H, W], wk [C*KH*KW, OC]); xs: scratch
     for the arranged image (see `_arrange`)."""
-    conv2d_nchw_direct_image_post(x, wk, out, xs, geo, no_epilogue())
+    direct_image_planned(x, wk, out, xs, geo, no_epilogue(), image_plan(x, geo), True)
 
 
 @njit(nogil=True, parallel=True)
@@ -300,8 +287,9 @@ def conv2d_nchw_direct(x, wk, out, xs, geo, parts):
     if parts > 1 and nb >= parts:
         _images(x, wk, out, xs, geo, parts, *image_plan(x[0], geo))
         return
+    ag, hq, wq, offs = image_plan(x[0], geo)
     for n in range(nb):
-        src, offs, hq, wq = _prepare(x[n], xs[0], geo)
+        src = _arrange(x[n], xs[0], ag, n == 0)
         if parts > 1:
             _split_image(src, offs, wk, out[n], geo, hq, wq, parts)
         else:

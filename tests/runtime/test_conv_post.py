@@ -127,6 +127,7 @@ def test_scratch_holding_garbage_is_cleared_once_a_call(case, parts):
     earlier kernel must not reach the result, for any image of either thread."""
     import numpy as np
 
+    from cuvil.runtime.conv_direct import conv2d_nchw_direct
     from cuvil.runtime.conv_post import conv2d_nchw_direct_pool_post, conv2d_nchw_direct_post
 
     cin, cout, stride, size, pool = SCRATCH_CASES[case]
@@ -149,4 +150,7 @@ def test_scratch_holding_garbage_is_cleared_once_a_call(case, parts):
     else:
         out = np.full(ref.shape, np.nan, np.float32)
         conv2d_nchw_direct_post(x, wk, xs, *args, parts, out)
+        plain = np.full(ref.shape, np.nan, np.float32)  # the batch driver generated kernels call
+        conv2d_nchw_direct(x, wk, plain, np.full_like(xs, np.nan), tuple(args[3]), parts)
+        torch.testing.assert_close(torch.from_numpy(plain), ref, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(torch.from_numpy(out), ref, atol=1e-4, rtol=1e-4)

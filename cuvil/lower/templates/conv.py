@@ -128,8 +128,8 @@ def _pooled(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSpe
     kernel = pair(a["kernel_size"])
     window = kernel + pair(a["stride"] or kernel) + pair(a["padding"])  # kh kw sh sw ph pw
     windows = ctx.prepare(f"pool.{'.'.join(map(str, window))}", np.array(window, np.int64))
-    ys = ctx.add_scratch(f"{conv.name}.ys", Scratch.rows(inner.dtype, *inner.shape[1:]))
-    scratch = {**drv.scratch, ys: "ys"}
+    scratch = {**drv.scratch, **_scratch(ctx, conv, {"ys": Scratch.rows(inner.dtype,
+                                                                         *inner.shape[1:])})}
     params = ["x", "w", *scratch.values(), "bias", "res", "clip", "geo", "pool", "parts", "out"]
     args = [conv.inputs[0], weight, *scratch, bias, res, clip,
             geometry_arg(ctx, geometry(conv, ctx)), windows, THREADS, output]
@@ -204,7 +204,8 @@ def _driver(conv, ctx) -> Driver:
         return Driver(packed, f"conv1x1_{layout}(x0, x1, out, threads)", {}, "1x1",
                       "" if nhwc else "conv1x1_nchw_image(x0[n], x1, out[n])")
     if groups == 1 and not nhwc and cin < FEW_CHANNELS:
-        scratch = _scratch(ctx, conv, x, {"cols": ("threads", cin * kh * kw, ohw)})
+        scratch = _scratch(ctx, conv, {"cols": Scratch(x.dtype, ("threads", cin * kh * kw,
+                                                                   ohw))})
         return Driver(weight.reshape(oc, cg * kh * kw),
                       "conv2d_nchw_few(x0, x1, out, cols, geo, threads)", scratch,
                       "im2col + GEMM", "conv2d_nchw_few_image(x0[n], x1, out[n], cols[t], geo)")
@@ -213,7 +214,7 @@ def _driver(conv, ctx) -> Driver:
         if not nhwc:  # NCHW images go through the NHWC path one by one
             shapes |= {"xt": ("threads", x.shape[2], x.shape[3], cin), "tmp": ("threads", ohw,
                                                                                oc)}
-        scratch = _scratch(ctx, conv, x, shapes)
+        scratch = _scratch(ctx, conv, {k: Scratch(x.dtype, v) for k, v in shapes.items()})
         names = ", ".join(scratch.values())
         rows = ", ".join(f"{s}[t]" for s in scratch.values())
         return Driver(weight.transpose(2, 3, 1, 0).reshape(kh * kw * cg, oc),
@@ -250,8 +251,8 @@ def _direct(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver:
     """The f32 NCHW convolution on the register tile (`runtime.conv_direct`): the weight
     as [C*KH*KW, OC], one arranged image of scratch per thread."""
     xs = _arranged_size(geo, x.shape[1], *x.shape[2:])
-    rows = Scratch(x.dtype, ("threads", 1)) if xs == 1 else Scratch.rows(x.dtype, xs)
-    scratch = {ctx.add_scratch(f"{conv.name}.xs", rows): "xs"}
+    scratch = _scratch(ctx, conv, {"xs": Scratch(x.dtype, ("threads", 1)) if xs == 1 else
+                                   Scratch.rows(x.dtype, xs)})
     return Driver(weight.reshape(weight.shape[0], -1).T,
                   "conv2d_nchw_direct(x0, x1, out, xs, geo, threads)", scratch, "direct",
                   "conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], geo)")
@@ -284,7 +285,7 @@ def _winograd(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver:
     th, tw = oh // 2, ow // 2
     tiles = min(th, max(1, 64 // tw)) * tw
     size = cin * (oh + 2) * (ow + 2) + 16 * (cin * tiles + 48) + 16 * (oc * tiles + 48)
-    scratch = {ctx.add_scratch(f"{conv.name}.xs", Scratch.rows(x.dtype, size)): "xs"}
+    scratch = _scratch(ctx, conv, {"xs": Scratch.rows(x.dtype, size)})
     return Driver(winograd_weight(weight), "conv2d_nchw_winograd(x0, x1, out, xs, geo, threads)",
                   scratch, "Winograd F(2x2, 3x3)",
                   "conv2d_nchw_winograd_image(x0[n], x1, out[n], xs[t], geo)")
@@ -316,7 +317,6 @@ def _arranged_size(geo: tuple[int, ...], ch: int, h: int, w: int) -> int:
     return ch * sh * sw * -(-(h + 2 * ph) // sh) * -(-(w + 2 * pw) // sw)
 
 
-def _scratch(ctx, conv, x, shapes: dict) -> dict[str, str]:
-    """Planned per-thread scratch buffers: value name -> kernel parameter name."""
-    return {ctx.add_scratch(f"{conv.name}.{k}", Scratch(x.dtype, v)): k for k, v in
-            shapes.items()}
+def _scratch(ctx, conv, scratch: dict[str, Scratch]) -> dict[str, str]:
+    """Plan each kernel parameter's scratch; returns value name -> kernel parameter name."""
+    return {ctx.add_scratch(f"{conv.name}.{k}", v): k for k, v in scratch.items()}
