@@ -40,7 +40,7 @@ from cuvil.runtime.conv_direct import (
 from cuvil.runtime.f32_tile import no_epilogue
 from cuvil.runtime.numba_cache import njit
 from cuvil.runtime.pool import max_planes
-from cuvil.runtime.winograd import winograd_image
+from cuvil.runtime.winograd import band_offsets, winograd_image
 
 _FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip bounds are inf
 
@@ -131,12 +131,12 @@ def conv2d_nchw_direct_post(x, wk, xs, bias, res, clip, geo, parts, out):
 
 
 @njit(nogil=True, parallel=True)
-def _winograd_images(x, u, xs, bias, res, clip, geo, parts, out):
+def _winograd_images(x, u, xs, bias, res, clip, geo, parts, out, offs):
     per = out[0].size
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
             winograd_image(x[n], u, out[n], xs[t], geo, _image_epilogue(bias, res, clip, n, per),
-                           1)
+                           1, offs, n == t)
 
 
 @njit(nogil=True)
@@ -144,11 +144,13 @@ def conv2d_nchw_winograd_post(x, u, xs, bias, res, clip, geo, parts, out):
     """`winograd.conv2d_nchw_winograd`, the epilogue in its output transform."""
     g, nb, per = _geo(geo), x.shape[0], out[0].size
     parts = min(parts, xs.shape[0])
+    offs = band_offsets(x.shape[1], out.shape[2], out.shape[3])
     if parts > 1 and nb >= parts:
-        _winograd_images(x, u, xs, bias, res, clip, g, parts, out)
+        _winograd_images(x, u, xs, bias, res, clip, g, parts, out, offs)
         return
     for n in range(nb):
-        winograd_image(x[n], u, out[n], xs[0], g, _image_epilogue(bias, res, clip, n, per), parts)
+        winograd_image(x[n], u, out[n], xs[0], g, _image_epilogue(bias, res, clip, n, per), parts,
+                       offs, n == 0)
 
 
 @njit(nogil=True)
@@ -207,12 +209,13 @@ def conv2d_nchw_direct_pool_post(x, wk, xs, ys, bias, res, clip, geo, pool, part
 
 
 @njit(nogil=True, parallel=True)
-def _winograd_pooled_images(x, u, xs, ys, bias, res, clip, geo, pool, parts, out):
+def _winograd_pooled_images(x, u, xs, ys, bias, res, clip, geo, pool, parts, out, offs):
     oc = out.shape[1]
     for t in prange(parts):
         y = _row(ys, t, oc)
         for n in range(t, x.shape[0], parts):
-            winograd_image(x[n], u, y, xs[t], geo, _image_epilogue(bias, res, clip, n, y.size), 1)
+            winograd_image(x[n], u, y, xs[t], geo, _image_epilogue(bias, res, clip, n, y.size), 1,
+                           offs, n == t)
             max_planes(y, out[n], pool, 0, oc)
 
 
@@ -222,13 +225,14 @@ def conv2d_nchw_winograd_pool_post(x, u, xs, ys, bias, res, clip, geo, pool, par
     each image max-pooled from there (`conv2d_nchw_direct_pool_post`'s contract)."""
     g, nb, oc = _geo(geo), x.shape[0], out.shape[1]
     parts = min(parts, xs.shape[0])
-    if parts > 1 and nb >= parts:
-        _winograd_pooled_images(x, u, xs, ys, bias, res, clip, g, pool, parts, out)
-        return
     y = _row(ys, 0, oc)
+    offs = band_offsets(x.shape[1], y.shape[1], y.shape[2])
+    if parts > 1 and nb >= parts:
+        _winograd_pooled_images(x, u, xs, ys, bias, res, clip, g, pool, parts, out, offs)
+        return
     for n in range(nb):  # fewer images than threads: each image's products split
         winograd_image(x[n], u, y, xs[0], g, _image_epilogue(bias, res, clip, n, y.size),
-                       parts)
+                       parts, offs, n == 0)
         max_planes(y, out[n], pool, 0, oc)
 
 

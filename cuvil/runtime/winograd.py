@@ -21,9 +21,10 @@ slower.
 
 Per image on one thread, against the direct tile: 64 channels on 16x16 112 us against 176,
 on 56x56 1.60 ms against 3.08, 128 on 28x28 1.43 against 2.71, 256 on 14x14 1.63 against
-5.64; but 16 channels on 16x16 17.1 us against 14.5 and 64 on 8x8 52 against 44 (the
-transforms' vectors are rows of 8 or 4 tiles there): lowering takes it from 32 channels
-and 16 columns (`templates.conv._winograd_fits`). Output sizes must be even.
+5.64 (an AVX-512 Xeon); on this project's machine (Zen 4) 16 channels on 16x16 9.2-9.9 us
+against 12.4, but 64 on 8x8 1.01x the direct tile's time and 16 on 8x8 1.33x (the
+transforms' vectors are rows of 4 tiles there): lowering takes it from 8 channels and 16
+columns (`templates.conv._winograd_fits`). Output sizes must be even.
 
 `xs`, a thread's scratch, holds the padded image, then V and M of one band
 (`scratch_size`).
@@ -36,7 +37,7 @@ from llvmlite import ir
 from numba import prange, types
 from numba.extending import intrinsic
 
-from cuvil.runtime.f32_lines import copy_every_other
+from cuvil.runtime.f32_lines import split_columns
 from cuvil.runtime.f32_tile import (
     I32,
     LANES,
@@ -165,20 +166,20 @@ def scratch_size(ch: int, oc: int, oh: int, ow: int) -> int:
 
 
 @njit(nogil=True, fastmath=True)
-def _pad(x, p, ph, pw, hp, half):
+def _pad(x, p, ph, pw, hp, half, zero):
     """p [C, hp, 2, half]: x zero-padded, each row split into its even and odd columns
-    (`copy_every_other`: the columns of one parity are every other one of x's)."""
+    (`split_columns`). `zero`: clear p first; without, p must hold an image of the same
+    shape padded the same way (its zeros are where every such image has them)."""
     ch, h, w = x.shape
     xf = x.reshape(x.size)
-    for q in range(ch * hp * 2 * half):
-        p[q] = 0
+    if zero:
+        p[:ch * hp * 2 * half] = 0
+    even = (pw & 1) * half + (pw >> 1)  # where x's even columns start in a padded row
+    odd = ((pw + 1) & 1) * half + ((pw + 1) >> 1)
     for c in range(ch):
         for i in range(h):
-            src, row = (c * h + i) * w, (c * hp + i + ph) * 2 * half
-            for parity in range(2):
-                j = (parity + pw) & 1  # x's first column landing on this parity
-                copy_every_other(p, row + parity * half + ((j + pw) >> 1), xf, src + j,
-                                 (w - j + 1) // 2)
+            row = (c * hp + i + ph) * 2 * half
+            split_columns(p, row + even, row + odd, xf, (c * h + i) * w, w)
 
 
 @njit(nogil=True)
@@ -228,10 +229,19 @@ def _band_out(m, ms, y, epi, tw, band, i0, rows):
 
 
 @njit(nogil=True)
-def winograd_image(x, u, y, xs, geo, epi, parts):
+def band_offsets(ch, oh, ow):
+    """Where each channel's tiles start in a plane of V (`_products`' offsets): made once
+    a batch, not once an image."""
+    tw = ow // 2
+    return np.arange(ch) * (min(oh // 2, max(1, BAND // tw)) * tw)
+
+
+@njit(nogil=True)
+def winograd_image(x, u, y, xs, geo, epi, parts, offs, zero):
     """One image: y [OC, OH, OW] = epi(conv3x3(x [C, H, W])), u the transformed weight
     [16 * C * OC], band by band; the products split between `parts` threads (1: this
-    one alone)."""
+    one alone). offs: `band_offsets`; zero: clear the scratch first (a thread's first
+    image of a call: the next ones are padded into the same places)."""
     ch, oc, th, tw = x.shape[0], y.shape[0], y.shape[1] // 2, y.shape[2] // 2
     hp, half = 2 * th + 2, tw + 1
     rows = min(th, max(1, BAND // tw))  # `band_rows`
@@ -239,9 +249,8 @@ def winograd_image(x, u, y, xs, geo, epi, parts):
     padded, vs, ms = ch * hp * 2 * half, ch * band + SKEW, oc * band + SKEW
     if xs.size < padded + 16 * (vs + ms):  # sized by lowering (`templates.conv`)
         raise ValueError("winograd_image: scratch too small")
-    _pad(x, xs, geo[4], geo[5], hp, half)
+    _pad(x, xs, geo[4], geo[5], hp, half, zero)
     v, m = xs[padded:padded + 16 * vs], xs[padded + 16 * vs:padded + 16 * (vs + ms)]
-    offs = np.arange(ch) * band
     for i0 in range(0, th, rows):
         r = min(rows, th - i0)
         _band_in(xs, v, vs, hp, tw, band, i0, r)
@@ -255,14 +264,15 @@ def winograd_image(x, u, y, xs, geo, epi, parts):
 @njit(nogil=True)
 def conv2d_nchw_winograd_image(x, u, out, xs, geo):
     """One image on this thread: out [OC, OH, OW] = conv(x [C, H, W])."""
-    winograd_image(x, u, out, xs, geo, no_epilogue(), 1)
+    offs = band_offsets(x.shape[0], out.shape[1], out.shape[2])
+    winograd_image(x, u, out, xs, geo, no_epilogue(), 1, offs, True)
 
 
 @njit(nogil=True, parallel=True)
-def _images(x, u, out, xs, geo, parts):
+def _images(x, u, out, xs, geo, parts, offs):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
-            winograd_image(x[n], u, out[n], xs[t], geo, no_epilogue(), 1)
+            winograd_image(x[n], u, out[n], xs[t], geo, no_epilogue(), 1, offs, n == t)
 
 
 @njit(nogil=True)
@@ -270,8 +280,9 @@ def conv2d_nchw_winograd(x, u, out, xs, geo, parts):
     """The batch: out [N, OC, OH, OW] = conv(x [N, C, H, W]); xs: scratch [threads,
     `scratch_size`]. Images between threads, or each image's products split."""
     parts = min(parts, xs.shape[0])
+    offs = band_offsets(x.shape[1], out.shape[2], out.shape[3])
     if parts > 1 and x.shape[0] >= parts:
-        _images(x, u, out, xs, geo, parts)
+        _images(x, u, out, xs, geo, parts, offs)
         return
     for n in range(x.shape[0]):
-        winograd_image(x[n], u, out[n], xs[0], geo, no_epilogue(), parts)
+        winograd_image(x[n], u, out[n], xs[0], geo, no_epilogue(), parts, offs, n == 0)

@@ -20,7 +20,7 @@ rule conv_bias_hardtanh: hardtanh(conv2d_bias(x, w, b, s, p, d, g), min_val=-0.5
 """
 
 DRIVERS = {  # driver -> (cin, cout, kernel, stride, size): shapes that take it
-    "conv2d_nchw_direct_post": (16, 16, 3, 1, 16),  # pixel tile: the epilogue in its stores
+    "conv2d_nchw_direct_post": (16, 16, 3, 1, 17),  # pixel tile (odd rows: not Winograd)
     "conv2d_nchw_direct_post, rows of 8": (16, 32, 3, 2, 16),  # pixel tile, 8 x 32
     "conv2d_nchw_direct_post, few steps": (6, 16, 3, 1, 16),  # plain tile, epilogue after
     # the plain tile on runs of pixels (a last block of 4 rows), the epilogue after
@@ -30,6 +30,7 @@ DRIVERS = {  # driver -> (cin, cout, kernel, stride, size): shapes that take it
     "conv2d_nchw_few_post": (3, 8, 3, 1, 12),  # 3 channels, rows of 12
     "conv1x1_nchw_post": (16, 24, 1, 1, 3),  # 9 pixels
     "conv2d_nchw_winograd_post": (32, 32, 3, 1, 16),  # 3x3, 32 channels: Winograd
+    "conv2d_nchw_winograd_post, 16 channels": (16, 16, 3, 1, 16),  # the CNN's layers
 }
 EPILOGUES = {
     "none": lambda y, x: y,

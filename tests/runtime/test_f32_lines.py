@@ -1,6 +1,6 @@
 """`cuvil.runtime.f32_lines`: the line tile (short rows packed 2 or 4 to a vector) against
 its definition summed in numpy, every live row/line/pixel count, nothing written outside
-the live lines; and the stride-2 copy against numpy slicing."""
+the live lines; and the stride-2 copy and the even/odd split against numpy slicing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
 
-from cuvil.runtime.f32_lines import copy_every_other, line_tile_kernel
+from cuvil.runtime.f32_lines import copy_every_other, line_tile_kernel, split_columns
 
 _L2, _L4 = line_tile_kernel(2, 2), line_tile_kernel(2, 4)
 
@@ -67,4 +67,24 @@ def test_copy_every_other_writes_exactly_the_run(n, d0, s0):
     expected = dst.copy()
     expected[d0:d0 + n] = src[s0:s0 + 2 * n:2]
     _every_other(dst, d0, src, s0, n)
+    np.testing.assert_array_equal(dst, expected)
+
+
+@njit
+def _split(dst, d_even, d_odd, src, s0, n):
+    split_columns(dst, d_even, d_odd, src, s0, n)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 100), st.integers(0, 20), st.integers(0, 20))
+def test_split_columns_writes_exactly_both_halves(n, d0, s0):
+    """Evens then odds, each run exactly as long as its parity's count (an odd n has one
+    even more), reading nothing past src[s0 + n - 1]."""
+    src = np.arange(s0 + n, dtype=np.float32)
+    dst = np.full(d0 + n + 80, -1, np.float32)
+    d_odd = d0 + (n + 1) // 2 + 7  # a gap between the runs stays untouched
+    expected = dst.copy()
+    expected[d0:d0 + (n + 1) // 2] = src[s0::2]
+    expected[d_odd:d_odd + n // 2] = src[s0 + 1::2]
+    _split(dst, d0, d_odd, src, s0, n)
     np.testing.assert_array_equal(dst, expected)

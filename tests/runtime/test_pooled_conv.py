@@ -42,10 +42,11 @@ class ConvPool(nn.Module):
 
 CASES = {  # name -> (cin, cout, image size, pool (kernel, stride, padding), conv)
     "plain tile, 2x2": (3, 16, 32, (2, 2, 0), (3, 1, 1)),
-    "pixel tile, 2x2": (16, 16, 16, (2, 2, 0), (3, 1, 1)),
+    "pixel tile, 2x2 on an odd size": (16, 16, 17, (2, 2, 0), (3, 1, 1)),
     "pixel tile, 3x3 stride 2, odd size": (16, 32, 17, (3, 2, 0), (3, 1, 1)),
     "ResNet's stem: 7x7 stride 2, pool 3x3 stride 2 padded": (3, 16, 38, (3, 2, 1), (7, 2, 3)),
     "Winograd (32 channels), 2x2": (32, 32, 16, (2, 2, 0), (3, 1, 1)),
+    "Winograd (16 channels, the CNN's), 2x2": (16, 16, 16, (2, 2, 0), (3, 1, 1)),
 }
 
 
@@ -73,11 +74,12 @@ def test_the_pooled_convolution_is_one_driver_call(case, threads):
     assert "@njit" not in compiled.source
 
 
-@pytest.mark.parametrize(("channels", "kind"), [(16, "direct"), (32, "winograd")])
-def test_a_residual_before_the_pool(channels, kind):
+@pytest.mark.parametrize(("channels", "size", "kind"), [
+    (16, 17, "direct"), (16, 16, "winograd"), (32, 16, "winograd")])
+def test_a_residual_before_the_pool(channels, size, kind):
     torch.manual_seed(0)
     model = ConvPool(channels, channels, (2, 2), residual=True).eval()
-    compiled = _check(model, channels, 16, 2, rules=[None, RESIDUAL_POOL_RULES],
+    compiled = _check(model, channels, size, 2, rules=[None, RESIDUAL_POOL_RULES],
                       driver=f"conv2d_nchw_{kind}_pool_post")
     assert "conv2d_bias_add_relu_max_pool" in compiled.source
 

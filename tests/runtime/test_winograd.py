@@ -65,7 +65,11 @@ def test_a_small_scratch_is_refused():
 
 @pytest.mark.parametrize(("geo", "cin", "oc", "oh", "ow", "takes"), [
     ((3, 3, 1, 1, 1, 1, 1, 1), 32, 32, 16, 16, True),
-    ((3, 3, 1, 1, 1, 1, 1, 1), 16, 32, 16, 16, False),  # too few channels: the direct tile
+    ((3, 3, 1, 1, 1, 1, 1, 1), 16, 32, 16, 16, True),  # the CNN's channels
+    ((3, 3, 1, 1, 1, 1, 1, 1), 8, 8, 32, 32, True),
+    ((3, 3, 1, 1, 1, 1, 1, 1), 6, 16, 16, 16, False),  # too few channels: the direct tile
+    ((3, 3, 1, 1, 1, 1, 1, 1), 3, 16, 32, 32, False),  # an RGB stem
+    ((3, 3, 1, 1, 1, 1, 1, 1), 16, 16, 8, 8, False),  # rows of 4 tiles
     ((3, 3, 1, 1, 1, 1, 1, 1), 64, 64, 8, 8, False),  # rows of 4 tiles
     ((3, 3, 1, 1, 1, 1, 1, 1), 64, 64, 17, 17, False),  # odd sizes
     ((3, 3, 2, 2, 1, 1, 1, 1), 64, 64, 16, 16, False),  # stride 2

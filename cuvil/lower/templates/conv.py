@@ -29,7 +29,7 @@ FEW_CHANNELS = 8  # below this, NCHW im2col copies plane rows rather than channe
 PAR_WORK = 1 << 20  # multiply-adds below which one image at a time, BLAS split, is faster
 DIRECT_MIN_ROW = 16  # output pixels per tile row below which the direct tile idles lanes
 DIRECT_LINES = (5, 8)  # ...but rows this short go two to a vector (`runtime.f32_lines`)
-WINOGRAD_MIN = (32, 16)  # channels in and out, output columns: below, the direct tile
+WINOGRAD_MIN = (8, 16)  # channels in and out, output columns: below, the direct tile
 POOLED = {f"conv2d_nchw_{kind}_post": f"conv2d_nchw_{kind}_pool_post"  # with a max pool
           for kind in ("direct", "winograd")}
 WINOGRAD_G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])  # F(2x2, 3x3)
@@ -261,9 +261,10 @@ def _direct(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver:
 def _winograd_fits(geo: tuple[int, ...], cin: int, oc: int, oh, ow) -> bool:
     """Whether Winograd's F(2x2, 3x3) computes it (`runtime.winograd`): 3x3, stride 1, no
     dilation, even static output sizes, at least `WINOGRAD_MIN` channels and columns.
-    Per image on one thread, against the direct tile: 64 channels on 16x16 1.6x faster,
-    on 56x56 1.9x, 256 on 14x14 3.5x, 32 on 32x32 1.35x; but 16 channels on 16x16 0.85x
-    and 64 on 8x8 0.84x (the transforms' vectors run along a row of tiles)."""
+    A conv + ReLU compiled both ways, one thread, this machine (Zen 4): 8 -> 8 on 32x32
+    0.28 of the direct tile's time, 16 -> 16 on 16x16 0.79, on 32x32 0.61, 24 -> 24 0.49,
+    64 -> 8 0.54; but 6 -> 6 1.14, 3 -> 16 (a stem) 1.10, and rows of 8 columns 1.18-1.33
+    (the transforms' vectors run along a row of tiles: 4 of 16 lanes)."""
     sizes = (oh, ow)
     return geo[:4] == (3, 3, 1, 1) and geo[6:] == (1, 1) and \
         all(isinstance(d, int) and d % 2 == 0 for d in sizes) and \
