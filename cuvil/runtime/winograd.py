@@ -76,33 +76,62 @@ def _store(builder, vec, base, at, mask):
                                                               VEC.as_pointer()), _ALIGN, mask])
 
 
-@intrinsic
-def _in_tiles(typingctx, p, p0, half, v, v0, vs, n):
-    """V for n <= 16 tiles of a row: their patches start at p[p0 + j] (rows 2*half
-    apart, each an even half then an odd half `half` long); xi's values go to
-    v[v0 + xi*vs + j]."""
-    if p.dtype != types.float32 or v.dtype != types.float32:
-        return None
-    ip = types.intp
+def _in_tiles_kernel(pair: bool):
+    """The input transform of up to 16 tiles (`_in_tiles`); with `pair`, of two rows of 8
+    tiles (an image 16 columns wide), lanes 8-15 loaded from the second row's patches by
+    masked loads of their own, so that V's stores are whole vectors (half-empty ones took
+    as long as whole ones: the transform is store-bound)."""
 
-    def codegen(context, builder, signature, args):
-        pb, vb = _pointers(context, builder, signature, args, (0, 3))
-        p0, half, v0, vs, n = (args[i] for i in (1, 2, 4, 5, 6))
-        mask, one = lane_masks(builder, n, 1)[0], ir.Constant(half.type, 1)
-        row = builder.add(half, half)
-        d = []  # d[r][s]: patch row r, column s (even j, odd j, even j+1, odd j+1)
-        for r in range(4):
-            at = builder.add(p0, builder.mul(ir.Constant(half.type, r), row))
-            cols = (at, builder.add(at, half))
-            d.append([_load(builder, pb, builder.add(cols[s % 2], one) if s > 1 else cols[s],
-                            mask) for s in range(4)])
-        for r, t in enumerate(_b_transpose(builder, d)):  # then each row times B
-            for s, (value,) in enumerate(_b_transpose(builder, [[x] for x in t])):
-                at = builder.add(v0, builder.mul(ir.Constant(vs.type, 4 * r + s), vs))
-                _store(builder, value, vb, at, mask)
-        return context.get_dummy_value()
+    @intrinsic
+    def in_tiles(typingctx, p, p0, half, v, v0, vs, n):
+        if p.dtype != types.float32 or v.dtype != types.float32:
+            return None
+        ip = types.intp
 
-    return types.void(p, ip, ip, v, ip, ip, ip), codegen
+        def codegen(context, builder, signature, args):
+            pb, vb = _pointers(context, builder, signature, args, (0, 3))
+            p0, half, v0, vs, n = (args[i] for i in (1, 2, 4, 5, 6))
+            mask, one = lane_masks(builder, n, 1)[0], ir.Constant(half.type, 1)
+            row = builder.add(half, half)
+            load = _loader(builder, pb, mask, builder.sub(builder.add(row, row), ir.Constant(
+                half.type, LANES // 2)) if pair else None)
+            d = []  # d[r][s]: patch row r, column s (even j, odd j, even j+1, odd j+1)
+            for r in range(4):
+                at = builder.add(p0, builder.mul(ir.Constant(half.type, r), row))
+                cols = (at, builder.add(at, half))
+                d.append([load(builder.add(cols[s % 2], one) if s > 1 else cols[s])
+                          for s in range(4)])
+            for r, t in enumerate(_b_transpose(builder, d)):  # then each row times B
+                for s, (value,) in enumerate(_b_transpose(builder, [[x] for x in t])):
+                    at = builder.add(v0, builder.mul(ir.Constant(vs.type, 4 * r + s), vs))
+                    _store(builder, value, vb, at, mask)
+            return context.get_dummy_value()
+
+        return types.void(p, ip, ip, v, ip, ip, ip), codegen
+
+    return in_tiles
+
+
+def _loader(builder, base, mask, jump):
+    """Masked loads of n lanes at base[at + lane]; with `jump`, lanes 8.. come from
+    base[at + jump + lane] instead (the next row of tiles)."""
+    if jump is None:
+        return lambda at: _load(builder, base, at, mask)
+    first = lane_masks(builder, ir.Constant(jump.type, LANES // 2), 1)[0]
+    rest = builder.xor(mask, builder.and_(mask, first))
+
+    def load(at):
+        low = _load(builder, base, at, builder.and_(mask, first))
+        return builder.call(masked_load(builder), [builder.bitcast(builder.gep(
+            base, [builder.add(at, jump)]), VEC.as_pointer()), _ALIGN, rest, low])
+
+    return load
+
+
+# V for n <= 16 tiles of a row: their patches start at p[p0 + j] (rows 2*half apart, each
+# an even half then an odd half `half` long); xi's values go to v[v0 + xi*vs + j]. Pairs:
+# n = 8 or 16 tiles, tiles 8.. from the next row of tiles (p0 + 4*half).
+_in_tiles, _in_tile_pairs = _in_tiles_kernel(False), _in_tiles_kernel(True)
 
 
 def _b_transpose(builder, d: list) -> list:
@@ -115,18 +144,19 @@ def _b_transpose(builder, d: list) -> list:
 
 
 @intrinsic
-def _out_tiles(typingctx, m, m0, ms, y, y0, ow, n, b, r, lo, hi, flags):
+def _out_tiles(typingctx, m, m0, ms, y, y0, ow, n, step, b, r, lo, hi, flags):
     """Output for n <= 16 tiles of a row: M's values at m[m0 + xi*ms + j] give outputs
     y[y0 + 2j + {0, 1}] and y[y0 + ow + 2j + {0, 1}], plus b, plus the residual r (laid
-    out as y) where flags & 2, clipped to [lo, hi]."""
+    out as y) where flags & 2, clipped to [lo, hi]. The outputs of tiles 8.. start at
+    y[y0 + step] (16 along a row; 2*ow when they are the next row of tiles)."""
     if any(a.dtype != types.float32 for a in (m, y, r)):
         return None
     ip, f32 = types.intp, types.float32
 
     def codegen(context, builder, signature, args):
-        mb, yb, rb = _pointers(context, builder, signature, args, (0, 3, 8))
-        m0, ms, y0, ow, n, bias, lo, hi, flags = (args[i] for i in (1, 2, 4, 5, 6, 7, 9, 10,
-                                                                     11))
+        mb, yb, rb = _pointers(context, builder, signature, args, (0, 3, 9))
+        m0, ms, y0, ow, n, step, bias, lo, hi, flags = (args[i] for i in (1, 2, 4, 5, 6, 7, 8,
+                                                                           10, 11, 12))
         mask = lane_masks(builder, n, 1)[0]
         mk = [_load(builder, mb, builder.add(m0, builder.mul(ir.Constant(ms.type, k), ms)),
                     mask) for k in range(16)]
@@ -144,13 +174,13 @@ def _out_tiles(typingctx, m, m0, ms, y, y0, ow, n, b, r, lo, hi, flags):
                 lanes = [i // 2 + 8 * h + (LANES if i % 2 else 0) for i in range(LANES)]
                 vec = add(builder.shuffle_vector(even, odd, ir.Constant(
                     ir.VectorType(I32, LANES), lanes)), bias_v)
-                place = builder.add(at, ir.Constant(at.type, LANES * h))
+                place = builder.add(at, step) if h else at
                 live = builder.and_(stores[h], broadcast(builder, has_res))
                 vec = add(vec, _load(builder, rb, place, live))
                 _store(builder, clamp(builder, vec, low, high), yb, place, stores[h])
         return context.get_dummy_value()
 
-    return types.void(m, ip, ip, y, ip, ip, ip, f32, r, f32, f32, ip), codegen
+    return types.void(m, ip, ip, y, ip, ip, ip, ip, f32, r, f32, f32, ip), codegen
 
 
 def band_rows(tw: int) -> int:
@@ -188,6 +218,11 @@ def _band_in(p, v, vs, hp, tw, band, i0, rows):
     at v[c * band + ...] in each plane."""
     ch, half = (vs - SKEW) // band, tw + 1
     for c in range(ch):
+        if 2 * tw == LANES:  # two rows of tiles to a vector
+            for i in range(0, rows, 2):
+                _in_tile_pairs(p, (c * hp + 2 * (i0 + i)) * 2 * half, half, v,
+                               c * band + i * tw, vs, min(2, rows - i) * tw)
+            continue
         for i in range(rows):
             for j0 in range(0, tw, LANES):
                 _in_tiles(p, (c * hp + 2 * (i0 + i)) * 2 * half + j0, half, v,
@@ -220,12 +255,15 @@ def _band_out(m, ms, y, epi, tw, band, i0, rows):
     bias, res, lo, hi, flags = epi
     oc, oh, ow = y.shape
     yf = y.reshape(y.size)
+    pair = 2 if 2 * tw == LANES else 1  # two rows of tiles to a vector
+    step = 2 * ow if pair == 2 else LANES
     for o in range(oc):
         b = bias[o] if flags & 1 else np.float32(0)
-        for i in range(rows):
+        for i in range(0, rows, pair):
             for j0 in range(0, tw, LANES):
                 _out_tiles(m, o * band + i * tw + j0, ms, yf, (o * oh + 2 * (i0 + i)) * ow + 2 * j0,
-                           ow, min(LANES, tw - j0), b, res, lo, hi, flags)
+                           ow, min(LANES, min(pair, rows - i) * tw - j0), step, b, res, lo, hi,
+                           flags)
 
 
 @njit(nogil=True)

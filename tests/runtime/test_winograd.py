@@ -1,7 +1,8 @@
 """Winograd's F(2x2, 3x3) (`cuvil.runtime.winograd`, the weight transformed by lowering)
 against torch's conv2d: channel counts that are not whole tiles, rows of tiles shorter and
-longer than a vector, images of several bands, padding 0-2, every epilogue flag, one
-thread and two (images split, or one image's products split); and where lowering takes it."""
+longer than a vector (and rows of 8, two to a vector), images of several bands, padding
+0-2, every epilogue flag, one thread and two (images split, or one image's products split);
+and where lowering takes it."""
 
 from __future__ import annotations
 
@@ -54,6 +55,22 @@ def test_the_epilogue_is_in_the_output_transform(epilogue, batch, parts):
     expected = np.clip(expected, clip[0], clip[1])
     out = np.full(ref.shape, np.nan, np.float32)
     conv2d_nchw_winograd_post(x, u, xs, bias, res, clip, np.array(geo, np.int64), parts, out)
+    np.testing.assert_allclose(out, expected, atol=2e-3, rtol=1e-4)
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+@pytest.mark.parametrize("oh", [16, 14, 34, 2])
+def test_rows_of_eight_tiles_go_two_to_a_vector(oh, parts):
+    """16 columns: two rows of tiles to a vector in both transforms (`_in_tile_pairs`, the
+    output's `step`), with an odd last row of tiles (14, 2) and bands of 8 rows (34: 8, 8,
+    1); the residual is read where each tile's outputs are stored."""
+    x, u, ref, xs, geo = _case(3, 16, 24, oh, 16, 1, seed=3)
+    rng = np.random.default_rng(4)
+    bias, res = rng.standard_normal(24, np.float32), rng.standard_normal(ref.shape, np.float32)
+    out = np.full(ref.shape, np.nan, np.float32)
+    conv2d_nchw_winograd_post(x, u, xs, bias, res, np.array([-1, 1], np.float32),
+                              np.array(geo, np.int64), parts, out)
+    expected = np.clip(ref + bias[None, :, None, None] + res, -1, 1)
     np.testing.assert_allclose(out, expected, atol=2e-3, rtol=1e-4)
 
 
