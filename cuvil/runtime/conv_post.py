@@ -40,7 +40,7 @@ from cuvil.runtime.conv_direct import (
 from cuvil.runtime.f32_tile import no_epilogue
 from cuvil.runtime.numba_cache import njit
 from cuvil.runtime.pool import max_planes
-from cuvil.runtime.winograd import band_offsets, winograd_image
+from cuvil.runtime.winograd import band_offsets, winograd_alone, winograd_image
 
 _FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip bounds are inf
 
@@ -136,7 +136,7 @@ def _winograd_images(x, u, xs, bias, res, clip, geo, parts, out, offs):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
             winograd_image(x[n], u, out[n], xs[t], geo, _image_epilogue(bias, res, clip, n, per),
-                           1, offs, n == t)
+                           offs, n == t)
 
 
 @njit(nogil=True)
@@ -148,8 +148,8 @@ def conv2d_nchw_winograd_post(x, u, xs, bias, res, clip, geo, parts, out):
     if parts > 1 and nb >= parts:
         _winograd_images(x, u, xs, bias, res, clip, g, parts, out, offs)
         return
-    for n in range(nb):
-        winograd_image(x[n], u, out[n], xs[0], g, _image_epilogue(bias, res, clip, n, per), parts,
+    for n in range(nb):  # fewer images than threads: each image's rows of tiles split
+        winograd_alone(x[n], u, out[n], xs, g, _image_epilogue(bias, res, clip, n, per), parts,
                        offs, n == 0)
 
 
@@ -214,7 +214,7 @@ def _winograd_pooled_images(x, u, xs, ys, bias, res, clip, geo, pool, parts, out
     for t in prange(parts):
         y = _row(ys, t, oc)
         for n in range(t, x.shape[0], parts):
-            winograd_image(x[n], u, y, xs[t], geo, _image_epilogue(bias, res, clip, n, y.size), 1,
+            winograd_image(x[n], u, y, xs[t], geo, _image_epilogue(bias, res, clip, n, y.size),
                            offs, n == t)
             max_planes(y, out[n], pool, 0, oc)
 
@@ -230,9 +230,9 @@ def conv2d_nchw_winograd_pool_post(x, u, xs, ys, bias, res, clip, geo, pool, par
     if parts > 1 and nb >= parts:
         _winograd_pooled_images(x, u, xs, ys, bias, res, clip, g, pool, parts, out, offs)
         return
-    for n in range(nb):  # fewer images than threads: each image's products split
-        winograd_image(x[n], u, y, xs[0], g, _image_epilogue(bias, res, clip, n, y.size),
-                       parts, offs, n == 0)
+    for n in range(nb):  # fewer images than threads: each image's rows of tiles split
+        winograd_alone(x[n], u, y, xs, g, _image_epilogue(bias, res, clip, n, y.size), parts,
+                       offs, n == 0)
         max_planes(y, out[n], pool, 0, oc)
 
 

@@ -183,16 +183,25 @@ def _out_tiles(typingctx, m, m0, ms, y, y0, ow, n, step, b, r, lo, hi, flags):
     return types.void(m, ip, ip, y, ip, ip, ip, ip, f32, r, f32, f32, ip), codegen
 
 
-def band_rows(tw: int) -> int:
+@njit(nogil=True, inline="always")
+def band_rows(th: int, tw: int) -> int:
     """Tile rows per band: about `BAND` tiles, so that a band's V and M stay in cache."""
-    return max(1, BAND // tw)
+    return min(th, max(1, BAND // tw))
 
 
+@njit(nogil=True)
 def scratch_size(ch: int, oc: int, oh: int, ow: int) -> int:
     """Floats of one thread's scratch: the padded image, then V and M of one band."""
     th, tw = oh // 2, ow // 2
-    tiles = min(th, band_rows(tw)) * tw
+    tiles = band_rows(th, tw) * tw
     return ch * (oh + 2) * (ow + 2) + 16 * (ch * tiles + SKEW) + 16 * (oc * tiles + SKEW)
+
+
+@njit(nogil=True)
+def _check_scratch(x, y, row):
+    """Refuse a scratch row shorter than `scratch_size` (lowering sizes it)."""
+    if row < scratch_size(x.shape[0], y.shape[0], y.shape[1], y.shape[2]):
+        raise ValueError("winograd_image: scratch too small")
 
 
 @njit(nogil=True, fastmath=True)
@@ -241,13 +250,6 @@ def _products(v, u, m, offs, vs, ms, band, tiles, xi0, xi1):
                     LANES, LANES)
 
 
-@njit(nogil=True, parallel=True)
-def _split_products(v, u, m, offs, vs, ms, band, tiles, parts):
-    step = (16 + parts - 1) // parts
-    for t in prange(parts):
-        _products(v, u, m, offs, vs, ms, band, tiles, min(16, t * step), min(16, (t + 1) * step))
-
-
 @njit(nogil=True)
 def _band_out(m, ms, y, epi, tw, band, i0, rows):
     """Rows 2*i0.. of y [OC, OH, OW] from a band's M, with the epilogue epi = (bias,
@@ -271,46 +273,75 @@ def band_offsets(ch, oh, ow):
     """Where each channel's tiles start in a plane of V (`_products`' offsets): made once
     a batch, not once an image."""
     tw = ow // 2
-    return np.arange(ch) * (min(oh // 2, max(1, BAND // tw)) * tw)
+    return np.arange(ch) * (band_rows(oh // 2, tw) * tw)
 
 
 @njit(nogil=True)
-def winograd_image(x, u, y, xs, geo, epi, parts, offs, zero):
-    """One image: y [OC, OH, OW] = epi(conv3x3(x [C, H, W])), u the transformed weight
-    [16 * C * OC], band by band; the products split between `parts` threads (1: this
-    one alone). offs: `band_offsets`; zero: clear the scratch first (a thread's first
-    image of a call: the next ones are padded into the same places)."""
+def winograd_rows(x, u, y, xs, geo, epi, offs, zero, r0, r1):
+    """Rows of tiles r0 <= i < r1 of one image: there y [OC, OH, OW] = epi(conv3x3(x [C, H,
+    W])), u the transformed weight [16 * C * OC], band by band. offs: `band_offsets`;
+    zero: clear the scratch first (a thread's first image of a call: the next ones are
+    padded into the same places)."""
     ch, oc, th, tw = x.shape[0], y.shape[0], y.shape[1] // 2, y.shape[2] // 2
     hp, half = 2 * th + 2, tw + 1
-    rows = min(th, max(1, BAND // tw))  # `band_rows`
+    rows = band_rows(th, tw)
     band = rows * tw
     padded, vs, ms = ch * hp * 2 * half, ch * band + SKEW, oc * band + SKEW
-    if xs.size < padded + 16 * (vs + ms):  # sized by lowering (`templates.conv`)
-        raise ValueError("winograd_image: scratch too small")
+    _check_scratch(x, y, xs.size)
     _pad(x, xs, geo[4], geo[5], hp, half, zero)
     v, m = xs[padded:padded + 16 * vs], xs[padded + 16 * vs:padded + 16 * (vs + ms)]
-    for i0 in range(0, th, rows):
-        r = min(rows, th - i0)
+    for i0 in range(r0, r1, rows):
+        r = min(rows, r1 - i0)
         _band_in(xs, v, vs, hp, tw, band, i0, r)
-        if parts > 1:
-            _split_products(v, u, m, offs, vs, ms, band, r * tw, parts)
-        else:
-            _products(v, u, m, offs, vs, ms, band, r * tw, 0, 16)
+        _products(v, u, m, offs, vs, ms, band, r * tw, 0, 16)
         _band_out(m, ms, y, epi, tw, band, i0, r)
+
+
+@njit(nogil=True)
+def winograd_image(x, u, y, xs, geo, epi, offs, zero):
+    """The whole image on this thread (`winograd_rows`)."""
+    winograd_rows(x, u, y, xs, geo, epi, offs, zero, 0, y.shape[1] // 2)
+
+
+@njit(nogil=True, parallel=True)
+def winograd_split(x, u, y, xs, geo, bias, res, lo, hi, flags, parts, offs, zero):
+    """One image's rows of tiles split between `parts` threads (an even share each: rows
+    of 8 tiles stay paired), each padding the image into its own scratch row xs[t]; the
+    epilogue `winograd_rows`' epi, given apart (a parallel region takes no tuple of
+    arrays). One parallel region an image: splitting each band's products instead made a
+    16-channel 16x16 image 3.5x slower on two threads than on one."""
+    th = y.shape[1] // 2
+    share = (th + parts - 1) // parts
+    share += share & 1
+    _check_scratch(x, y, xs.shape[1])  # here, not inside the parallel region
+    for t in prange(parts):
+        winograd_rows(x, u, y, xs[t], geo, (bias, res, lo, hi, flags), offs, zero,
+                      min(th, t * share), min(th, (t + 1) * share))
+
+
+@njit(nogil=True)
+def winograd_alone(x, u, y, xs, geo, epi, parts, offs, zero):
+    """An image with the threads to itself (fewer images than threads): its rows of tiles
+    split between `parts` threads (`winograd_split`), or on this one when parts is 1."""
+    if parts > 1:
+        bias, res, lo, hi, flags = epi
+        winograd_split(x, u, y, xs, geo, bias, res, lo, hi, flags, parts, offs, zero)
+    else:
+        winograd_image(x, u, y, xs[0], geo, epi, offs, zero)
 
 
 @njit(nogil=True)
 def conv2d_nchw_winograd_image(x, u, out, xs, geo):
     """One image on this thread: out [OC, OH, OW] = conv(x [C, H, W])."""
     offs = band_offsets(x.shape[0], out.shape[1], out.shape[2])
-    winograd_image(x, u, out, xs, geo, no_epilogue(), 1, offs, True)
+    winograd_image(x, u, out, xs, geo, no_epilogue(), offs, True)
 
 
 @njit(nogil=True, parallel=True)
 def _images(x, u, out, xs, geo, parts, offs):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
-            winograd_image(x[n], u, out[n], xs[t], geo, no_epilogue(), 1, offs, n == t)
+            winograd_image(x[n], u, out[n], xs[t], geo, no_epilogue(), offs, n == t)
 
 
 @njit(nogil=True)
@@ -323,4 +354,4 @@ def conv2d_nchw_winograd(x, u, out, xs, geo, parts):
         _images(x, u, out, xs, geo, parts, offs)
         return
     for n in range(x.shape[0]):
-        winograd_image(x[n], u, out[n], xs[0], geo, no_epilogue(), parts, offs, n == 0)
+        winograd_alone(x[n], u, out[n], xs, geo, no_epilogue(), parts, offs, n == 0)
