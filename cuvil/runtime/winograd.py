@@ -347,7 +347,7 @@ def _images(x, u, out, xs, geo, parts, offs):
 @njit(nogil=True)
 def conv2d_nchw_winograd(x, u, out, xs, geo, parts):
     """The batch: out [N, OC, OH, OW] = conv(x [N, C, H, W]); xs: scratch [threads,
-    `scratch_size`]. Images between threads, or each image's products split."""
+    `scratch_size`]. Images between threads, or each image's rows of tiles split."""
     parts = min(parts, xs.shape[0])
     offs = band_offsets(x.shape[1], out.shape[2], out.shape[3])
     if parts > 1 and x.shape[0] >= parts:

@@ -1,8 +1,8 @@
 """Winograd's F(2x2, 3x3) (`cuvil.runtime.winograd`, the weight transformed by lowering)
 against torch's conv2d: channel counts that are not whole tiles, rows of tiles shorter and
 longer than a vector (and rows of 8, two to a vector), images of several bands, padding
-0-2, every epilogue flag, one thread and two (images split, or one image's products split);
-and where lowering takes it."""
+0-2, every epilogue flag, one thread and two (images split, or one image's rows of tiles
+split); and where lowering takes it."""
 
 from __future__ import annotations
 
