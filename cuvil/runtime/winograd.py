@@ -205,10 +205,11 @@ def _check_scratch(x, y, row):
 
 
 @njit(nogil=True, fastmath=True)
-def _pad(x, p, ph, pw, hp, half, zero):
-    """p [C, hp, 2, half]: x zero-padded, each row split into its even and odd columns
-    (`split_columns`). `zero`: clear p first; without, p must hold an image of the same
-    shape padded the same way (its zeros are where every such image has them)."""
+def _pad(x, p, ph, pw, hp, half, zero, i0, i1):
+    """p [C, hp, 2, half]: x's rows i0 <= i < i1 zero-padded, each row split into its even
+    and odd columns (`split_columns`). `zero`: clear p first; without, p must hold an image
+    of the same shape padded the same way (its zeros are where every such image has
+    them)."""
     ch, h, w = x.shape
     xf = x.reshape(x.size)
     if zero:
@@ -216,7 +217,7 @@ def _pad(x, p, ph, pw, hp, half, zero):
     even = (pw & 1) * half + (pw >> 1)  # where x's even columns start in a padded row
     odd = ((pw + 1) & 1) * half + ((pw + 1) >> 1)
     for c in range(ch):
-        for i in range(h):
+        for i in range(i0, i1):
             row = (c * hp + i + ph) * 2 * half
             split_columns(p, row + even, row + odd, xf, (c * h + i) * w, w)
 
@@ -288,7 +289,8 @@ def winograd_rows(x, u, y, xs, geo, epi, offs, zero, r0, r1):
     band = rows * tw
     padded, vs, ms = ch * hp * 2 * half, ch * band + SKEW, oc * band + SKEW
     _check_scratch(x, y, xs.size)
-    _pad(x, xs, geo[4], geo[5], hp, half, zero)
+    ph = geo[4]  # tile row i reads padded rows 2i..2i+3: x's rows 2i-ph..2i+3-ph
+    _pad(x, xs, ph, geo[5], hp, half, zero, max(0, 2 * r0 - ph), min(x.shape[1], 2 * r1 + 2 - ph))
     v, m = xs[padded:padded + 16 * vs], xs[padded + 16 * vs:padded + 16 * (vs + ms)]
     for i0 in range(r0, r1, rows):
         r = min(rows, r1 - i0)
@@ -306,7 +308,7 @@ def winograd_image(x, u, y, xs, geo, epi, offs, zero):
 @njit(nogil=True, parallel=True)
 def winograd_split(x, u, y, xs, geo, bias, res, lo, hi, flags, parts, offs, zero):
     """One image's rows of tiles split between `parts` threads (an even share each: rows
-    of 8 tiles stay paired), each padding the image into its own scratch row xs[t]; the
+    of 8 tiles stay paired), each padding the rows it reads into its own scratch row xs[t]; the
     epilogue `winograd_rows`' epi, given apart (a parallel region takes no tuple of
     arrays). One parallel region an image: splitting each band's products instead made a
     16-channel 16x16 image 3.5x slower on two threads than on one."""

@@ -74,6 +74,18 @@ def test_rows_of_eight_tiles_go_two_to_a_vector(oh, parts):
     np.testing.assert_allclose(out, expected, atol=2e-3, rtol=1e-4)
 
 
+@pytest.mark.parametrize(("oh", "pad"), [(16, 1), (22, 0), (6, 2)])
+def test_images_alone_split_their_rows_of_tiles(oh, pad):
+    """Fewer images than threads (3 on 4): each image's rows of tiles split, each thread
+    padding only the rows it reads into its scratch row, which starts full of NaN and is
+    cleared for the first image only; shares of 2 rows, and threads left with none."""
+    x, u, ref, _, geo = _case(3, 16, 8, oh, 16, pad, seed=5)
+    xs = np.full((4, scratch_size(16, 8, oh, 16)), np.nan, np.float32)
+    out = np.full(ref.shape, np.nan, np.float32)
+    conv2d_nchw_winograd(x, u, out, xs, geo, 4)
+    np.testing.assert_allclose(out, ref, atol=2e-3, rtol=1e-4)
+
+
 def test_a_small_scratch_is_refused():
     x, u, ref, xs, geo = _case(1, 4, 4, 8, 8, 1)
     with pytest.raises(ValueError, match="scratch"):
