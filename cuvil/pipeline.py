@@ -129,7 +129,7 @@ def _stored_program(model: Any, example_inputs: Any, options: dict, tracer: Trac
         def details():
             return _compile(model, example_inputs, options, Tracer(), True)[0]
 
-        compiled = programs.load(parts, fp.tensors, threads, details)
+        compiled = programs.load(parts, fp.tensors, threads, details, fp.shapes)
     if compiled is not None:
         compiled.pricing = lambda: compiled.detailed().pricing()
     return (parts, fp), compiled
@@ -145,9 +145,11 @@ def _key_options(options: dict, threads: int) -> dict[str, str]:
 def _store_program(key, compiled, imported: Graph, tracer: Tracer) -> None:
     """Store the program where the import cache stored the model's graph: then the key
     says what the program is."""
-    if key is None or not imported.import_report.cache.startswith(("hit", "miss, stored")):
-        return
     from cuvil.cache import programs
+    from cuvil.cache.imports import program_storable
+
+    if key is None or not program_storable(imported.import_report.cache):
+        return
 
     with tracer.stage("program store"), gc_pause.resumed():
         programs.store(key[0], key[1].tensors, compiled)

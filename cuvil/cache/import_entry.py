@@ -29,7 +29,7 @@ from cuvil.ir.graph import Graph
 from cuvil.ir.types import DType
 
 MAGIC = b"CUVIL-IMPORT"
-VERSION = b"1"
+VERSION = b"2"
 
 
 def encode(parts: dict[str, str], graph: Graph, bindings: dict[str, list]) -> bytes:
@@ -47,6 +47,7 @@ def encode(parts: dict[str, str], graph: Graph, bindings: dict[str, list]) -> by
         constants[ref] = binding
     header = {"parts": parts, "graph": graph.to_text(), "order": list(graph.nodes),
               "counter": graph._counter, "report": report_json(graph.import_report),
+              "ranges": {d: list(r) for d, r in graph.dim_ranges.items()},
               "constants": constants}
     body = json.dumps(header, sort_keys=True).encode() + b"\n" + b"".join(blobs)
     return MAGIC + b" " + VERSION + b" " + digest(body).encode() + b"\n" + body
@@ -74,6 +75,7 @@ def decode(data: bytes, parts: dict[str, str], model: torch.nn.Module) -> Graph:
                 raise Damaged(f"constant {node.attrs['ref']} is not {node.type}")
     graph._counter = header["counter"]
     graph.import_report = report_of(header["report"])
+    graph.dim_ranges = {d: tuple(r) for d, r in header["ranges"].items()}
     return graph
 
 

@@ -18,6 +18,11 @@ the trace, so that the graph is a function of what the key covers:
 - exporting the traced graph itself gives the same Cuvil graph (structure, constant
   names and every constant's bytes): the trace computes what the model computes.
 
+A model keyed by a fake-tensor trace (torch.fx could not trace it) has no entry here: its
+key vouches for the example shapes alone, and a graph here serves every shape. When its
+code went the trace's way under export, the program cache stores its program
+(`PROGRAM_ONLY`), which runs those shapes alone.
+
 A model the fingerprint refuses (`NotCacheable`) is imported as usual, every time; the
 import report says why (`graph.import_report.cache`).
 """
@@ -49,6 +54,15 @@ if TYPE_CHECKING:
 
 FORMAT = 1
 SUFFIX = ".cvi"
+# the status of a model keyed by a fake trace (`frontend/fake_fingerprint.py`) whose code
+# went the trace's way under export: no entry here, but the program cache stores it
+PROGRAM_ONLY = "miss, program cache only"
+
+
+def program_storable(status: str) -> bool:
+    """Whether an import whose cache status is `status` lets the program cache store the
+    program: the key says what the model is."""
+    return status.startswith(("hit", "miss, stored", PROGRAM_ONLY))
 
 
 def import_model(model: Any, example_inputs: Any, dynamic_shapes: Any, tracer: Tracer,
@@ -63,7 +77,7 @@ def import_model(model: Any, example_inputs: Any, dynamic_shapes: Any, tracer: T
     try:
         fp = fp or fingerprint(model, example_inputs, dynamic_shapes)
         parts = key_parts(fp)
-        found = load(parts, model)
+        found = load(parts, model) if fp.shapes is None else None
     except (NotCacheable, Unavailable) as e:
         fp, status = None, f"not used: {e}"
     except Exception as e:  # a model the fingerprint did not foresee: import as usual
@@ -137,6 +151,8 @@ def _store_checked(parts, fp: Fingerprint, path: CodePath | None, graph: Graph,
 
     try:
         why = _disagreement(fp, path, graph, example_inputs, dynamic_shapes)
+        if why is None and fp.shapes is not None:
+            return f"{PROGRAM_ONLY} (key {key_digest(parts)[:12]})"
         data = encode(parts, graph, _bindings(graph, fp)) if why is None else b""
     except Exception as e:  # a constant or report the entry cannot hold: no entry
         why = f"{type(e).__name__}: {e}"
@@ -154,7 +170,9 @@ def _disagreement(fp: Fingerprint, path: CodePath | None, graph: Graph,
     if path is None:
         return "the model's code path could not be recorded"
     if not repeats(path, fp.path):
-        return "the model's code went another way under torch.export than under torch.fx"
+        return "the model's code went another way under torch.export than under the trace"
+    if fp.shapes is not None:  # a fake trace: the program cache's key alone
+        return None
     if graph.output_tree is not None or graph.defs or graph.facts:
         return "the model returns containers the entry cannot hold"
     if fp.leaf_root:  # one of torch's own modules: its configuration is all it reads

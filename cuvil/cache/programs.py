@@ -11,12 +11,14 @@ The key is the import cache's (`imports.py`: the model's fingerprint, Cuvil's so
 torch's and Python's versions) with the rules' text, the compile's options (target,
 limits, disabled rules, strategy, fallbacks, elementwise fusion, the thread count) and the
 optimizer's library versions. A compile stores its program only where the import cache
-stored the model's graph (export agreed with the trace, so the key says what the program
-is), for the CPU target alone, with no torch fallbacks and no quantization.
+stored the model's graph, or would have but for a fake trace's key (export agreed with the
+trace, so the key says what the program is; `imports.program_storable`), for the CPU target
+alone, without quantization, and with no fallback but aten ops run through torch on the
+CPU (`runtime.calling.TorchFallback`: plain data, made without the graph).
 
 The entry (`programs/<key>.cvp`) is data, no pickles:
 
-    CUVIL-PROGRAM 1 <sha256 of everything after this line>
+    CUVIL-PROGRAM 2 <sha256 of everything after this line>
     {"parts": ..., "entry": file, "kernels": [[name, file, signatures], ...],
      "spec": {...}, "consts": [binding, ...], "report": {...}}
     <the bytes of the constants stored, one after another>
@@ -44,11 +46,12 @@ from cuvil.atomic import write_bytes
 from cuvil.cache.entry import Damaged, read_entry, report_json
 from cuvil.cache.imports import key_digest, key_parts
 from cuvil.cache.key import digest, rules_hash, versions
-from cuvil.lower.report import CompileReport, KernelReport, StepReport
+from cuvil.ir.torch_template import TorchCall
+from cuvil.lower.report import CompileReport, FallbackReport, KernelReport, StepReport
 from cuvil.paths import cache_dir
-from cuvil.runtime.calling import Array, CallSpec, Param
+from cuvil.runtime.calling import Array, CallSpec, Param, TorchFallback
 
-FORMAT = "1"
+FORMAT = "2"
 MAGIC = b"CUVIL-PROGRAM"
 SUFFIX = ".cvp"
 
@@ -59,12 +62,15 @@ def key(fp, rules: Any, options: dict[str, Any]) -> dict[str, str]:
             "options": digest(repr(sorted(options.items()))), "libraries": versions()}
 
 
-def load(parts: dict[str, str], tensors: dict[str, torch.Tensor], threads: int, details):
+def load(parts: dict[str, str], tensors: dict[str, torch.Tensor], threads: int, details,
+         shapes=None):
     """The compiled graph stored under `parts` (None on a miss), its constants bound to
     `tensors` (the model's, by path); `details()` compiles it the slow way, for what only
-    that has (`CompiledGraph.graph`, `source`, `profile`)."""
+    that has (`CompiledGraph.graph`, `source`, `profile`), and for inputs other than
+    `shapes` where the key vouches for those alone (a fake trace's)."""
     return read_entry(entry_path(parts),  # any failure to rebuild it: the slow way, stored
-                      lambda data: decode(data, parts, tensors, threads, details), Exception)
+                      lambda data: decode(data, parts, tensors, threads, details, shapes),
+                      Exception)
 
 
 def store(parts: dict[str, str], tensors: dict[str, torch.Tensor], compiled) -> bool:
@@ -85,8 +91,10 @@ def store(parts: dict[str, str], tensors: dict[str, torch.Tensor], compiled) -> 
 
 def encode(parts: dict[str, str], compiled, tensors: dict[str, torch.Tensor]) -> bytes:
     spec, report = compiled._spec, compiled.report
-    if spec.fallbacks or spec.own_containers or any(d != "cpu" for _, d in spec.slots):
-        raise Damaged("fallbacks, the model's own output containers or a device")
+    if None in spec.torch_calls or (spec.own_containers and spec.output_tree is None) or \
+            any(d != "cpu" for _, d in spec.slots):
+        raise Damaged("a fallback that needs the graph, output containers torch cannot "
+                      "write, or a device")
     consts, blobs = _bindings(compiled._consts, tensors)
     kernels = [[k.name, Path(k.module).name, [list(map(list, s)) for s in
                                              _signatures(compiled, k)]]
@@ -98,7 +106,7 @@ def encode(parts: dict[str, str], compiled, tensors: dict[str, torch.Tensor]) ->
 
 
 def decode(data: bytes, parts: dict[str, str], tensors: dict[str, torch.Tensor],
-           threads: int, details):
+           threads: int, details, shapes=None):
     from cuvil.runtime.compiled import CompiledGraph
     from cuvil.runtime.threads import choose_layer
 
@@ -115,8 +123,11 @@ def decode(data: bytes, parts: dict[str, str], tensors: dict[str, torch.Tensor],
     choose_layer()
     entry = _load_kernels(header["entry"], header["kernels"])
     report = _report_of(header["report"], key_digest(parts))
+    if shapes is not None:
+        report.program_cache += "; the example inputs' shapes alone (another compiles first)"
     report.compile_s = time.perf_counter() - start
-    compiled = CompiledGraph(spec, entry, consts, report, threads, details=details)
+    compiled = CompiledGraph(spec, entry, consts, report, threads, details=details,
+                             shapes=shapes)
     report.detailed = compiled.detailed
     return compiled
 
@@ -202,7 +213,14 @@ def _spec_of(data: dict) -> CallSpec:
     return CallSpec(data["name"], params, tuple(buffers), tuple(outputs),
                     tuple(tuple(s) for s in data["slots"]), tuple(data["symbols"]),
                     dict(data["results"]), _untagged(data["structure"]),
-                    tuple(data["fallbacks"]), data["own_containers"])
+                    tuple(data["fallbacks"]), data["own_containers"], data["output_tree"],
+                    tuple(_torch_fallback_of(c) for c in data["torch_calls"]),
+                    tuple(tuple(r) for r in data["ranges"]))
+
+
+def _torch_fallback_of(data: dict) -> TorchFallback:
+    return TorchFallback(TorchCall.from_json(data["call"]),
+                         tuple(tuple(p) for p in data["in_perms"]), tuple(data["out_perm"]))
 
 
 def _perm(p: list | None) -> tuple[int, ...] | None:
@@ -235,8 +253,9 @@ def _untagged(data: Any) -> Any:
 
 def _report_json(report: CompileReport) -> dict:
     data = {f.name: getattr(report, f.name) for f in fields(report)
-            if f.name not in ("kernels", "steps", "optimizer", "graph")}
+            if f.name not in ("kernels", "steps", "optimizer", "graph", "fallbacks")}
     return {**data, "kernels": [asdict(k) for k in report.kernels],
+            "fallbacks": [asdict(f) for f in report.fallbacks],
             "steps": [asdict(s) for s in report.steps],
             "optimizer": report_json(report.optimizer)}
 
@@ -245,11 +264,12 @@ def _report_of(data: dict, key: str) -> CompileReport:
     """The stored report, as this load did it: every kernel loaded, nothing lowered."""
     kernels = [KernelReport(**{**k, "compile_s": 0.0, "cached": True}) for k in data["kernels"]]
     steps = [StepReport(**{**s, "nodes": tuple(s["nodes"])}) for s in data["steps"]]
+    fallbacks = [FallbackReport(**f) for f in data["fallbacks"]]
     hit = f"hit (program cache, key {key[:12]})"
     optimizer = None if data["optimizer"] is None else \
         StoredOptimizeReport(data["optimizer"], f"{hit}: the optimizer did not run")
     report = StoredReport(**{**data, "kernels": kernels, "steps": steps, "lower_s": 0.0,
-                             "optimizer": optimizer})
+                             "fallbacks": fallbacks, "optimizer": optimizer})
     report.program_cache = f"{hit}: export, optimizer and lowering skipped"
     return report
 

@@ -126,6 +126,7 @@ def optimize_ahead(pending: Pending, graph: Graph, load_library, options: Option
     finally:
         pending.cancel()
     result.import_report, result.output_tree = graph.import_report, graph.output_tree
+    result.dim_ranges = graph.dim_ranges
     return result
 
 

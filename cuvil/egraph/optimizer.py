@@ -126,6 +126,7 @@ def optimize_graph(graph: Graph, library: RuleLibrary, options: Options,
     else:
         result = _optimize(graph, library, options, tracer)
     result.import_report, result.output_tree = graph.import_report, graph.output_tree
+    result.dim_ranges = graph.dim_ranges
     return result
 
 

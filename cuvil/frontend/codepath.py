@@ -59,8 +59,9 @@ def _claim() -> int:
 
 
 def library(file: str) -> bool:
-    """Whether `file` is torch's, Cuvil's or the standard library's (never the model's)."""
-    return file.startswith(_LIBRARIES) and not file.startswith(_ZOO)
+    """Whether `file` is torch's, Cuvil's or the standard library's (never the model's); the
+    standard library's frozen modules (`<frozen _collections_abc>`) included."""
+    return file.startswith(_LIBRARIES + ("<frozen ",)) and not file.startswith(_ZOO)
 
 
 def own_code(functions: Iterable[types.FunctionType]) -> set[CodeType]:

@@ -65,6 +65,24 @@ class DimTable:
     def shape(self, sizes) -> tuple[Dim, ...]:
         return tuple(self.dim(s) for s in sizes)
 
+    def narrowed(self, ranges: dict) -> dict[str, tuple[int | None, int | None]]:
+        """The input dims whose sizes torch.export narrowed, from its `range_constraints`
+        (torch's symbol -> ValueRanges): name -> (least, most), None where unbounded. A
+        least of 2 or less is no bound: torch specializes sizes 0 and 1 and traces them as
+        2, which Cuvil's graphs serve (`frontend/export.py`)."""
+        found = {}
+        for symbol, r in ranges.items():
+            name = self.names.get(symbol)
+            least, most = _finite(r.lower), _finite(r.upper)  # torch's int_oo: no bound
+            least = least if least is not None and least > 2 else None
+            if name is not None and (least, most) != (None, None):
+                found[str(name)] = (least, most)
+        return found
+
+
+def _finite(bound) -> int | None:
+    return int(bound) if isinstance(bound, int | sympy.Integer) else None
+
 
 def _expr(size) -> int | sympy.Expr:
     if isinstance(size, torch.SymInt):

@@ -50,6 +50,7 @@ class Traced:
     outputs: list[fx.Node | Any]  # flat user outputs
     out_spec: pytree.TreeSpec
     dim_names: dict[tuple[int, int], str] = field(default_factory=dict)  # (input, dim) -> name
+    ranges: dict[Any, Any] = field(default_factory=dict)  # torch's symbol -> its ValueRanges
     notes: list[str] = field(default_factory=list)
 
 
@@ -315,7 +316,8 @@ def from_program(program: ExportedProgram, name: str = "") -> Traced:
     output = next(n for n in program.graph.nodes if n.op == "output")
     flat = [v for v, s in zip(output.args[0], program.graph_signature.output_specs, strict=True)
             if s.kind is OutputKind.USER_OUTPUT]
-    return Traced(name or "exported", program.graph, leaves, flat, program.call_spec.out_spec)
+    return Traced(name or "exported", program.graph, leaves, flat, program.call_spec.out_spec,
+                  ranges=dict(program.range_constraints))
 
 
 def trace_graph_module(gm: fx.GraphModule, args: tuple) -> Traced:

@@ -19,10 +19,12 @@ torch._dynamo. The key covers everything that graph stands on:
 - **path**: the way the model's own Python code went (`codepath`), so that code which
   tells a proxy from a tensor cannot hide a branch.
 
-Anything the key cannot cover refuses (`NotCacheable`): a trace torch.fx cannot make, a
-hook, a call of the user's own function the graph does not show (`torch.fx.wrap`), a
-value or module attribute without a plain form, tensors that share memory, inputs that
-are not plain tensors. The trace runs as export's does: eval mode, no grad, no fast path.
+A model torch.fx cannot trace is keyed by a fake-tensor trace instead, which vouches for
+its example shapes alone (`fake_fingerprint.py`). Anything the key cannot cover refuses
+(`NotCacheable`): a hook, a call of the user's own function the graph does not show
+(`torch.fx.wrap`), a value or module attribute without a plain form, tensors that share
+memory, inputs that are not plain tensors. The trace runs as export's does: eval mode, no
+grad, no fast path.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class Fingerprint:
     tensors: dict[str, torch.Tensor]  # the model's tensors the key covers, by path
     stowed: dict[str, Any]  # constants the graph reads under no path of the model's
     leaf_root: bool  # the model is one of torch's own modules (traced as a leaf)
+    # the inputs' (shape, dtype) the key vouches for; None: every shape (a symbolic trace)
+    shapes: list[tuple[tuple[int, ...], torch.dtype]] | None = None
 
     def module(self) -> fx.GraphModule:
         """The traced graph as a module (for the check that export agrees with it)."""
@@ -68,6 +72,11 @@ class Fingerprint:
                   _attr(self.root, n.target)
                   for n in self.graph.nodes if n.op in ("get_attr", "call_module")}
         return fx.GraphModule(owners, self.graph, class_name=self.name)
+
+
+class Untraceable(NotCacheable):
+    """torch.fx cannot trace the model: a fake-tensor trace keys it instead
+    (`fake_fingerprint.py`)."""
 
 
 class _Tracer(fx.Tracer):
@@ -113,7 +122,12 @@ def fingerprint(model: Any, example_inputs: Any, dynamic_shapes: Any) -> Fingerp
     state = _state(model)
     tensors = dict(_named_tensors(model))
     leaf_root = _Tracer().is_leaf_module(model, "")
-    root, graph, path, stowed = _trace(model, len(args), leaf_root)
+    try:
+        root, graph, path, stowed = _trace(model, len(args), leaf_root)
+    except Untraceable as e:
+        from cuvil.frontend.fake_fingerprint import fake_fingerprint
+
+        return fake_fingerprint(model, args, dynamic_shapes, str(e))
     program, modules, read = _program(graph, root, stowed)
     forms = _tensor_forms({**tensors, **{p: t for p, t in read.items() if p not in tensors}})
     tensors.update((p, t) for p, t in read.items() if p not in stowed)
@@ -168,7 +182,7 @@ def _trace(model: torch.nn.Module, n_args: int, leaf_root: bool):
     except (NotCacheable, Unavailable):
         raise
     except Exception as e:  # anything the model's code raises under a symbolic trace
-        raise NotCacheable(f"torch.fx cannot trace it: {_first_line(e)}") from None
+        raise Untraceable(f"torch.fx cannot trace it: {_first_line(e)}") from None
     finally:
         for key in set(vars(model)) - before:  # the tracer stows them on the root: undo
             stowed[key] = vars(model)[key]

@@ -22,10 +22,11 @@ from cuvil.frontend.aten import ATEN, Fallback, Value
 from cuvil.frontend.dims import DimTable
 from cuvil.frontend.export import Traced, UserInput, Weight
 from cuvil.frontend.report import ImportReport, Source, source_of
+from cuvil.ir.dim_text import range_text
 from cuvil.ir.graph import Graph, _ident
 from cuvil.ir.outputs import OutputTree, needs_tree
+from cuvil.ir.torch_template import encode_arg
 from cuvil.ir.types import Dim, DType, TensorType
-from cuvil.ops.misc import encode_arg
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,11 @@ class Importer:
             raise UnsupportedOpsError([(op, str(src)) for op, src in self.report.fallbacks])
         self.graph.set_outputs(self.output_structure())
         graph = self.graph.prune()
+        graph.dim_ranges = self.dims.narrowed(self.traced.ranges)
         self.report.dynamic_dims = dict(self.dims.origin)
+        self.report.notes += [f"torch.export traced {d} for sizes {range_text(*r)} alone (the "
+                              "code branches on it): other sizes are refused"
+                              for d, r in graph.dim_ranges.items()]
         self.report.nodes = len(graph)
         graph.import_report = self.report
         return graph.verify()

@@ -39,10 +39,15 @@ def known(d: int | str, env: dict[str, int]) -> int | None:
     return int(value) if value == int(value) else None
 
 
+Ranges = dict[str, tuple[int | None, int | None]]  # dim -> (least, most); None: unbounded
+
+
 def bind_shapes(params: Sequence[tuple[str, Dims, str]], shapes: Sequence[tuple[int, ...]],
-                dtypes: Sequence[str] | None = None) -> dict[str, int]:
+                dtypes: Sequence[str] | None = None, ranges: Ranges | None = None
+                ) -> dict[str, int]:
     """Sizes of the symbolic dims read off the inputs' shapes, for `(name, dims, dtype)`
-    params; a `CuvilError` naming the input on any mismatch of rank, size or dtype."""
+    params; a `CuvilError` naming the input on any mismatch of rank, size or dtype, or a
+    size outside a dim's `ranges` (the sizes torch.export traced the model for)."""
     env: dict[str, int] = {}
     for (name, dims, _), shape in zip(params, shapes, strict=True):
         expect = "[" + ", ".join(str(d) for d in dims) + "]"
@@ -59,7 +64,25 @@ def bind_shapes(params: Sequence[tuple[str, Dims, str]], shapes: Sequence[tuple[
     for (name, _, dtype), dt in zip(params, dtypes or (), strict=False):
         if dt != dtype:
             raise CuvilError(f"input {name!r}: expected dtype {dtype}, got {dt}")
+    _check_ranges(params, env, ranges or {})
     return env
+
+
+def _check_ranges(params: Sequence[tuple[str, Dims, str]], env: dict[str, int],
+                  ranges: Ranges) -> None:
+    for dim, (least, most) in ranges.items():
+        n = env.get(dim)
+        if n is None or ((least is None or n >= least) and (most is None or n <= most)):
+            continue
+        name = next(p for p, dims, _ in params if dim in dims)
+        raise CuvilError(f"input {name!r}: {dim} = {n} is outside {range_text(least, most)}, "
+                         "the sizes torch.export traced the model for (its code branches "
+                         "on them); compile it with example inputs of this size")
+
+
+def range_text(least: int | None, most: int | None) -> str:
+    """`2..5`, `6..`, `..64`."""
+    return f"{'' if least is None else least}..{'' if most is None else most}"
 
 
 _BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,

@@ -77,6 +77,9 @@ class Graph:
         self.report: Any = None
         self.import_report: Any = None  # what the frontend did (cuvil.frontend.ImportReport)
         self.output_tree: Any = None  # the model's own output containers (ir.outputs)
+        # the sizes torch.export traced a dim for, where its code narrowed them (the program
+        # is the model's for those alone): dim name -> (least, most), None where unbounded
+        self.dim_ranges: dict[str, tuple[int | None, int | None]] = {}
         # what calibration observed of values: node name -> {"absmax", "scale", "zero_point"}
         self.facts: dict[str, dict[str, Any]] = {}
         self._counter = 0
@@ -187,6 +190,7 @@ class Graph:
         g.defs = dict(self.defs)
         g.import_report = self.import_report
         g.output_tree = self.output_tree
+        g.dim_ranges = dict(self.dim_ranges)
         g.facts = dict(self.facts)
         g._counter = self._counter
         return g

@@ -48,6 +48,19 @@ class OutputTree:
     def rebuild(self, leaves: list[Any]) -> Any:
         return pytree.tree_unflatten(leaves, self.spec)
 
+    def text(self) -> str | None:
+        """torch's text of the spec (`treespec_dumps`), None where torch cannot write it."""
+        if self._text is None:
+            self._text = _dumps(self.spec)
+        return self._text
+
+    @staticmethod
+    def of_text(text: str) -> OutputTree:
+        """The tree of `text` (its spec is read on first use)."""
+        tree = OutputTree.__new__(OutputTree)
+        tree.__setstate__({"text": text})
+        return tree
+
     def __getstate__(self) -> dict[str, Any]:
         if self._text is None:
             self._text = _dumps(self.spec)

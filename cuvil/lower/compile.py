@@ -42,6 +42,7 @@ def prepare(graph: Graph):
     pruned.report = graph.report
     g, instances = inline_composites(pruned)
     g.import_report, g.output_tree = graph.import_report, graph.output_tree
+    g.dim_ranges = graph.dim_ranges
     return private_view_chains(normalize_layouts(g)), instances
 
 

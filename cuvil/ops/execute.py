@@ -27,12 +27,13 @@ def as_tensor(value: Any, name: str) -> torch.Tensor:
 
 
 def bind_symbols(params: list[tuple[str, TensorType]], shapes: list[tuple[int, ...]],
-                 dtypes: list[DType] | None = None) -> dict[str, int]:
-    """Sizes of the symbolic dims, read off the inputs; a clear error on any mismatch (the
-    compiled call binds the same way: `ir.dim_text.bind_shapes`)."""
+                 dtypes: list[DType] | None = None, ranges=None) -> dict[str, int]:
+    """Sizes of the symbolic dims, read off the inputs; a clear error on any mismatch or
+    size outside `ranges` (the compiled call binds the same way: `ir.dim_text.bind_shapes`)."""
     texts = [(name, tuple(d if is_static(d) else format_dim(d) for d in t.shape),
               t.dtype.value) for name, t in params]
-    return bind_shapes(texts, shapes, None if dtypes is None else [d.value for d in dtypes])
+    return bind_shapes(texts, shapes, None if dtypes is None else [d.value for d in dtypes],
+                       ranges)
 
 
 def _bound(env: dict[str, int]) -> str:
@@ -68,7 +69,7 @@ def input_tensors(graph: Graph, inputs: tuple[Any, ...]) -> tuple[list[torch.Ten
     tensors = [as_tensor(v, n) for v, n in zip(inputs, graph.inputs, strict=True)]
     params = [(n, graph[n].type) for n in graph.inputs]
     env = bind_symbols(params, [tuple(t.shape) for t in tensors],
-                       [DType.from_torch(t.dtype) for t in tensors])
+                       [DType.from_torch(t.dtype) for t in tensors], graph.dim_ranges)
     return tensors, env
 
 

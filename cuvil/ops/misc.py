@@ -2,18 +2,17 @@
 
 A `torch_op` node runs an aten op the catalog lacks through torch. Rules cannot see into it;
 its output type is recorded at import (`out`), its call as `target` plus an argument
-template in which `"$i"` stands for tensor input i. Arguments that are torch objects
-(dtypes, layouts, memory formats, devices) travel as tagged strings (`encode_arg`), so the
-template has a text form and pickles; symbolic sizes are dims, resolved per call.
+template (`ir/torch_template.py`) in which `"$i"` stands for tensor input i. Arguments that
+are torch objects (dtypes, layouts, memory formats, devices) travel as tagged strings, so
+the template has a text form and pickles; symbolic sizes are dims, resolved per call.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from cuvil.errors import CuvilError
+from cuvil.ir.torch_template import fill_template, resolve_target
 from cuvil.ir.types import DType, TensorType
 from cuvil.ops.registry import LEAF, OPAQUE, AttrSpec, OpDef, register
 
@@ -34,54 +33,6 @@ register(OpDef("scalar", (), (AttrSpec("value", "number"), AttrSpec("dtype", "dt
                lambda ts, a: TensorType((), DType(a["dtype"])),
                lambda xs, a: torch.tensor(a["value"], dtype=DType(a["dtype"]).torch), LEAF,
                doc="a 0-d constant"))
-
-
-def resolve_target(target: str):
-    """`aten.cumsum.default` -> the torch op overload; a clear error if it does not exist."""
-    obj: Any = torch.ops
-    for part in target.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise CuvilError(f"torch_op: no torch op {target!r}")
-    return obj
-
-
-_TORCH_OBJECTS = (torch.dtype, torch.layout, torch.memory_format)
-
-
-def encode_arg(value: Any) -> Any:
-    """A torch object argument as a tagged string: `%torch.float32`, `%device:cpu`; a string
-    that could be read as a tag or a tensor input is escaped (`%str:...`). Else None."""
-    if isinstance(value, _TORCH_OBJECTS):
-        return "%" + str(value)
-    if isinstance(value, torch.device):
-        return f"%device:{value}"
-    if isinstance(value, str) and value[:1] in ("$", "%"):
-        return f"%str:{value}"
-    return None
-
-
-def decode_arg(text: str) -> Any:
-    """The argument a tagged string stands for (see `encode_arg`)."""
-    kind, _, rest = text[1:].partition(":")
-    if kind == "device":
-        return torch.device(rest)
-    if kind == "str":
-        return rest
-    obj = getattr(torch, text[1:].removeprefix("torch."), None)
-    if not isinstance(obj, _TORCH_OBJECTS):
-        raise CuvilError(f"torch_op: unknown argument {text!r}")
-    return obj
-
-
-def fill_template(template: Any, tensors: list[torch.Tensor]) -> Any:
-    if isinstance(template, str) and template.startswith("$") and template[1:].isdigit():
-        return tensors[int(template[1:])]
-    if isinstance(template, str) and template.startswith("%"):
-        return decode_arg(template)
-    if isinstance(template, tuple):
-        return tuple(fill_template(t, tensors) for t in template)
-    return template
 
 
 def _torch_op(xs: list[torch.Tensor], a) -> torch.Tensor:

@@ -19,10 +19,12 @@ from pathlib import Path
 from types import ModuleType
 
 import numba
+import sympy
 from numba.core import types as nbtypes
 
 from cuvil import gc_pause
 from cuvil.ir.graph import Graph
+from cuvil.ir.torch_template import TorchCall
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE, format_dim
 from cuvil.lower.codegen import KERNEL, Program, describe_group, entry_module
 from cuvil.lower.compile import fallback_report, generate, prepare
@@ -35,7 +37,7 @@ from cuvil.lower.templates.helpers import used_helpers
 from cuvil.lower.templates.spec import ONE_THREAD, THREADS
 from cuvil.runtime import compile_pool, derived
 from cuvil.runtime.blas import single_threaded_blas
-from cuvil.runtime.calling import Array, CallSpec, Param
+from cuvil.runtime.calling import Array, CallSpec, Param, TorchFallback
 from cuvil.runtime.compiled import CompiledGraph
 from cuvil.runtime.module_cache import load_module
 from cuvil.runtime.plan import Buffer, MemoryPlan
@@ -116,7 +118,21 @@ def call_spec(g: Graph, program: Program, plan: MemoryPlan) -> CallSpec:
                                                      strict=True))
     return CallSpec(g.name, params, buffers, outputs, slots, tuple(program.symbols),
                     dict(program.results), g.output_structure,
-                    tuple(n.name for n in program.fallbacks), g.output_tree is not None)
+                    tuple(n.name for n in program.fallbacks), g.output_tree is not None,
+                    None if g.output_tree is None else g.output_tree.text(),
+                    tuple(_torch_fallback(g, n) for n in program.fallbacks),
+                    tuple((d, least, most) for d, (least, most) in g.dim_ranges.items()))
+
+
+def _torch_fallback(g: Graph, node) -> TorchFallback | None:
+    """A `torch_op` fallback on the CPU as plain data (None for any other fallback)."""
+    types = [g[v].type for v in node.inputs] + [node.type]
+    if node.op != "torch_op" or any(t.device != "cpu" for t in types):
+        return None
+    call = TorchCall.of(node.attrs, lambda d: format_dim(d) if isinstance(d, sympy.Expr)
+                        else None)
+    return None if call is None else TorchFallback(
+        call, tuple(layout_perm(g[v].type) for v in node.inputs), layout_perm(node.type))
 
 
 def _devices_available(g: Graph) -> None:

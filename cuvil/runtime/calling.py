@@ -23,6 +23,7 @@ import torch
 
 from cuvil.errors import CuvilError
 from cuvil.ir.dim_text import Dims, bind_shapes, size
+from cuvil.ir.torch_template import TorchCall
 
 # numpy's dtype names -> the IR's (`ir.types.DType`; a test checks they agree)
 DTYPE_NAMES = {"float32": "f32", "float16": "f16", "float64": "f64", "int8": "i8",
@@ -47,6 +48,29 @@ class Array:
 
 
 @dataclass(frozen=True)
+class TorchFallback:
+    """A fallback that is a `torch_op` on the CPU, as plain data: made without the graph."""
+
+    call: TorchCall
+    in_perms: tuple[tuple[int, ...], ...]  # each input's logical order (`logical_view`)
+    out_perm: tuple[int, ...]
+
+    def bound(self, env: dict[str, int]):
+        """The fallback for these sizes of the symbolic dims: physical arrays in (the
+        inputs, then the planned output), the result written into the output."""
+        run = self.call.bound(env)
+
+        def call(*arrays: np.ndarray) -> None:
+            *inputs, dest = arrays
+            tensors = [logical_view(a, p) for a, p in zip(inputs, self.in_perms, strict=True)]
+            with torch.no_grad():
+                logical_view(dest, self.out_perm).copy_(run(tensors))
+
+        call.__name__ = "fallback_torch_op"
+        return call
+
+
+@dataclass(frozen=True)
 class CallSpec:
     name: str  # the graph's
     params: tuple[Param, ...]
@@ -56,13 +80,19 @@ class CallSpec:
     symbols: tuple[str, ...]  # the dims `entry` takes as `n_<name>`, in its order
     results: dict[str, str]  # output name -> the entry's output value
     structure: Any  # the graph's output structure (names in tuples, lists and dicts)
-    fallbacks: tuple[str, ...] = ()  # nodes run through torch (they need the graph)
+    fallbacks: tuple[str, ...] = ()  # nodes run through torch
     own_containers: bool = False  # outputs in the model's own containers (the graph's tree)
+    output_tree: str | None = None  # their text (`ir.outputs.OutputTree.text`), if it has one
+    # each fallback's call as plain data, or None where making it needs the graph
+    torch_calls: tuple[TorchFallback | None, ...] = ()
+    ranges: tuple[tuple[str, int | None, int | None], ...] = ()  # the graph's `dim_ranges`
 
     def bind(self, shapes: list[tuple[int, ...]], dtypes: list[str] | None = None) -> dict:
         """The sizes of the symbolic dims, read off the inputs' logical shapes; a clear
-        error on any mismatch (`ir.dim_text.bind_shapes`), or a symbol no input sets."""
-        env = bind_shapes([(p.name, p.shape, p.dtype) for p in self.params], shapes, dtypes)
+        error on any mismatch or size out of range (`ir.dim_text.bind_shapes`), or a symbol
+        no input sets."""
+        env = bind_shapes([(p.name, p.shape, p.dtype) for p in self.params], shapes, dtypes,
+                          {d: (least, most) for d, least, most in self.ranges})
         missing = [s for s in self.symbols if s not in env]
         if missing:
             raise CuvilError(f"dims {', '.join(missing)} are not set by any input shape")

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from cuvil.errors import CuvilError
-from cuvil.ir.structure import unflatten
+from cuvil.ir.outputs import OutputTree
+from cuvil.ir.structure import flatten, unflatten
 from cuvil.lower.report import CompileReport
 from cuvil.runtime.calling import DTYPE_NAMES, CallSpec, logical_view
 
@@ -73,16 +74,21 @@ class CompiledGraph:
     It runs on plain data (`spec`, the loaded `entry`, the constants' arrays). The graph
     and the program it was lowered from are for inspection (`graph`, `source`, `profile`):
     given, or loaded on first use by `details()`, a compile of the same model that has them
-    (the program cache's hits, `cuvil/cache/programs.py`)."""
+    (the program cache's hits, `cuvil/cache/programs.py`). A hit whose key vouches for the
+    example inputs alone (`shapes`: a fake trace's, `frontend/fake_fingerprint.py`) becomes
+    that compile on its first call with any other inputs."""
 
     def __init__(self, spec: CallSpec, entry, consts: list[np.ndarray], report: CompileReport,
-                 threads: int, *, graph=None, program=None, details=None):
+                 threads: int, *, graph=None, program=None, details=None, shapes=None):
         self.report = report
         self.threads = threads
         self._spec = spec
         self._entry = entry
         self._consts = consts
         self._graph, self._lowered, self._details = graph, program, details
+        self._tree = None  # the model's own output containers, read on first use
+        self._shapes = None if shapes is None else [
+            (tuple(shape), str(dtype).removeprefix("torch.")) for shape, dtype in shapes]
         self._plans: OrderedDict[tuple, _EnvPlan] = OrderedDict()
         self._last: tuple | None = None  # (key, plan, args before, args after the outputs)
         self._lock = threading.Lock()
@@ -144,6 +150,8 @@ class CompiledGraph:
         key = tuple([(a.shape, a.dtype) for a in arrays])
         plan = self._plans.get(key)
         if plan is None:
+            if self._shapes is not None and not self._vouched(arrays):
+                return self._widened()(*inputs)
             plan = self._new_plan(key, arrays)
         if getattr(_calling, "threads", None) != self.threads:
             numba.set_num_threads(self.threads)  # thread-local in Numba; costs 2.6 us to read
@@ -166,8 +174,11 @@ class CompiledGraph:
             return tensors[self._single]
         by_value = dict(zip(self._output_values, tensors, strict=True))
         values = {name: by_value[value] for name, value in self._spec.results.items()}
-        if self._spec.own_containers:  # the graph's output tree rebuilds them
-            return self.graph.rebuild_outputs(values)
+        if self._spec.own_containers:  # the model's output tree rebuilds them
+            if self._tree is None:
+                self._tree = OutputTree.of_text(self._spec.output_tree) \
+                    if self._spec.output_tree else self.graph.output_tree
+            return self._tree.rebuild([values[n] for n in flatten(self._spec.structure)])
         return unflatten(self._spec.structure, values)
 
     def _array(self, x: Any, i: int) -> np.ndarray:
@@ -194,6 +205,22 @@ class CompiledGraph:
         raise CuvilError(f"input {name!r}: expected a torch tensor or numpy array, "
                          f"got {type(x).__name__}")
 
+    def _vouched(self, arrays: list[np.ndarray]) -> bool:
+        """Whether these inputs have the shapes and dtypes the program's key vouches for."""
+        got = [(_logical_shape(a.shape, p) if p else a.shape, a.dtype.name)
+               for a, p in zip(arrays, self._in_perms, strict=True)]
+        return got == self._shapes
+
+    def _widened(self) -> CompiledGraph:
+        """This, become the model compiled the usual way (`details()`: export, then the
+        optimizer's and kernels' caches), which serves every shape the model does."""
+        with self._lock:
+            if self._shapes is not None:
+                lock, wide = self._lock, self.detailed()
+                vars(self).update(vars(wide))
+                self._lock = lock
+        return self
+
     def _new_plan(self, key: tuple, arrays: list[np.ndarray]) -> _EnvPlan:
         dtypes = []
         for p, a in zip(self._spec.params, arrays, strict=True):
@@ -203,12 +230,7 @@ class CompiledGraph:
         shapes = [a.shape if p is None else _logical_shape(a.shape, p)
                   for a, p in zip(arrays, self._in_perms, strict=True)]
         env = self._spec.bind(shapes, dtypes)
-        fallbacks = []
-        if self._spec.fallbacks:
-            from cuvil.runtime.fallback import make_fallback
-
-            graph = self.graph
-            fallbacks = [make_fallback(graph, graph[n], env) for n in self._spec.fallbacks]
+        fallbacks = [self._fallback(i, env) for i in range(len(self._spec.fallbacks))]
         plan = _EnvPlan(env, self._spec.allocate(env, self.threads),
                         self._spec.output_shapes(env),
                         tuple(env[s] for s in self._spec.symbols), fallbacks)
@@ -216,6 +238,16 @@ class CompiledGraph:
         while len(self._plans) > MAX_PLANS:
             self._plans.popitem(last=False)
         return plan
+
+    def _fallback(self, i: int, env: dict[str, int]):
+        """Fallback `i` for these sizes: from its plain call, else from the graph."""
+        calls = self._spec.torch_calls
+        if i < len(calls) and calls[i] is not None:
+            return calls[i].bound(env)
+        from cuvil.runtime.fallback import make_fallback
+
+        graph = self.graph
+        return make_fallback(graph, graph[self._spec.fallbacks[i]], env)
 
     # -- inspection --------------------------------------------------------------------------
     def profile(self, inputs: Any, runs: int = 10, *, warmup: int = 1, trace=None):

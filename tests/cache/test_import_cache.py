@@ -71,7 +71,7 @@ def test_the_same_program_hits_and_its_constants_are_the_models_own(fresh_cache)
     torch.testing.assert_close(graph.constants["lin.weight.T"], model.lin.weight.T)
     (entry,) = fresh_cache.glob("imports/*.cvi")
     data = entry.read_bytes()
-    assert data.startswith(b"CUVIL-IMPORT 1 ")  # bytes and JSON, no pickle
+    assert data.startswith(b"CUVIL-IMPORT 2 ")  # bytes and JSON, no pickle
     assert b'"bytes"' not in data  # no weight is stored: all are found in the model
 
 
@@ -168,7 +168,7 @@ def hooked():
 
 
 @pytest.mark.parametrize(("build", "status"), [
-    (Untraceable, "not"),  # not used: torch.fx cannot trace it
+    (Untraceable, "miss"),  # miss, program cache only: keyed by a fake-tensor trace
     (hooked, "not"),  # not used: a hook
     (lambda: Asks(2.0), "miss"),  # miss, not stored: another way under export
     (lambda: Default(2.0), "miss"),  # miss, not stored: the traced graph does not import
@@ -228,25 +228,30 @@ WARM = textwrap.dedent("""
             return self.act(x * self.w) + self.k
     model = Net().eval()
     x = torch.randn(4, 8)
-    fast = cuvil.compile(model, (x,))
-    print(json.dumps({"close": torch.allclose(fast(x), model(x), atol=1e-5),
-                      "dynamo": "torch._dynamo" in sys.modules,
-                      "stages": list(fast.compile_trace.totals),
+    fast = cuvil.compile(model, (x,), threads=int(sys.argv[1]))
+    seen = {"dynamo": "torch._dynamo" in sys.modules, "stages": list(fast.compile_trace.totals),
+            "program": fast.report.program_cache}
+    print(json.dumps({**seen, "close": torch.allclose(fast(x), model(x), atol=1e-5),
                       "import": fast.report.graph.import_report.cache}))
 """)
 
 
 def test_a_warm_compile_in_a_new_process_never_imports_dynamo(tmp_path):
-    """Two processes share a cache directory (the session's)."""
+    """Three processes share a cache directory (the session's): the second compiles for
+    another thread count (another program, the same imported graph), the third as the
+    second (the program cache's hit)."""
     import json
 
     script = tmp_path / "warm.py"
     script.write_text(WARM)
     env = {**os.environ, "CUVIL_CACHE_DIR": os.environ["CUVIL_CACHE_DIR"]}
-    runs = [json.loads(subprocess.run([sys.executable, str(script)], env=env, check=True,
-                                      capture_output=True, text=True).stdout.splitlines()[-1])
-            for _ in range(2)]
-    warm = runs[1]
+    runs = [json.loads(subprocess.run([sys.executable, str(script), threads], env=env,
+                                      check=True, capture_output=True,
+                                      text=True).stdout.splitlines()[-1])
+            for threads in ("1", "2", "2")]
     assert all(r["close"] for r in runs), runs
-    assert warm["import"].startswith("hit") and "import (cached)" in warm["stages"]
-    assert not warm["dynamo"]
+    warm, program = runs[1], runs[2]
+    assert warm["program"] == "" and warm["import"].startswith("hit")
+    assert "import (cached)" in warm["stages"] and not warm["dynamo"]
+    assert program["program"].startswith("hit") and program["stages"] == ["program cache"]
+    assert not program["dynamo"]

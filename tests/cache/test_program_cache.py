@@ -1,10 +1,13 @@
 """The program cache: a warm compile rebuilds the callable from the stored program without
 importing the IR (sympy), and computes what torch eager does at every batch size; any
 change to the model, the rules or the options misses; a damaged entry is a miss, written
-again; what the entry cannot hold (a torch fallback, several targets) is never stored."""
+again; ops run through torch are stored as plain calls; what the entry cannot hold (the
+model's own output containers) is never stored."""
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import json
 import os
 import shutil
@@ -127,26 +130,68 @@ def test_weights_are_bound_to_the_model_not_stored(fresh_cache):
     assert "path" in kinds  # the biases at least: the model's own memory
 
 
-def test_what_the_entry_cannot_hold_is_not_stored(fresh_cache):
-    class Sorting(nn.Module):  # `sort` runs through torch
-        def forward(self, x):
-            return torch.sort(x, dim=1).values + 1
+class Sorting(nn.Module):
+    """Two ops without a kernel, run through torch: `sort`, and `arange` of a symbolic
+    size (the stored call holds it as dim text)."""
 
+    def forward(self, x):
+        return torch.sort(x, dim=1).values + torch.arange(x.shape[0], dtype=x.dtype)[:, None]
+
+
+def sorting(x):
+    return torch.sort(x, dim=1).values + torch.arange(x.shape[0], dtype=x.dtype)[:, None]
+
+
+def test_ops_run_through_torch_are_stored_and_computed_at_every_batch(fresh_cache):
     x = torch.randn(3, 8)
-    compiled = cuvil.compile(Sorting(), (x,))
-    if not compiled.report.fallbacks:
-        pytest.skip("sort has a kernel now: pick another op without one")
-    cuvil.compile(Sorting(), (x,))
+    first = cuvil.compile(Sorting(), (x,))
+    ops = {f.op for f in first.report.fallbacks}
+    assert ops == {"torch_op aten.sort.default", "torch_op aten.arange.default"}, ops
+    again = cuvil.compile(Sorting(), (x,))
+    assert again.report.program_cache.startswith("hit") and len(entries(fresh_cache)) == 1
+    assert [f.op for f in again.report.fallbacks] == [f.op for f in first.report.fallbacks]
+    for batch in (3, 1, 6):
+        x = torch.randn(batch, 8)
+        torch.testing.assert_close(again(x), sorting(x))
+
+
+def test_the_call_spec_is_the_same_after_the_entry():
+    from cuvil.cache.programs import _spec_json, _spec_of
+
+    compiled = cuvil.compile(Sorting(), (torch.randn(3, 8),), cache=False)
+    spec = dataclasses.replace(compiled._spec, ranges=(("batch", 3, None),))
+    assert _spec_of(json.loads(json.dumps(_spec_json(spec)))) == spec
+    assert None not in spec.torch_calls and len(spec.torch_calls) == 2
+    assert "%dim:batch" in {a for c in spec.torch_calls for a in c.call.args}
+
+
+Pair = collections.namedtuple("Pair", "out total")
+
+
+class Named(nn.Module):
+    """Returns its own container: the program's results rebuild it from the graph."""
+
+    def forward(self, x):
+        return Pair(torch.relu(x), x.sum(1))
+
+
+def test_what_the_entry_cannot_hold_is_not_stored(fresh_cache):
+    x = torch.randn(3, 8)
+    compiled = cuvil.compile(Named(), (x,))
+    assert compiled._spec.own_containers
+    cuvil.compile(Named(), (x,))
     assert entries(fresh_cache) == []
-    torch.testing.assert_close(compiled(x), torch.sort(x, dim=1).values + 1)
+    got = compiled(x)
+    assert isinstance(got, Pair)
+    torch.testing.assert_close(got.total, x.sum(1))
 
 
 WARM = textwrap.dedent("""
     import json, sys, time, torch
     sys.path.insert(0, {tests!r})
     import cuvil
-    from cache.test_program_cache import Block, eager
-    model, x = Block(), torch.randn(5, 8)
+    from cache.test_program_cache import {model}, eager
+    model, x = {model}(), torch.randn(5, 8)
     compiled = cuvil.compile(model, (x,))
     out = compiled(x)
     seen = {{"hit": compiled.report.program_cache, "sympy": "sympy" in sys.modules,
@@ -156,12 +201,14 @@ WARM = textwrap.dedent("""
 """)
 
 
-def test_a_warm_compile_in_a_new_process_never_imports_the_ir(tmp_path):
-    """Nor the rules' AST: the key hashes their text. And once Numba's compiled code is
-    evicted, the entry is a miss: compiled the slow way, and correct (this process could
-    not show it: it holds the kernels in memory)."""
+@pytest.mark.parametrize("model", ["Block", "Sorting"])
+def test_a_warm_compile_in_a_new_process_never_imports_the_ir(tmp_path, model):
+    """Nor the rules' AST: the key hashes their text; nor for ops run through torch. And
+    once Numba's compiled code is evicted, the entry is a miss: compiled the slow way, and
+    correct (this process could not show it: it holds the kernels in memory)."""
     script = tmp_path / "warm.py"
-    script.write_text(WARM.format(tests=os.path.dirname(os.path.dirname(__file__))))
+    script.write_text(WARM.format(tests=os.path.dirname(os.path.dirname(__file__)),
+                                  model=model))
     env = {**os.environ, "CUVIL_CACHE_DIR": str(tmp_path / "cache")}
 
     def run():  # WARM checks the results against eager
@@ -173,5 +220,6 @@ def test_a_warm_compile_in_a_new_process_never_imports_the_ir(tmp_path):
     assert runs[0]["hit"] == "" and runs[0]["sympy"]
     assert runs[1]["hit"].startswith("hit")
     assert not runs[1]["sympy"] and not runs[1]["egglog"] and not runs[1]["ast"], runs
-    shutil.rmtree(tmp_path / "cache" / "kernels" / "__pycache__")  # the generated kernels'
-    assert run()["hit"] == ""
+    if model == "Block":  # Sorting's one kernel is a shared driver, compiled once for all
+        shutil.rmtree(tmp_path / "cache" / "kernels" / "__pycache__")  # generated kernels'
+        assert run()["hit"] == ""

@@ -3,6 +3,8 @@ nothing of torch's; a helper in another file is followed; `repeats` compares run
 
 from __future__ import annotations
 
+import collections.abc
+
 import pytest
 import torch
 
@@ -54,6 +56,34 @@ def test_a_helper_in_another_file_is_followed(tmp_path):
     once = record(model, torch.ones(2), True)
     assert "pick" in [c.co_qualname for c in once.codes]
     assert once.signature() != record(model, torch.ones(2), False).signature()
+
+
+class Table(collections.abc.Mapping):
+    """`get` is `Mapping.get`, of a frozen standard-library module (`<frozen ...>`)."""
+
+    def __init__(self):
+        self.data = {"a": 1}
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+    def __iter__(self):
+        return iter(self.data)
+
+    def __len__(self):
+        return len(self.data)
+
+
+def looks_up(x, table):
+    return x * table.get("a", 2)
+
+
+def test_frozen_standard_library_code_is_not_the_models():
+    """Once watched, `Mapping.get` would record every caller's calls, torch's included."""
+    path = record(looks_up, torch.ones(2), Table())
+    assert collections.abc.Mapping.get.__code__.co_filename.startswith("<frozen ")
+    assert "Mapping.get" not in [c.co_qualname for c in path.codes]
+    assert "Table.__getitem__" in [c.co_qualname for c in path.codes]
 
 
 def test_repeats_accepts_the_same_path_taken_again_only():

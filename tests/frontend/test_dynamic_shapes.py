@@ -1,9 +1,11 @@
 """The dynamic-shape policy: dim 0 is a symbolic `batch` by default (also from a batch-1
 example), `dynamic_shapes=False` is static, a torch.export spec names its dims, and a
-model that fixes its batch size imports static with a note."""
+model that fixes its batch size imports static with a note; sizes outside those export
+traced the model for are refused."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 from torch.export import Dim
@@ -112,3 +114,36 @@ def test_dims_of_nested_inputs_take_their_names():
         (sym("n"), sym("k")), (sym("k"), sym("m")), (sym("n"), sym("m"))]
     a, b, scale = torch.randn(2, 6), torch.randn(6, 7), torch.randn(2, 7)
     torch.testing.assert_close(run(graph, a, b, scale), Pair()((a, b), scale))
+
+
+class Gate(nn.Module):
+    """Goes one way up to length 5 and another beyond: torch.export narrows `seq` to the
+    side the example took."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = nn.Embedding(50, 4)
+
+    def forward(self, ids):
+        y = self.emb(ids)
+        return y * 2.0 if ids.shape[1] <= 5 else y - 1.0
+
+
+def test_a_length_the_code_branches_on_is_refused_outside_what_export_traced():
+    model, ids = Gate(), torch.randint(0, 50, (2, 4))
+    compiled = cuvil.compile(model, (ids,), cache=False)
+    graph = cuvil.from_torch(model, (ids,))
+    assert graph.dim_ranges == {"seq": (None, 5)}
+    assert "traced seq for sizes ..5 alone" in str(graph.import_report)
+    for shape in ((3, 5), (2, 2)):
+        x = torch.randint(0, 50, shape)
+        torch.testing.assert_close(compiled(x), model(x))
+    longer = torch.randint(0, 50, (2, 8))
+    for call in (compiled, lambda x: run(graph, x)):  # the program and the reference
+        with pytest.raises(cuvil.CuvilError, match=r"'ids': seq = 8 is outside \.\.5"):
+            call(longer)
+    beyond = cuvil.compile(model, (longer,), cache=False)  # traced the other way: 6..
+    torch.testing.assert_close(beyond(longer), model(longer))
+    with pytest.raises(cuvil.CuvilError, match=r"seq = 4 is outside 6\.\."):
+        beyond(ids)

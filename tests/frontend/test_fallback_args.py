@@ -15,8 +15,8 @@ from torch.export import Dim
 import cuvil
 from cuvil.frontend.aten import ATEN
 from cuvil.ir import Graph
+from cuvil.ir.torch_template import decode_arg, encode_arg
 from cuvil.ops.execute import run
-from cuvil.ops.misc import decode_arg, encode_arg
 
 
 class Positions(nn.Module):

@@ -308,7 +308,7 @@ def _run(case: Case, mode: str):
 
 def random_ops(graph) -> list[str]:
     """The aten ops of `graph`'s `torch_op` nodes that draw random numbers."""
-    from cuvil.ops.misc import resolve_target
+    from cuvil.ir.torch_template import resolve_target
 
     targets = [n.attrs["target"] for n in graph if n.op == "torch_op"]
     return [t for t in targets
