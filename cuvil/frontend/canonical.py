@@ -48,21 +48,24 @@ class NotCacheable(Exception):
     """The import cache cannot vouch for this model; it is imported as usual."""
 
 
-def literal(value: Any, node: Callable[[fx.Node], int] | None = None) -> Any:
-    """`value` as tagged JSON; an `fx.Node` inside it as `["node", node(n)]`."""
+def literal(value: Any, node: Callable[[fx.Node], int] | None = None,
+            tensor: Callable[[torch.Tensor], int] | None = None) -> Any:
+    """`value` as tagged JSON; an `fx.Node` inside it as `["node", node(n)]`, and a tensor
+    as `["node", tensor(t)]` where `tensor` is given (a dispatch-level trace's values)."""
     kind = _AS.get(type(value), type(value))
     if value is None or kind in (bool, int, str):
         return [kind.__name__, value]
     if kind in (float, complex):
         return [kind.__name__, repr(value)]
     if kind in (tuple, list, torch.Size):
-        return [kind.__name__, [literal(v, node) for v in value]]
+        return [kind.__name__, [literal(v, node, tensor) for v in value]]
     if kind is dict:
-        return ["dict", [[literal(k, node), literal(v, node)] for k, v in value.items()]]
+        return ["dict", [[literal(k, node, tensor), literal(v, node, tensor)]
+                         for k, v in value.items()]]
     if kind in (set, frozenset):
-        return [kind.__name__, sorted(json.dumps(literal(v, node)) for v in value)]
+        return [kind.__name__, sorted(json.dumps(literal(v, node, tensor)) for v in value)]
     if kind in (slice, range):
-        return [kind.__name__, [literal(getattr(value, a), node)
+        return [kind.__name__, [literal(getattr(value, a), node, tensor)
                                 for a in ("start", "stop", "step")]]
     if value is Ellipsis:
         return ["ellipsis"]
@@ -70,6 +73,8 @@ def literal(value: Any, node: Callable[[fx.Node], int] | None = None) -> Any:
         return [kind.__name__, str(value)]
     if isinstance(value, fx.Node) and node is not None:
         return ["node", node(value)]
+    if isinstance(value, torch.Tensor) and tensor is not None:
+        return ["node", tensor(value)]
     if isinstance(value, enum.Enum):
         return ["enum", function_name(kind), value.name]
     if callable(value) and not isinstance(value, torch.nn.Module | torch.Tensor):
@@ -81,7 +86,7 @@ def function_name(fn: Any) -> str:
     """`module:name` of a function (or class) of torch or Python, found again under that
     name; anything else is the user's code, which no key can cover."""
     if isinstance(fn, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
-        if str(fn).startswith("aten."):
+        if str(fn).startswith(("aten.", "prim.")):  # torch's own namespaces
             return f"op:{fn}"
         raise NotCacheable(f"the custom op {fn} is the user's code")
     module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)

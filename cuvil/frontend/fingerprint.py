@@ -58,7 +58,7 @@ class Fingerprint:
     name: str  # the graph's name, as export would give it
     parts: dict[str, str]
     root: torch.nn.Module  # what was traced: the model, or a wrapper around a torch module
-    graph: fx.Graph
+    graph: fx.Graph | None  # None for a fake run's key (`fake_fingerprint.py`)
     path: CodePath
     tensors: dict[str, torch.Tensor]  # the model's tensors the key covers, by path
     stowed: dict[str, Any]  # constants the graph reads under no path of the model's
@@ -118,9 +118,9 @@ def fingerprint(model: Any, example_inputs: Any, dynamic_shapes: Any) -> Fingerp
     hook = hooks_of(model) or patched_functional()
     if hook is not None:
         raise NotCacheable(hook)
-    inputs = [_input_forms(args), _spec_form(dynamic_shapes)]
-    state = _state(model)
-    tensors = dict(_named_tensors(model))
+    inputs = [input_forms(args), spec_form(dynamic_shapes)]
+    state = global_state(model)
+    tensors = dict(named_tensors(model))
     leaf_root = _Tracer().is_leaf_module(model, "")
     try:
         root, graph, path, stowed = _trace(model, len(args), leaf_root)
@@ -129,7 +129,7 @@ def fingerprint(model: Any, example_inputs: Any, dynamic_shapes: Any) -> Fingerp
 
         return fake_fingerprint(model, args, dynamic_shapes, str(e))
     program, modules, read = _program(graph, root, stowed)
-    forms = _tensor_forms({**tensors, **{p: t for p, t in read.items() if p not in tensors}})
+    forms = tensor_forms({**tensors, **{p: t for p, t in read.items() if p not in tensors}})
     tensors.update((p, t) for p, t in read.items() if p not in stowed)
     cls = type(model)
     parts = {"model": f"{cls.__module__}:{cls.__qualname__}", "program": digest(program),
@@ -139,14 +139,16 @@ def fingerprint(model: Any, example_inputs: Any, dynamic_shapes: Any) -> Fingerp
     return Fingerprint(cls.__name__, parts, root, graph, path, tensors, stowed, leaf_root)
 
 
-def _state(model: torch.nn.Module) -> list[Any]:
+def global_state(model: torch.nn.Module) -> list[Any]:
+    """What forward may read besides the model: training flags, defaults, modes."""
     return [[name, m.training] for name, m in model.named_modules(remove_duplicate=False)] + [
         str(torch.get_default_dtype()), str(torch.get_default_device()),
         torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda"),
         torch.is_inference_mode_enabled(), torch.backends.mha.get_fastpath_enabled()]
 
 
-def _named_tensors(model: torch.nn.Module):
+def named_tensors(model: torch.nn.Module):
+    """Every parameter and buffer by path, tied ones under each of their paths."""
     yield from model.named_parameters(remove_duplicate=False)
     yield from model.named_buffers(remove_duplicate=False)
 
@@ -177,7 +179,7 @@ def _trace(model: torch.nn.Module, n_args: int, leaf_root: bool):
     before = set(vars(model))
     stowed: dict[str, Any] = {}
     try:
-        with export_mode(model), CodePath(_own_code(model)) as path:
+        with export_mode(model), CodePath(model_code(model)) as path:
             graph = _Tracer().trace(model)
     except (NotCacheable, Unavailable):
         raise
@@ -204,7 +206,7 @@ def _leaf_trace(model: torch.nn.Module, n_args: int):
     return _Root(model), graph, path, {}
 
 
-def _own_code(model: torch.nn.Module) -> set[CodeType]:
+def model_code(model: torch.nn.Module) -> set[CodeType]:
     """The code of the modules (files) that define `model`'s forwards, torch's aside."""
     forwards = []
     for module in model.modules():
@@ -246,7 +248,7 @@ def _attr(root: torch.nn.Module, target: str) -> Any:
     return value
 
 
-def _tensor_forms(tensors: dict[str, torch.Tensor]) -> list[Any]:
+def tensor_forms(tensors: dict[str, torch.Tensor]) -> list[Any]:
     """Each tensor's form, a repeat of an earlier tensor as a reference to its path;
     distinct tensors sharing memory refuse (the key could not tell views apart)."""
     seen: dict[int, str] = {}
@@ -267,7 +269,8 @@ def _tensor_forms(tensors: dict[str, torch.Tensor]) -> list[Any]:
     return forms
 
 
-def _input_forms(args: tuple) -> list[Any]:
+def input_forms(args: tuple) -> list[Any]:
+    """Each input's dtype, shape, strides, device, grad flag and layout; plain tensors only."""
     forms = []
     for i, a in enumerate(args):
         if type(a) is not torch.Tensor:
@@ -277,16 +280,16 @@ def _input_forms(args: tuple) -> list[Any]:
     return forms
 
 
-def _spec_form(spec: Any) -> Any:
+def spec_form(spec: Any) -> Any:
     """`dynamic_shapes` as plain data: None, False, or containers of dims and hints."""
     from torch.export import Dim
 
     if spec is None or spec is False:
         return [str(spec)]
     if isinstance(spec, tuple | list):
-        return [type(spec).__name__, [_spec_form(s) for s in spec]]
+        return [type(spec).__name__, [spec_form(s) for s in spec]]
     if isinstance(spec, dict):
-        return ["dict", [[json.dumps(literal(k)), _spec_form(v)] for k, v in spec.items()]]
+        return ["dict", [[json.dumps(literal(k)), spec_form(v)] for k, v in spec.items()]]
     if type(spec) is Dim:
         return ["Dim", spec.__name__, spec.min, spec.max]
     if type(spec).__name__ == "_DimHint" or type(spec) is int:

@@ -28,6 +28,17 @@ class Gated(nn.Module):
         return y * self.k if ids.shape[1] <= self.limit else y - 1.0
 
 
+class Offset(Gated):
+    """Adds a tensor it makes in forward: a constant the fake run meets as a real tensor."""
+
+    def __init__(self, offset: float):
+        super().__init__()
+        self.offset = offset
+
+    def forward(self, ids):
+        return super().forward(ids) + torch.tensor([0.0, 1.0, 2.0, self.offset])
+
+
 X = torch.randint(0, 50, (2, 4))
 
 
@@ -52,10 +63,12 @@ def test_a_model_torch_fx_cannot_trace_gets_a_key_for_its_example_shapes():
     lambda: (Gated(k=3.0), X),  # another literal on the path taken
     lambda: (Gated(), torch.randint(0, 50, (2, 5))),  # other example shapes
     lambda: (Gated(), X.int()),  # another dtype
+    lambda: (Offset(3.0), X),  # a constant made in forward, against Offset(4.0)'s
 ])
 def test_what_the_example_shapes_compute_is_in_the_key(other):
     model, x = other()
-    assert key(model, x).parts != key(Gated()).parts
+    same = Offset(4.0) if isinstance(model, Offset) else Gated()
+    assert key(model, x).parts != key(same).parts
 
 
 def test_a_number_read_only_at_other_shapes_is_not():
