@@ -44,6 +44,7 @@ def fake_fingerprint(model: torch.nn.Module, args: tuple, dynamic_shapes: Any, w
     from cuvil.frontend.fingerprint import (
         Fingerprint,
         export_mode,
+        first_line,
         global_state,
         input_forms,
         model_code,
@@ -62,7 +63,7 @@ def fake_fingerprint(model: torch.nn.Module, args: tuple, dynamic_shapes: Any, w
         raise
     except Exception as e:  # anything the model's code raises on fake tensors
         raise NotCacheable(f"{why_not_fx}; nor can a fake-tensor trace: "
-                           f"{_first_line(e)}") from None
+                           f"{first_line(e)}") from None
     forms = tensor_forms({**tensors, **read})
     cls = type(model)
     parts = {"model": f"{cls.__module__}:{cls.__qualname__}", "trace": "fake, example shapes",
@@ -155,7 +156,3 @@ def _restore(module: torch.nn.Module, attrs: dict[str, Any]) -> list[str]:
             del now[key]
     return [f"{type(module).__name__}.{k}" for k in changed]
 
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:200] if text else type(e).__name__

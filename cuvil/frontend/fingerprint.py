@@ -184,7 +184,7 @@ def _trace(model: torch.nn.Module, n_args: int, leaf_root: bool):
     except (NotCacheable, Unavailable):
         raise
     except Exception as e:  # anything the model's code raises under a symbolic trace
-        raise Untraceable(f"torch.fx cannot trace it: {_first_line(e)}") from None
+        raise Untraceable(f"torch.fx cannot trace it: {first_line(e)}") from None
     finally:
         for key in set(vars(model)) - before:  # the tracer stows them on the root: undo
             stowed[key] = vars(model)[key]
@@ -297,6 +297,7 @@ def spec_form(spec: Any) -> Any:
     raise NotCacheable(f"dynamic_shapes holds a {type(spec).__name__}")
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
+    """The first line of an error's message (200 characters at most), else its type."""
     text = str(e).strip()
     return text.splitlines()[0][:200] if text else type(e).__name__

@@ -64,7 +64,7 @@ class Importer:
         graph.dim_ranges = self.dims.narrowed(self.traced.ranges)
         self.report.dynamic_dims = dict(self.dims.origin)
         self.report.notes += [f"torch.export traced {d} for sizes {range_text(*r)} alone (the "
-                              "code branches on it): other sizes are refused"
+                              "spec says so, or the code branches on it): other sizes are refused"
                               for d, r in graph.dim_ranges.items()]
         self.report.nodes = len(graph)
         graph.import_report = self.report

@@ -76,8 +76,9 @@ def _check_ranges(params: Sequence[tuple[str, Dims, str]], env: dict[str, int],
             continue
         name = next(p for p, dims, _ in params if dim in dims)
         raise CuvilError(f"input {name!r}: {dim} = {n} is outside {range_text(least, most)}, "
-                         "the sizes torch.export traced the model for (its code branches "
-                         "on them); compile it with example inputs of this size")
+                         "the sizes torch.export traced the model for (the dynamic_shapes "
+                         "spec's, or narrowed where the code branches on the size); compile "
+                         "it with example inputs of this size")
 
 
 def range_text(least: int | None, most: int | None) -> str:

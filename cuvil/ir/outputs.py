@@ -35,9 +35,10 @@ def needs_tree(spec: pytree.TreeSpec) -> bool:
 class OutputTree:
     """torch's output spec of a model; `rebuild(leaves)` makes the model's output."""
 
-    def __init__(self, spec: pytree.TreeSpec):
+    def __init__(self, spec: pytree.TreeSpec | None = None, text: str | None = None):
+        """From torch's spec, or from its text (`text()`: the spec is read on first use)."""
         self._spec: pytree.TreeSpec | None = spec
-        self._text: str | None = None
+        self._text: str | None = text
 
     @property
     def spec(self) -> pytree.TreeSpec:
@@ -53,13 +54,6 @@ class OutputTree:
         if self._text is None:
             self._text = _dumps(self.spec)
         return self._text
-
-    @staticmethod
-    def of_text(text: str) -> OutputTree:
-        """The tree of `text` (its spec is read on first use)."""
-        tree = OutputTree.__new__(OutputTree)
-        tree.__setstate__({"text": text})
-        return tree
 
     def __getstate__(self) -> dict[str, Any]:
         if self._text is None:

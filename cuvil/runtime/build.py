@@ -126,8 +126,8 @@ def call_spec(g: Graph, program: Program, plan: MemoryPlan) -> CallSpec:
 
 def _torch_fallback(g: Graph, node) -> TorchFallback | None:
     """A `torch_op` fallback on the CPU as plain data (None for any other fallback)."""
-    types = [g[v].type for v in node.inputs] + [node.type]
-    if node.op != "torch_op" or any(t.device != "cpu" for t in types):
+    values = [g[v].type for v in node.inputs] + [node.type]
+    if node.op != "torch_op" or any(t.device != "cpu" for t in values):
         return None
     call = TorchCall.of(node.attrs, lambda d: format_dim(d) if isinstance(d, sympy.Expr)
                         else None)

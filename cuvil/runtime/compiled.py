@@ -176,7 +176,7 @@ class CompiledGraph:
         values = {name: by_value[value] for name, value in self._spec.results.items()}
         if self._spec.own_containers:  # the model's output tree rebuilds them
             if self._tree is None:
-                self._tree = OutputTree.of_text(self._spec.output_tree) \
+                self._tree = OutputTree(text=self._spec.output_tree) \
                     if self._spec.output_tree else self.graph.output_tree
             return self._tree.rebuild([values[n] for n in flatten(self._spec.structure)])
         return unflatten(self._spec.structure, values)
