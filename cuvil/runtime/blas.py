@@ -43,7 +43,7 @@ from numba.extending import overload
 
 from cuvil.runtime.f32_tile import no_epilogue
 from cuvil.runtime.numba_cache import njit
-from cuvil.runtime.sgemm import sgemm, sgemm_panels
+from cuvil.runtime.sgemm import WIDTH, sgemm, sgemm_panels
 
 GEMV_PAR_WORK = 1 << 16  # multiply-adds below which one thread is faster
 GEMM_PAR_WORK = 1 << 20  # multiply-adds below which one BLAS call on one thread is faster
@@ -315,6 +315,8 @@ def _by_weight_for(a, w, packed, c, parts, gemv_rows, epi):
     if packed.ndim == 3:
         return lambda a, w, packed, c, parts, gemv_rows, epi: gemm_packed(a, packed, w, c,
                                                                           parts, epi)
+    if packed.ndim == 1:
+        return _narrow
 
     def plain(a, w, packed, c, parts, gemv_rows, epi):
         if packed.size and a.shape[0] <= gemv_rows:
@@ -323,6 +325,18 @@ def _by_weight_for(a, w, packed, c, parts, gemv_rows, epi):
             gemm(a, w, c, parts)
         return False
     return plain
+
+
+def _narrow(a, w, packed, c, parts, gemv_rows, epi):
+    """A weight narrower than one panel, packed flat as its panel [K, WIDTH] then its rows
+    wt [N, K] (`templates.gemm.narrow`): `gemv` on the rows for at most `gemv_rows` rows of
+    `a`, which reads N of the panel's 32 columns (784 x 10: 1.1 us against 1.9), else
+    the tile on the panel."""
+    k, n = w.shape
+    if a.shape[0] <= gemv_rows:
+        gemv(a, packed[k * WIDTH:].reshape((n, k)), c, parts)
+        return False
+    return gemm_packed(a, packed[:k * WIDTH].reshape((1, k, WIDTH)), w, c, parts, epi)
 
 
 @njit(nogil=True, parallel=True)

@@ -5,10 +5,11 @@ input shapes (planned once per set of shapes, checked with a clear error on the 
 call), takes output arrays, and calls the generated `entry` function once. Outputs are
 torch tensors over those arrays: they never alias a buffer that a later call reuses.
 
-Output arrays are recycled only when nothing refers to them any more: not the tensor
-returned, nor any view of it (a view keeps the tensor's storage, which keeps the array).
-A fresh 40 MB array costs ~12 ms of page faults here, a recycled one nothing. Calls from
-several threads take turns (a lock): they share the planned buffers.
+Output arrays past `FRESH_BYTES` are recycled only when nothing refers to them any more:
+not the tensor returned, nor any view of it (a view keeps the tensor's storage, which
+keeps the array). A fresh 40 MB array costs ~12 ms of page faults here, a recycled one
+nothing; smaller outputs are new arrays each call. Calls from several threads take turns
+(a lock): they share the planned buffers.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from cuvil.runtime.calling import DTYPE_NAMES, CallSpec, logical_view
 
 MAX_PLANS = 16  # sets of input shapes whose buffers a compiled graph keeps
 KEEP_OUTPUTS = 2  # output sets kept per shape set (`y = f(x)` holds one while making the next)
+FRESH_BYTES = 1 << 16  # outputs this small are new arrays each call: the heap reuses
+# freed memory (no page faults), and 1.3 us of reference checks after a kernel that
+# streamed its weights through the cache become 0.3
 
 _calling = threading.local()  # the Numba thread count this thread last set
 
@@ -58,8 +62,14 @@ class _EnvPlan:
     fallbacks: list
     spare: list = field(default_factory=list)  # output array sets, recycled when unused
 
+    def __post_init__(self):
+        self.fresh = sum(int(np.prod(s)) * np.dtype(d).itemsize
+                         for s, d in self.outputs) <= FRESH_BYTES
+
     def output_arrays(self) -> list[np.ndarray]:
         """A set of output arrays that nothing outside this plan refers to any more."""
+        if self.fresh:
+            return [np.empty(shape, dtype) for shape, dtype in self.outputs]
         for arrays in self.spare:
             if _FREE is not None and all(sys.getrefcount(a) == _FREE for a in arrays):
                 return arrays
@@ -98,6 +108,8 @@ class CompiledGraph:
         structure = spec.structure  # a bare output: return its tensor directly
         self._single = self._output_values.index(spec.results[structure]) \
             if isinstance(structure, str) else None
+        self._bare = self._single if self._single is not None and \
+            self._out_perms[self._single] is None else None  # returned as it is
         if os.environ.get("CUVIL_TRACE"):  # time every call (the normal entry is untimed)
             from cuvil.runtime.profile import trace_every_call
 
@@ -140,6 +152,8 @@ class CompiledGraph:
                 with self._lock:
                     outs = last[1].output_arrays()
                     self._entry(*arrays, *last[2], *outs, *last[3])
+                if self._bare is not None:
+                    return torch.from_numpy(outs[self._bare])
                 return self._results_of(outs)
         params = self._spec.params
         if len(inputs) != len(params):
@@ -166,8 +180,8 @@ class CompiledGraph:
         return self._results_of(outs)
 
     def _results_of(self, outs: list[np.ndarray]) -> Any:
-        if self._single is not None and self._out_perms[self._single] is None:
-            return torch.from_numpy(outs[self._single])
+        if self._bare is not None:
+            return torch.from_numpy(outs[self._bare])
         tensors = [torch.from_numpy(o) if p is None else logical_view(o, p)
                    for o, p in zip(outs, self._out_perms, strict=True)]
         if self._single is not None:

@@ -95,31 +95,56 @@ def row_operands(builder, wb, wm, rows, mr: int) -> list:
         for m in range(mr)]
 
 
-def accumulate(builder, kk, count: int, step) -> list:
-    """A loop over k < kk carrying `count` vector accumulators, from zero; `step(builder,
-    k, accs)` emits one step and gives the new ones. Returns them after the loop (zero if
-    kk = 0)."""
-    intp, zero = kk.type, ir.Constant(VEC, None)
+def accumulate(builder, kk, count: int, step, first=None, initial=None) -> list:
+    """A loop over first <= k < kk (first: 0) carrying `count` vector accumulators, from
+    `initial` (zero); `step(builder, k, accs)` emits one step and gives the new ones.
+    Returns them after the loop (`initial` if there was no step)."""
+    intp = kk.type
+    first = ir.Constant(intp, 0) if first is None else first
+    initial = [ir.Constant(VEC, None)] * count if initial is None else initial
     pre = builder.block
     loop, done = builder.append_basic_block("steps"), builder.append_basic_block("summed")
-    builder.cbranch(builder.icmp_signed(">", kk, ir.Constant(intp, 0)), loop, done)
+    builder.cbranch(builder.icmp_signed(">", kk, first), loop, done)
     builder.position_at_end(loop)
     k = builder.phi(intp)
     accs = [builder.phi(VEC) for _ in range(count)]
     new = step(builder, k, accs)
     k1 = builder.add(k, ir.Constant(intp, 1))
-    k.add_incoming(ir.Constant(intp, 0), pre)
+    k.add_incoming(first, pre)
     k.add_incoming(k1, builder.block)
-    for a, n in zip(accs, new, strict=True):
-        a.add_incoming(zero, pre)
+    for a, n, start in zip(accs, new, initial, strict=True):
+        a.add_incoming(start, pre)
         a.add_incoming(n, builder.block)
     builder.cbranch(builder.icmp_signed("<", k1, kk), loop, done)
     builder.position_at_end(done)
     final = [builder.phi(VEC) for _ in new]
-    for f, n in zip(final, new, strict=True):
-        f.add_incoming(zero, pre)
+    for f, n, start in zip(final, new, initial, strict=True):
+        f.add_incoming(start, pre)
         f.add_incoming(n, loop)
     return final
+
+
+def chained(builder, kk, count: int, step, chains: int) -> list:
+    """`accumulate` in `chains` independent sets of sums, step k adding to set k % chains,
+    added up after the loop (the last kk % chains steps then go on from that sum). A tile
+    of one row has too few sums to hide the FMA's latency: Zen 4 retires two FMAs a cycle
+    four cycles after they start, so eight must be in flight; one row of two vectors kept
+    it at 32 bytes of weight a cycle."""
+    intp = kk.type
+    width = ir.Constant(intp, chains)
+    rounds = builder.sdiv(kk, width)
+
+    def round_of(builder, j, accs):
+        k0 = builder.mul(j, width)
+        return [a for c in range(chains) for a in step(
+            builder, builder.add(k0, ir.Constant(intp, c)), accs[c * count:(c + 1) * count])]
+
+    sets = accumulate(builder, rounds, chains * count, round_of)
+    sums = sets[:count]
+    for c in range(1, chains):
+        sums = [builder.fadd(s, t) for s, t in zip(sums, sets[c * count:(c + 1) * count],
+                                                   strict=True)]
+    return accumulate(builder, kk, count, step, builder.mul(rounds, width), sums)
 
 
 def tile_loop(builder, ptrs, kk, wk, load_x, mr: int, nv: int) -> list:
@@ -139,6 +164,9 @@ def tile_loop(builder, ptrs, kk, wk, load_x, mr: int, nv: int) -> list:
             new += [builder.call(fma, [wm, xs[v], accs[m * nv + v]]) for v in range(nv)]
         return new
 
+    chains = min(4, 8 // (mr * nv))  # a small tile: sums in flight (`chained`)
+    if chains > 1:
+        return chained(builder, kk, mr * nv, step, chains)
     return accumulate(builder, kk, mr * nv, step)
 
 

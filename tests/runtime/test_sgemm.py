@@ -2,7 +2,8 @@
 register tile (`sgemm`, called directly: row and column tails, K = 0, empty products, rows
 or column panels split between threads), what `gemm` sends f32 products to on this CPU
 (the tile or BLAS, `blas.tile_is_faster()`), f64 products on BLAS; products by a constant
-weight as lowering prepares it (`gemm_weight`: f32 panels, f64 transposed, or nothing)."""
+weight as lowering prepares it (`gemm_weight`: f32 panels, f32 narrower than a panel
+also as rows, f64 transposed, or nothing)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cuvil.lower.templates.gemm import panels
+from cuvil.lower.templates.gemm import PANEL, narrow, panels
 from cuvil.runtime.blas import PANEL_MAX_ROWS, gemm, gemm_batched, gemm_weight
 from cuvil.runtime.sgemm import sgemm
 
@@ -59,6 +60,20 @@ def test_products_by_a_packed_f32_weight(m, k, n, parts):
     a, w = _operands(m, k, n, np.float32)
     c = np.full((m, n), np.nan, np.float32)
     gemm_weight(a, w, panels(w), c, parts, 3)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([1, 2, 3, 4, 9, 64]), st.integers(0, 90), st.integers(1, PANEL - 1),
+       st.sampled_from([1, 2]))
+def test_products_by_a_narrow_f32_weight_read_the_form_their_rows_need(m, k, n, parts):
+    """A weight narrower than a panel (`narrow`): up to 3 rows of `a` read its rows alone
+    (`gemv`), more rows its panel alone; the part not read is NaN here."""
+    a, w = _operands(m, k, n, np.float32)
+    packed, c = narrow(w), np.full((m, n), np.nan, np.float32)
+    unread = slice(k * PANEL, None) if m > 3 else slice(0, k * PANEL)
+    packed[unread] = np.nan
+    gemm_weight(a, w, packed, c, parts, 3)
     np.testing.assert_allclose(c, a.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
 
 

@@ -115,12 +115,22 @@ def panels(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(k, count, PANEL).transpose(1, 0, 2))
 
 
+def narrow(w: np.ndarray) -> np.ndarray:
+    """A constant weight w [K, N] narrower than a panel (a classifier's 10 columns), flat:
+    its one panel [K, PANEL], then its rows w.T [N, K] for `blas.gemv` (`blas._narrow`),
+    which at batch 1 reads only the N columns there are."""
+    return np.concatenate([panels(w).ravel(), np.ascontiguousarray(w.T).ravel()])
+
+
 def _packed(ctx, mm) -> str:
-    """The prepared form of a constant right-hand side for `blas.gemm_weight`: f32 panels,
-    else the transposed weight for `gemv`; an empty array when it is not a constant."""
+    """The prepared form of a constant right-hand side for `blas.gemm_weight`: f32 panels
+    (and rows too, when narrower than a panel: `narrow`), else the transposed weight for
+    `gemv`; an empty array when it is not a constant."""
     w, y = mm.inputs[1], ctx.type(mm.inputs[1])
     if not ctx.is_const(w):
         return ctx.prepare(f"empty2.{y.dtype}", np.zeros((0, 0), y.dtype.numpy))
+    if y.dtype == DType.f32 and ctx.const_array(w).shape[1] < PANEL:
+        return ctx.prepare(f"{w}.narrow", narrow(ctx.const_array(w)))
     if y.dtype == DType.f32:
         return ctx.prepare(f"{w}.panels", panels(ctx.const_array(w)))
     return ctx.prepare(f"{w}.T", ctx.const_array(w).T)
