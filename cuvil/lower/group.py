@@ -5,9 +5,9 @@ Every non-leaf node starts in a group of its own kind (`elementwise`, `gemm`, `c
 what runs through torch). Then, in order:
 
 1. each composite instance becomes one group when its body fits a template (a GEMM with an
-   elementwise epilogue, an int8 layer: quantize, int8 product, dequantizing epilogue
-   (`qlayer`), an elementwise DAG, attention, or a single op); otherwise its nodes stay
-   apart and it is the composition of its parts' kernels;
+   elementwise epilogue, two of them in a row (`mlp`), an int8 layer: quantize, int8
+   product, dequantizing epilogue (`qlayer`), an elementwise DAG, attention, or a single
+   op); otherwise its nodes stay apart and it is the composition of its parts' kernels;
 2. the attention pattern `softmax(q @ k^T * s + mask) @ v` becomes one group;
 3. with `fuse_elementwise`, an elementwise node absorbs elementwise producers whose value
    it alone reads and whose shape and layout equal its own (a lowering decision the report
@@ -251,6 +251,8 @@ def _instance_template(part: Partition, members: list[str], kinds: dict[str, str
     if len(rest) == 1 and kinds[rest[0]] in ("gemm", "conv") and same and \
             not set(graph[rest[0]].inputs) & set(members):
         return kinds[rest[0]]
+    if [kinds[m] for m in rest] == ["gemm", "gemm"] and graph[members[0]].op == "matmul":
+        return "mlp"  # two layers: `templates.mlp` checks the rest, or they split
     return None
 
 

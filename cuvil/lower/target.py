@@ -110,7 +110,7 @@ class CpuTarget(Target):
                 ("elementwise", "elementwise"), ("gemm", "gemm"), ("rows", "reduction"),
                 ("conv", "conv"), ("pool", "pool"), ("attention", "attention"),
                 ("concat", "movement"), ("gather", "movement"), ("qgemm", "qgemm"),
-                ("qconv", "qconv")]}
+                ("qconv", "qconv"), ("mlp", "mlp")]}
 
 
 register_target(CpuTarget, "cpu")

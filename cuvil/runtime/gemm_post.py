@@ -25,10 +25,10 @@ from cuvil.runtime.blas import gemm_weight_post
 from cuvil.runtime.numba_cache import njit
 from cuvil.runtime.vmath import verf, vtanh
 
-_FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip bounds are inf
+CLIP_FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip bounds are inf
 
 
-@njit(nogil=True, fastmath=_FAST, error_model="numpy")
+@njit(nogil=True, fastmath=CLIP_FASTMATH, error_model="numpy")
 def _post(o, bias, r, clip, gelu, r0, r1):
     """Rows r0..r1 of o [M, N] := clip(gelu?(o + bias) + r), in one pass over each row
     but with GELU (each loop indexed from 0, so that Numba's wraparound check does not
@@ -70,7 +70,7 @@ def _post_split(o, bias, r, clip, gelu, parts):
 
 
 @njit(nogil=True, inline="always")
-def _tile_epilogue(bias, res, clip, gelu):
+def tile_epilogue(bias, res, clip, gelu):
     """What the tile applies in its stores (`blas.gemm_weight_post`): the whole epilogue,
     or nothing where GELU comes first."""
     inf, rf = clip.dtype.type(np.inf), res.reshape(res.size)
@@ -88,7 +88,7 @@ def linear_post(x, w, packed, bias, res, clip, mode, parts, out):
     for d in x.shape[:-1]:
         rows *= d
     a, o = x.reshape((rows, kd)), out.reshape((rows, nd))
-    epi = _tile_epilogue(bias, res, clip, mode[0])
+    epi = tile_epilogue(bias, res, clip, mode[0])
     if gemm_weight_post(a, w, packed, o, parts, mode[1], epi) and not mode[0]:
         return
     r = res.reshape((res.size // nd if nd else 0, nd))

@@ -96,8 +96,10 @@ def test_every_zoo_model_stays_equivalent(zoo_graph, reference_rules):
 
 def test_disable_rules_and_rule_families(zoo_graph):
     _, graph = zoo_graph("mlp")
-    assert "linear_relu" in cuvil.optimize(graph).ops()
-    assert "linear_relu" not in cuvil.optimize(graph, disable=["fusion"]).ops()
+    assert cuvil.optimize(graph).ops() == ["mlp_relu_relu", "linear"]  # a pair, then one
+    assert "linear_relu" in cuvil.optimize(graph, disable=["fusion_mlp"]).ops()
+    unfused = cuvil.optimize(graph, disable=["fusion"]).ops()
+    assert "linear_relu" not in unfused and "mlp_relu_relu" not in unfused
     without_relu = cuvil.optimize(graph, disable=["linear_relu"]).ops()
     assert "linear" in without_relu and "linear_relu" not in without_relu
     with pytest.raises(cuvil.CuvilError, match="no such rule or ruleset"):

@@ -1,0 +1,82 @@
+"""Two linear layers with a ReLU between them lower to one call of `runtime.mlp.mlp_post`
+(`templates.mlp`, from the `mlp_relu` rules): against torch eager at rows that share one
+region and rows that run the two products, inputs of rank 3, one and two threads; in a
+chain of three layers the first two pair up (the cost of a pair whose second product is a
+classifier's); a pair the template cannot take is lowered as its two layers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import cuvil
+from cuvil.lower.templates import mlp as template
+from cuvil.runtime import mlp as runtime
+
+
+def _check(compiled, model, *shape):
+    x = torch.randn(*shape)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), atol=1e-4, rtol=1e-4)
+
+
+def _headers(compiled) -> list[str]:
+    return [line for line in compiled.source.splitlines() if line.startswith("#   v")]
+
+
+def _templates(compiled) -> list[str]:
+    """The template of each kernel call, in call order."""
+    kinds = {k.name: k.spec.template for k in compiled._program.kernels}
+    return [kinds[call.split("(")[0]] for call in compiled._program.calls]
+
+
+@pytest.mark.parametrize("outer", ["none", "relu"])
+def test_a_pair_is_one_call_and_matches_torch(outer):
+    torch.manual_seed(0)
+    layers = [nn.Linear(40, 256), nn.ReLU(), nn.Linear(256, 288)] + \
+        ([nn.ReLU()] if outer == "relu" else [])
+    model = nn.Sequential(*layers).eval()
+    for threads, rows in ((2, ()), (1, ()), (2, (3,))):  # rows: the dims after the batch
+        compiled = cuvil.compile(model, (torch.randn(1, *rows, 40),), threads=threads)
+        assert _templates(compiled) == ["mlp"]
+        assert "k0_mlp = mlp_post  #" in compiled.source
+        for batch in (1, template.FUSED_ROWS, template.FUSED_ROWS + 1, 50):
+            _check(compiled, model, batch, *rows, 40)
+
+
+def test_three_layers_pair_the_two_wide_ones():
+    """784-512-512-10 (the zoo's MLP): the pair is layers 0 and 1; layer 2's 512 x 10
+    product is one thread's either way, so pairing it would save no region."""
+    model, inputs = cuvil.zoo.get("mlp", batch=1)
+    compiled = cuvil.compile(model, inputs)
+    assert _templates(compiled) == ["mlp", "gemm"]
+    pair = _headers(compiled)[0]
+    assert "mlp_relu_relu(x, layers_0_weight_T, layers_0_bias, layers_1_weight_T" in pair
+    _check(compiled, model, 1, 784)
+    _check(compiled, model, 33, 784)
+
+
+def test_a_pair_the_template_cannot_take_is_its_two_layers():
+    """A second layer narrower than a panel (4096 x 16: the pair's price is its own, but
+    the driver takes panels): each layer is its own product with its epilogue, not one
+    kernel per node."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 4096), nn.ReLU(), nn.Linear(4096, 16)).eval()
+    compiled = cuvil.compile(model, (torch.randn(1, 64),), threads=2)
+    assert "rules: mlp_relu (rules/fusion/mlp.cvr" in compiled.source  # chosen, split
+    assert _templates(compiled) == ["gemm", "gemm"]
+    _check(compiled, model, 1, 64)
+    _check(compiled, model, 20, 64)
+
+
+def test_turning_the_ruleset_off_leaves_two_layers():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(40, 256), nn.ReLU(), nn.Linear(256, 288)).eval()
+    compiled = cuvil.compile(model, (torch.randn(1, 40),), disable=["fusion_mlp"])
+    assert _templates(compiled) == ["gemm", "gemm"]
+    _check(compiled, model, 1, 40)
+
+
+def test_lowering_and_the_runtime_agree_on_the_rows_that_share_a_region():
+    assert template.FUSED_ROWS == runtime.FUSED_ROWS
