@@ -293,8 +293,9 @@ def gemm_packed(a, panels, w, c, parts, epi):
 @njit(nogil=True)
 def gemm_weight(a, w, packed, c, parts, gemv_rows):
     """c = a @ w, `packed` being what lowering prepared of a constant weight: its panels
-    [ceil(N / 32), K, 32] (f32: `gemm_packed`), or `w` transposed (`gemv` for at most
-    `gemv_rows` rows), or empty (not a constant: `gemm`)."""
+    [ceil(N / 32), K, 32] (f32: `gemm_packed`), its one panel and its rows, flat (f32
+    narrower than a panel: `_narrow`), or `w` transposed (`gemv` for at most `gemv_rows`
+    rows), or empty (not a constant: `gemm`)."""
     _by_weight(a, w, packed, c, parts, gemv_rows, no_epilogue())
 
 

@@ -5,7 +5,8 @@ The product is `cuvil.runtime.blas.gemm_weight`, writing straight into the plann
 split between Numba's threads. A constant f32 right-hand side is packed here, at compile
 time, into column panels (`panels`) for Cuvil's register tile (`runtime.sgemm`), which
 takes products of up to a few hundred rows; larger ones go to scipy's OpenBLAS
-(single-threaded per block). A constant f64 one is kept transposed for the dot-product
+(single-threaded per block). One narrower than a panel is kept as its rows too (`narrow`),
+which `gemv` reads at batch 1. A constant f64 one is kept transposed for the dot-product
 kernel `blas.gemv` on products with at most `GEMV_MAX_ROWS` rows (batch-1 inference).
 """
 
