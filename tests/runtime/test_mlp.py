@@ -1,7 +1,7 @@
 """`cuvil.runtime.mlp.mlp_post` called directly on packed panels against float64 numpy:
 one region for both products at up to FUSED_ROWS rows (the second split along its inner
 dim between threads), the two products past that; each epilogue part, odd widths (column
-tails, a thread with no panel), K = 0 and one thread."""
+tails; up to 8 threads, more than there are panels), K = 0 and one thread."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _run(x, w1, b1, w2, b2, res, clip, parts):
 
 @settings(max_examples=30, deadline=None)
 @given(st.sampled_from([1, 2, FUSED_ROWS, FUSED_ROWS + 1, 20]), st.integers(0, 70),
-       st.integers(PANEL, 130), st.integers(PANEL, 100), st.sampled_from([1, 2]),
+       st.integers(PANEL, 130), st.integers(PANEL, 100), st.sampled_from([1, 2, 3, 8]),
        st.booleans(), st.booleans(), st.booleans())
 def test_the_pair_matches_its_two_layers(rows, k, n1, n2, parts, bias, residual, relu):
     rng = np.random.default_rng(rows * 1000 + k)
