@@ -61,6 +61,7 @@ class _EnvPlan:
     symbols: tuple[int, ...]
     fallbacks: list
     spare: list = field(default_factory=list)  # output array sets, recycled when unused
+    fresh: bool = field(init=False)  # outputs small enough to be new arrays each call
 
     def __post_init__(self):
         self.fresh = sum(int(np.prod(s)) * np.dtype(d).itemsize
@@ -152,8 +153,6 @@ class CompiledGraph:
                 with self._lock:
                     outs = last[1].output_arrays()
                     self._entry(*arrays, *last[2], *outs, *last[3])
-                if self._bare is not None:
-                    return torch.from_numpy(outs[self._bare])
                 return self._results_of(outs)
         params = self._spec.params
         if len(inputs) != len(params):

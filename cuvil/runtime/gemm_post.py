@@ -29,7 +29,7 @@ CLIP_FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: c
 
 
 @njit(nogil=True, fastmath=CLIP_FASTMATH, error_model="numpy")
-def _post(o, bias, r, clip, gelu, r0, r1):
+def rows_epilogue(o, bias, r, clip, gelu, r0, r1):
     """Rows r0..r1 of o [M, N] := clip(gelu?(o + bias) + r), in one pass over each row
     but with GELU (each loop indexed from 0, so that Numba's wraparound check does not
     keep it scalar). `gelu`: 0 none, 1 erf, 2 tanh (the generated code's expressions)."""
@@ -66,7 +66,7 @@ def _post_split(o, bias, r, clip, gelu, parts):
     rows = o.shape[0]
     step = (rows + parts - 1) // parts
     for t in prange(parts):
-        _post(o, bias, r, clip, gelu, min(rows, t * step), min(rows, (t + 1) * step))
+        rows_epilogue(o, bias, r, clip, gelu, min(rows, t * step), min(rows, (t + 1) * step))
 
 
 @njit(nogil=True, inline="always")
@@ -95,4 +95,4 @@ def linear_post(x, w, packed, bias, res, clip, mode, parts, out):
     if parts > 1 and out.size >= mode[2]:
         _post_split(o, bias, r, clip, mode[0], parts)
     else:
-        _post(o, bias, r, clip, mode[0], 0, rows)
+        rows_epilogue(o, bias, r, clip, mode[0], 0, rows)

@@ -80,3 +80,29 @@ def test_turning_the_ruleset_off_leaves_two_layers():
 
 def test_lowering_and_the_runtime_agree_on_the_rows_that_share_a_region():
     assert template.FUSED_ROWS == runtime.FUSED_ROWS
+
+
+SIDE_BY_SIDE = """
+ruleset two_products
+op two_products(x, w1, w2) = add(matmul(x, w1), matmul(x, w2))
+rule two_products: add(matmul(x, w1), matmul(x, w2)) => two_products(x, w1, w2)
+"""
+
+
+class _SideBySide(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1, self.w2 = nn.Parameter(torch.randn(40, 64)), nn.Parameter(torch.randn(40, 64))
+
+    def forward(self, x):
+        return x @ self.w1 + x @ self.w2
+
+
+def test_two_products_that_are_not_layers_of_a_pair_still_lower():
+    """A user's fused op of two products side by side: the pair's template refuses it
+    (the second does not read the first) and its products are lowered apart."""
+    torch.manual_seed(0)
+    model = _SideBySide().eval()
+    compiled = cuvil.compile(model, (torch.randn(1, 40),), rules=[None, SIDE_BY_SIDE])
+    assert "rules: two_products" in compiled.source and "mlp" not in _templates(compiled)
+    _check(compiled, model, 3, 40)
