@@ -85,7 +85,7 @@ def timed_twin(compiled) -> tuple[Any, TimedEntry]:
     """A shallow copy of `compiled` that runs the instrumented entry, and that entry."""
     timed = TimedEntry(compiled)
     twin = copy.copy(compiled)
-    twin._entry = timed
+    twin.use_entry(timed)
     return twin, timed
 
 
@@ -251,7 +251,7 @@ def trace_every_call(compiled, path: str) -> None:
     if not _traced:
         atexit.register(write_session_trace, path)
     timed = TimedEntry(compiled, MAX_TRACED_CALLS)
-    compiled._entry = timed
+    compiled.use_entry(timed)
     _traced.append((compiled, timed))
 
 

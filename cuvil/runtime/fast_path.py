@@ -1,0 +1,105 @@
+"""The call of a compiled graph whose inputs are like the last call's: a closure per plan.
+
+Most calls pass plain tensors of the shapes the call before passed. `bind` makes, for one
+plan (the input shapes and dtypes, the buffers planned for them), a closure that checks
+just that and calls the entry with argument tuples it already holds: no plan lookup, no
+attribute reads, no list of converted inputs. One input (the common case) is checked
+inline, and one small bare output is made inline; the MLP at batch 1 took 21.3 us a call
+this way against 22.6 through the general path. The closure returns MISS for anything
+else (other shapes or dtypes, a tensor that needs grad or lives on another device, one
+that is not contiguous, a thread whose Numba thread count is another): the general path
+then checks, converts, plans and says what is wrong.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+MISS = object()  # what a bound call returns for inputs it does not take
+calling = threading.local()  # `threads`: the Numba thread count this thread last set
+
+Tensor, ndarray, empty, from_numpy = torch.Tensor, np.ndarray, np.empty, torch.from_numpy
+
+
+def bind(entry, key: tuple, pre: tuple, post: tuple, outputs: Callable[[], list],
+         results: Callable[[list], Any], lock, threads: int,
+         bare: tuple | None = None) -> Callable[[tuple], Any]:
+    """The call of `entry(*inputs, *pre, *outputs(), *post)` for inputs matching `key`
+    ((shape, dtype) each), returning `results(outputs)`; `bare` = (shape, dtype) when the
+    one output is a new array returned as a tensor."""
+    if len(key) != 1:
+        return _inputs(entry, key, pre, post, outputs, results, lock, threads)
+    (shape, dtype), = key
+    if bare is not None:
+        return _one_to_one(entry, shape, dtype, pre, post, *bare, lock, threads)
+
+    def call(inputs: tuple) -> Any:
+        if len(inputs) != 1 or calling.__dict__.get("threads") != threads:
+            return MISS
+        a = _plain(inputs[0], shape, dtype)
+        if a is None:
+            return MISS
+        outs = outputs()
+        with lock:
+            entry(a, *pre, *outs, *post)
+        return results(outs)
+
+    return call
+
+
+def _one_to_one(entry, shape, dtype, pre, post, out_shape, out_dtype, lock, threads):
+    """`bind`'s call for one input and one small output (checks inline: 0.4 us less)."""
+
+    def call(inputs: tuple) -> Any:
+        if len(inputs) != 1 or calling.__dict__.get("threads") != threads:
+            return MISS
+        x = inputs[0]
+        try:
+            a = x.numpy() if type(x) is Tensor else x if type(x) is ndarray else None
+        except (RuntimeError, TypeError):  # grad, another device: the general path says so
+            return MISS
+        if a is None or a.shape != shape or a.dtype != dtype or not a.flags.c_contiguous:
+            return MISS
+        out = empty(out_shape, out_dtype)
+        with lock:
+            entry(a, *pre, out, *post)
+        return from_numpy(out)
+
+    return call
+
+
+def _inputs(entry, key, pre, post, outputs, results, lock, threads):
+    """`bind`'s call for several inputs."""
+
+    def call(inputs: tuple) -> Any:
+        if len(inputs) != len(key) or calling.__dict__.get("threads") != threads:
+            return MISS
+        arrays = []
+        for x, (shape, dtype) in zip(inputs, key, strict=True):
+            a = _plain(x, shape, dtype)
+            if a is None:
+                return MISS
+            arrays.append(a)
+        outs = outputs()
+        with lock:
+            entry(*arrays, *pre, *outs, *post)
+        return results(outs)
+
+    return call
+
+
+def _plain(x: Any, shape: tuple, dtype: np.dtype) -> np.ndarray | None:
+    """`x` as an array if it is a contiguous CPU tensor or numpy array of this shape and
+    dtype, else None."""
+    try:
+        a = x.numpy() if type(x) is Tensor else x if type(x) is ndarray else None
+    except (RuntimeError, TypeError):
+        return None
+    if a is None or a.shape != shape or a.dtype != dtype or not a.flags.c_contiguous:
+        return None
+    return a
