@@ -112,9 +112,10 @@ class OptimizeReport:
         fired = self.fired
         if fired:
             lines.append("rules fired (matches, in result):")
+            width = max(24, *(len(r.label) for r in fired))
             for r in sorted(fired, key=lambda r: r.label):
                 mark = "yes" if r.in_result else "no"
-                lines.append(f"  {r.label:<24} {r.matches:>6}  {mark:<3}  {r.where}")
+                lines.append(f"  {r.label:<{width}} {r.matches:>6}  {mark:<3}  {r.where}")
         if self.stop_reason not in ("saturated", "schedule complete"):
             grew = ", ".join(f"{r.label} ({r.matches} applied, {r.found} found)"
                              for r in self.growth(3))

@@ -117,14 +117,15 @@ def _lower_groups(groups: list[Group], ctx: LowerContext, targets: Targets
 
 def _split(group: Group, parts: list[str], g: Graph) -> list[Group]:
     """A rejected group's parts: a convolution pooled in its epilogue loses only the pool
-    (the convolution keeps its epilogue), an MLP pair becomes its two layers; any other
-    group becomes one group per node."""
+    (the convolution keeps its epilogue), an MLP its last layer (a head becomes a pair and
+    a product, a pair two products); any other group becomes one group per node."""
     if group.template == "conv" and g[parts[-1]].op == "max_pool2d" and len(parts) > 2:
         return [Group("conv", group.nodes[:group.nodes.index(parts[-1])]),
                 Group(*_kind(g, parts[-1]))]
-    if group.template == "mlp":  # its two layers, each keeping its epilogue
-        at = group.nodes.index(next(n for n in parts[1:] if g[n].op == "matmul"))
-        return [Group("gemm", group.nodes[:at]), Group("gemm", group.nodes[at:])]
+    if group.template == "mlp":  # its last layer apart, each keeping its epilogue
+        at = [i for i, n in enumerate(group.nodes) if g[n].op == "matmul"]
+        return [Group("mlp" if len(at) > 2 else "gemm", group.nodes[:at[-1]]),
+                Group("gemm", group.nodes[at[-1]:])]
     return [Group(*_kind(g, n)) for n in parts]
 
 

@@ -251,9 +251,9 @@ def _instance_template(part: Partition, members: list[str], kinds: dict[str, str
     if len(rest) == 1 and kinds[rest[0]] in ("gemm", "conv") and same and \
             not set(graph[rest[0]].inputs) & set(members):
         return kinds[rest[0]]
-    if [(graph[m].op, kinds[m]) for m in rest] == [("matmul", "gemm")] * 2 and \
-            rest[0] == members[0]:
-        return "mlp"  # two layers: `templates.mlp` checks the rest, or they split
+    if len(rest) in (2, 3) and rest[0] == members[0] and \
+            all((graph[m].op, kinds[m]) == ("matmul", "gemm") for m in rest):
+        return "mlp"  # layers: `templates.mlp` checks the rest, or they split
     return None
 
 

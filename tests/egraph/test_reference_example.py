@@ -96,7 +96,9 @@ def test_every_zoo_model_stays_equivalent(zoo_graph, reference_rules):
 
 def test_disable_rules_and_rule_families(zoo_graph):
     _, graph = zoo_graph("mlp")
-    assert cuvil.optimize(graph).ops() == ["mlp_relu_relu", "linear"]  # a pair, then one
+    assert cuvil.optimize(graph).ops() == ["mlp_relu_relu_linear"]  # a pair and its head
+    assert cuvil.optimize(graph, disable=["mlp_relu_relu_linear"]).ops() == \
+        ["mlp_relu_relu", "linear"]  # the pair the first two layers, not the last two
     assert "linear_relu" in cuvil.optimize(graph, disable=["fusion_mlp"]).ops()
     unfused = cuvil.optimize(graph, disable=["fusion"]).ops()
     assert "linear_relu" not in unfused and "mlp_relu_relu" not in unfused

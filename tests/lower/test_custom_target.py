@@ -33,9 +33,9 @@ def test_single_threaded_target_compiles_a_zoo_model(cpu1):
         torch.testing.assert_close(fast(*inputs), model(*inputs), atol=1e-5, rtol=1e-5)
     assert fast.report.target == "cpu1"
     assert "parallel=True" not in fast.source
-    # its products are the runtime's `linear_post` (no kernel to generate), given one thread
+    # its layers are the runtime's `mlp_head_post` (no kernel to generate), given one thread
     entry_body = fast.source.split("def entry(", 1)[1].split("\n", 1)[1]
-    assert "linear_post" in fast.source and "n_threads" not in entry_body
+    assert "mlp_head_post" in fast.source and "n_threads" not in entry_body
 
 
 def test_it_brings_cost_parameters_and_falls_back_to_cpu_kernels(cpu1):

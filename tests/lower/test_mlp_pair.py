@@ -1,8 +1,9 @@
 """Two linear layers with a ReLU between them lower to one call of `runtime.mlp.mlp_post`
-(`templates.mlp`, from the `mlp_relu` rules): against torch eager at rows that share one
-region and rows that run the two products, inputs of rank 3, one and two threads; in a
-chain of three layers the first two pair up (the cost of a pair whose second product is a
-classifier's); a pair the template cannot take is lowered as its two layers."""
+(`templates.mlp`, from the `mlp_relu` rules), and with an output layer after them to one
+call of `mlp_head_post`: against torch eager at rows that share one region and rows that
+run the products apart, inputs of rank 3, one and two threads; without the head rule the
+first two of three layers pair up (the cost of a pair whose second product is a
+classifier's); a pair or head the template cannot take loses its last layer."""
 
 from __future__ import annotations
 
@@ -45,16 +46,53 @@ def test_a_pair_is_one_call_and_matches_torch(outer):
             _check(compiled, model, batch, *rows, 40)
 
 
-def test_three_layers_pair_the_two_wide_ones():
-    """784-512-512-10 (the zoo's MLP): the pair is layers 0 and 1; layer 2's 512 x 10
-    product is one thread's either way, so pairing it would save no region."""
+def test_three_layers_are_one_call_a_pair_and_its_head():
+    """784-512-512-10 (the zoo's MLP): one call of `mlp_head_post`, at rows that share the
+    pair's region and rows that run three products."""
     model, inputs = cuvil.zoo.get("mlp", batch=1)
     compiled = cuvil.compile(model, inputs)
+    assert _templates(compiled) == ["mlp"]
+    assert "k0_mlp = mlp_head_post  #" in compiled.source
+    assert "mlp_relu_relu_linear(x, layers_0_weight_T" in _headers(compiled)[0]
+    for batch in (1, template.FUSED_ROWS + 1, 33):
+        _check(compiled, model, batch, 784)
+
+
+def test_without_the_head_rule_the_pair_is_the_first_two_layers():
+    """Layer 2's 512 x 10 product is one thread's either way, so pairing it with layer 1
+    would save no region: the pair's price says so."""
+    model, inputs = cuvil.zoo.get("mlp", batch=1)
+    compiled = cuvil.compile(model, inputs, disable=["mlp_relu_relu_linear"])
     assert _templates(compiled) == ["mlp", "gemm"]
-    pair = _headers(compiled)[0]
-    assert "mlp_relu_relu(x, layers_0_weight_T, layers_0_bias, layers_1_weight_T" in pair
+    assert "mlp_relu_relu(x, layers_0_weight_T, layers_0_bias, layers_1_weight_T" in \
+        _headers(compiled)[0]
     _check(compiled, model, 1, 784)
-    _check(compiled, model, 33, 784)
+
+
+def test_a_head_whose_output_weight_is_not_a_constant_is_a_pair_and_a_product():
+    """The template refuses the head (its last weight is an input), and lowering splits
+    off the last layer only: the pair stays one call."""
+    torch.manual_seed(0)
+    model = _HeadOfInput().eval()
+    inputs = (torch.randn(1, 40), torch.randn(256, 10))
+    compiled = cuvil.compile(model, inputs, threads=2)
+    assert "rules: mlp_relu_relu_linear (rules/fusion/mlp.cvr" in compiled.source
+    assert _templates(compiled) == ["mlp", "gemm"]
+    assert "k0_mlp = mlp_post  #" in compiled.source
+    for batch in (1, 20):
+        x, w = torch.randn(batch, 40), torch.randn(256, 10)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x, w), model(x, w), atol=1e-4, rtol=1e-4)
+
+
+class _HeadOfInput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pair = nn.Sequential(nn.Linear(40, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU())
+        self.bias = nn.Parameter(torch.randn(10))
+
+    def forward(self, x, w):
+        return self.pair(x) @ w + self.bias
 
 
 def test_a_pair_the_template_cannot_take_is_its_two_layers():

@@ -11,8 +11,8 @@ import cuvil
 from cuvil import zoo
 
 BATCH = 8
-# the zoo MLP: the pair of its first two layers (`mlp_relu_relu`), then the classifier
-KERNELS = [[(784, 512), (512, 512)], [(512, 10)]]
+# the zoo MLP: one kernel, its three layers (`mlp_relu_relu_linear`)
+KERNELS = [[(784, 512), (512, 512), (512, 10)]]
 
 
 @pytest.fixture(scope="module")

@@ -96,7 +96,7 @@ def _library(mm, rest, ctx, output: str) -> KernelSpec | None:
     if post is None or x.rank != out.rank:
         return None
     bias, res, clip = post_args(ctx, post, out)
-    packed = _packed(ctx, mm)
+    packed = packed_weight(ctx, mm)
     gelu = {"": 0, "erf": 1, "tanh": 2}[post.gelu]
     mode = ctx.prepare(f"linear.{gelu}.{GEMV_MAX_ROWS}.{ctx.par_min}",
                        np.array([gelu, GEMV_MAX_ROWS, ctx.par_min], np.int64))
@@ -123,7 +123,7 @@ def narrow(w: np.ndarray) -> np.ndarray:
     return np.concatenate([panels(w).ravel(), np.ascontiguousarray(w.T).ravel()])
 
 
-def _packed(ctx, mm) -> str:
+def packed_weight(ctx, mm) -> str:
     """The prepared form of a constant right-hand side for `blas.gemm_weight`: f32 panels
     (and rows too, when narrower than a panel: `narrow`), else the transposed weight for
     `gemv`; an empty array when it is not a constant."""
@@ -143,7 +143,7 @@ def _flat(mm, ctx, x):
              f"mrows = {_product('x0', x.rank - 1)}",
              "am = x0.reshape((mrows, kd))", "cm = out.reshape((mrows, nd))",
              f"gemm_weight(am, x1, x2, cm, threads, {GEMV_MAX_ROWS})"]
-    return ["x0", "x1", "x2", "threads"], [*mm.inputs, _packed(ctx, mm), THREADS], lines
+    return ["x0", "x1", "x2", "threads"], [*mm.inputs, packed_weight(ctx, mm), THREADS], lines
 
 
 def _batched(mm, x):

@@ -10,7 +10,7 @@ knows are declared, not computed, here (`LowerContext.derive`).
 from __future__ import annotations
 
 HELPERS = {"gemm": "cuvil.runtime.blas", "gemm_weight": "cuvil.runtime.blas",
-           "mlp_post": "cuvil.runtime.mlp",
+           "mlp_post": "cuvil.runtime.mlp", "mlp_head_post": "cuvil.runtime.mlp",
            "gemm_batched": "cuvil.runtime.blas",
            **{f"{kind}_{layout}": "cuvil.runtime.conv" for kind in
               ("conv2d", "conv1x1", "depthwise") for layout in ("nchw", "nhwc")},
