@@ -3,9 +3,10 @@
     ir <- ops <- dsl <- rules <- egraph <- lower <- runtime <- quantize <- frontend, zoo, cache
        <- pipeline <- dump <- cli, demo <- the `cuvil` package itself
 
-with the utilities (`errors`, `atomic`, `paths`, `trace`, `progress`, `gc_pause`) below them
-all. Every import of every module counts, those inside functions too: a lazy import is
-still a dependency. A module may import its own package and any lower one.
+with the utilities (`errors`, `atomic`, `aligned`, `paths`, `trace`, `progress`,
+`gc_pause`) below them all. Every import of every module counts, those inside functions
+too: a lazy import is still a dependency. A module may import its own package and any
+lower one.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import cuvil
 ROOT = Path(cuvil.__file__).parent
 
 LAYERS = [
-    {"errors", "atomic", "paths", "trace", "progress", "gc_pause"},
+    {"errors", "atomic", "aligned", "paths", "trace", "progress", "gc_pause"},
     {"ir"}, {"ops"}, {"dsl"}, {"rules"}, {"egraph"}, {"lower"}, {"runtime"}, {"quantize"},
     {"frontend"}, {"zoo"}, {"cache"}, {"pipeline"}, {"dump"}, {"cli", "demo"}, {"cuvil"},
     {"__main__"},

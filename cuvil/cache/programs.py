@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from cuvil import aligned
 from cuvil.atomic import write_bytes
 from cuvil.cache.entry import Damaged, read_entry, report_json
 from cuvil.cache.imports import key_digest, key_parts
@@ -193,7 +194,7 @@ def _const(binding: list, tensors: dict[str, torch.Tensor], blob: bytes) -> np.n
     if binding[0] == "path":
         return tensors[binding[1]].detach().numpy()
     _, dtype, shape, offset, length = binding
-    out = np.empty(shape, np.dtype(dtype))  # aligned and writable, as the kernels were given
+    out = aligned.empty(shape, dtype)  # aligned and writable, as the kernels were given
     out.reshape(-1).view(np.uint8)[:] = np.frombuffer(blob, np.uint8, length, offset)
     return out
 

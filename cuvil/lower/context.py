@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cuvil.aligned import contiguous
 from cuvil.ir.graph import Graph
 from cuvil.ir.types import DType, TensorType
 from cuvil.lower.physical import layout_perm, reference_numel
@@ -120,9 +121,6 @@ class LowerContext:
         return name
 
 
-def contiguous(array: np.ndarray) -> np.ndarray:
-    """`array` in C order, 0-d kept 0-d (`np.ascontiguousarray` makes it 1-d)."""
-    return np.ascontiguousarray(array).reshape(array.shape)
 
 
 def rule_locations(report) -> dict[str, str]:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from cuvil import aligned
 from cuvil.errors import CuvilError
 from cuvil.ir.dim_text import Dims, bind_shapes, size
 from cuvil.ir.torch_template import TorchCall
@@ -133,7 +134,7 @@ def logical_view(array: np.ndarray, perm: tuple[int, ...]):
 
 def empty(n: int, dtype: str, device: str):
     if device == "cpu":
-        return np.empty(n, dtype)
+        return aligned.empty(n, dtype)  # vectors loaded from a buffer touch one line
     from cuvil.runtime.cuda import device_empty  # numba.cuda: only for device buffers
 
     return device_empty(n, np.dtype(dtype))

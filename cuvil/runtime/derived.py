@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from cuvil import gc_pause
+from cuvil import aligned, gc_pause
 from cuvil.errors import CuvilError
 from cuvil.lower.context import Derived, LowerContext
 
@@ -52,7 +52,7 @@ def compute(ctx: LowerContext, value: str, done: dict) -> np.ndarray:
     if array.dtype != t.dtype.numpy or tuple(array.shape) != tuple(t.shape):
         raise CuvilError(f"derived constant {value} ({derived.recipe}.{part}) is "
                          f"{array.dtype} {array.shape}, declared {t.dtype} {t.shape}")
-    return np.ascontiguousarray(array)
+    return aligned.contiguous(array)
 
 
 def _run(derived: Derived) -> dict[str, np.ndarray]:
