@@ -43,10 +43,10 @@ import numpy as np
 import torch
 
 from cuvil import aligned
-from cuvil.atomic import write_bytes
+from cuvil.atomic import write_chunks
 from cuvil.cache.entry import Damaged, read_entry, report_json
 from cuvil.cache.imports import key_digest, key_parts
-from cuvil.cache.key import digest, rules_hash, versions
+from cuvil.cache.key import digest, digest_of, rules_hash, versions
 from cuvil.ir.torch_template import TorchCall
 from cuvil.lower.report import CompileReport, FallbackReport, KernelReport, StepReport
 from cuvil.paths import cache_dir
@@ -79,18 +79,20 @@ def store(parts: dict[str, str], tensors: dict[str, torch.Tensor], compiled) -> 
     from cuvil.cache import evict
 
     try:
-        data = encode(parts, compiled, tensors)
+        chunks = encode(parts, compiled, tensors)
     except (Damaged, TypeError, ValueError, AttributeError):
         return False
     try:
-        write_bytes(entry_path(parts), data)
+        write_chunks(entry_path(parts), chunks)
     except OSError:  # a read-only cache: the next compile takes the slow way again
         return False
-    evict.after_store(len(data))
+    evict.after_store(sum(len(c) for c in chunks))
     return True
 
 
-def encode(parts: dict[str, str], compiled, tensors: dict[str, torch.Tensor]) -> bytes:
+def encode(parts: dict[str, str], compiled, tensors: dict[str, torch.Tensor]) -> list:
+    """The entry's bytes as chunks: its first line, the header, then each stored constant's
+    bytes as a view of its array (no copy: BERT-base's weights and panels are ~700 MB)."""
     spec, report = compiled._spec, compiled.report
     if None in spec.torch_calls or (spec.own_containers and spec.output_tree is None) or \
             any(d != "cpu" for _, d in spec.slots):
@@ -102,8 +104,8 @@ def encode(parts: dict[str, str], compiled, tensors: dict[str, torch.Tensor]) ->
                for k in report.kernels]
     header = {"parts": parts, "entry": Path(report.module_path).name, "kernels": kernels,
               "spec": _spec_json(spec), "consts": consts, "report": _report_json(report)}
-    body = json.dumps(header, sort_keys=True).encode() + b"\n" + b"".join(blobs)
-    return MAGIC + b" " + FORMAT.encode() + b" " + digest(body).encode() + b"\n" + body
+    body = [json.dumps(header, sort_keys=True).encode() + b"\n", *blobs]
+    return [MAGIC + b" " + FORMAT.encode() + b" " + digest_of(body).encode() + b"\n", *body]
 
 
 def decode(data: bytes, parts: dict[str, str], tensors: dict[str, torch.Tensor],
@@ -183,7 +185,7 @@ def _bindings(arrays: list[np.ndarray], tensors: dict[str, torch.Tensor]):
         if found is not None and tensors[found].is_contiguous():
             bindings.append(["path", found])
             continue
-        data = np.ascontiguousarray(a).tobytes()
+        data = memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
         bindings.append(["bytes", a.dtype.str, list(a.shape), offset, len(data)])
         blobs.append(data)
         offset += len(data)
