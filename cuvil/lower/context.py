@@ -121,8 +121,6 @@ class LowerContext:
         return name
 
 
-
-
 def rule_locations(report) -> dict[str, str]:
     """Rule label -> `path:line`, from the optimizer's report when the graph has one."""
     rules = getattr(report, "rules", None)

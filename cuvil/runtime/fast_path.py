@@ -4,7 +4,7 @@ Most calls pass plain tensors of the shapes the call before passed. `bind` makes
 plan (the input shapes and dtypes, the buffers planned for them), a closure that checks
 just that and calls the entry with argument tuples it already holds: no plan lookup, no
 attribute reads, no list of converted inputs. One input (the common case) is checked
-inline, and one small bare output is made inline; the MLP at batch 1 took 21.3 us a call
+without a loop, and one small bare output is made inline; the MLP at batch 1 took 21.3 us a call
 this way against 22.6 through the general path. The closure returns MISS for anything
 else (other shapes or dtypes, a tensor that needs grad or lives on another device, one
 that is not contiguous, a thread whose Numba thread count is another): the general path
@@ -53,17 +53,14 @@ def bind(entry, key: tuple, pre: tuple, post: tuple, outputs: Callable[[], list]
 
 
 def _one_to_one(entry, shape, dtype, pre, post, out_shape, out_dtype, lock, threads):
-    """`bind`'s call for one input and one small output (checks inline: 0.4 us less)."""
+    """`bind`'s call for one input and one small output, the output made here (0.4 us
+    less than through `outputs` and `results`)."""
 
     def call(inputs: tuple) -> Any:
         if len(inputs) != 1 or calling.__dict__.get("threads") != threads:
             return MISS
-        x = inputs[0]
-        try:
-            a = x.numpy() if type(x) is Tensor else x if type(x) is ndarray else None
-        except (RuntimeError, TypeError):  # grad, another device: the general path says so
-            return MISS
-        if a is None or a.shape != shape or a.dtype != dtype or not a.flags.c_contiguous:
+        a = _plain(inputs[0], shape, dtype)
+        if a is None:
             return MISS
         out = empty(out_shape, out_dtype)
         with lock:
@@ -98,7 +95,7 @@ def _plain(x: Any, shape: tuple, dtype: np.dtype) -> np.ndarray | None:
     dtype, else None."""
     try:
         a = x.numpy() if type(x) is Tensor else x if type(x) is ndarray else None
-    except (RuntimeError, TypeError):
+    except (RuntimeError, TypeError):  # grad, another device: the general path says so
         return None
     if a is None or a.shape != shape or a.dtype != dtype or not a.flags.c_contiguous:
         return None
