@@ -218,7 +218,8 @@ def _spec_of(data: dict) -> CallSpec:
                     dict(data["results"]), _untagged(data["structure"]),
                     tuple(data["fallbacks"]), data["own_containers"], data["output_tree"],
                     tuple(_torch_fallback_of(c) for c in data["torch_calls"]),
-                    tuple(tuple(r) for r in data["ranges"]))
+                    tuple(tuple(r) for r in data["ranges"]),
+                    tuple((int(i), v) for i, v in data.get("writes", ())))
 
 
 def _torch_fallback_of(data: dict) -> TorchFallback:

@@ -61,6 +61,8 @@ class _Decoder:
         self.out.set_outputs(unflatten(self.graph.output_structure,
                                        {n: self.name_of[self.class_of[n]]
                                         for n in self.graph.outputs}))
+        self.out.set_mutations({x: self.name_of[self.class_of[v]]
+                                for x, v in self.graph.mutations.items()})
         self.out.defs = _used_defs(self.out, self.out.defs)
         return self.out
 

@@ -26,6 +26,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
 from cuvil.errors import CuvilError
+from cuvil.frontend.functional import functional, refuse_mutation, written_inputs
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Traced:
     dim_names: dict[tuple[int, int], str] = field(default_factory=dict)  # (input, dim) -> name
     ranges: dict[Any, Any] = field(default_factory=dict)  # torch's symbol -> its ValueRanges
     notes: list[str] = field(default_factory=list)
+    # input placeholder name -> the node whose value the model writes into it, in place
+    writes: dict[str, fx.Node] = field(default_factory=dict)
 
 
 def trace(model, example_inputs, dynamic_shapes) -> Traced:
@@ -300,6 +303,10 @@ def _leaf_specs(arg, spec):
 
 
 def from_program(program: ExportedProgram, name: str = "") -> Traced:
+    """The functional form of `program` (`functional.py`), with what its placeholders and
+    outputs stand for."""
+    program = functional(program, name or "the program")
+    writes = written_inputs(program, name or "the program")
     leaves: dict[str, UserInput | Weight] = {}
     index = 0
     for spec in program.graph_signature.input_specs:
@@ -317,7 +324,7 @@ def from_program(program: ExportedProgram, name: str = "") -> Traced:
     flat = [v for v, s in zip(output.args[0], program.graph_signature.output_specs, strict=True)
             if s.kind is OutputKind.USER_OUTPUT]
     return Traced(name or "exported", program.graph, leaves, flat, program.call_spec.out_spec,
-                  ranges=dict(program.range_constraints))
+                  ranges=dict(program.range_constraints), writes=writes)
 
 
 def trace_graph_module(gm: fx.GraphModule, args: tuple) -> Traced:
@@ -330,6 +337,8 @@ def trace_graph_module(gm: fx.GraphModule, args: tuple) -> Traced:
             traced = make_fx(gm, tracing_mode="real", pre_dispatch=True)(*args)
     except Exception as e:  # whatever the module raises while tracing
         raise CuvilError(f"cannot trace GraphModule: {_first_line(e)}") from None
+    refuse_mutation(traced.graph, type(gm).__name__, "torch.export rejected the GraphModule "
+                    "(its retrace is not made functional): write it without in-place ops")
     keys = {id(t): k for k, t in gm.state_dict(keep_vars=True).items()}
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     leaves: dict[str, UserInput | Weight] = {}

@@ -21,6 +21,7 @@ from cuvil.errors import CuvilError, ShapeError, UnsupportedOpsError
 from cuvil.frontend.aten import ATEN, Fallback, Value
 from cuvil.frontend.dims import DimTable
 from cuvil.frontend.export import Traced, UserInput, Weight
+from cuvil.frontend.functional import assert_functional
 from cuvil.frontend.report import ImportReport, Source, source_of
 from cuvil.ir.dim_text import range_text
 from cuvil.ir.graph import Graph, _ident
@@ -60,6 +61,7 @@ class Importer:
         if strict and self.report.fallbacks:
             raise UnsupportedOpsError([(op, str(src)) for op, src in self.report.fallbacks])
         self.graph.set_outputs(self.output_structure())
+        self.graph.set_mutations(self.written_inputs())
         graph = self.graph.prune()
         graph.dim_ranges = self.dims.narrowed(self.traced.ranges)
         self.report.dynamic_dims = dict(self.dims.origin)
@@ -95,6 +97,7 @@ class Importer:
         return name or ("batch" if d == 0 else f"{leaf.name}_d{d}")
 
     def call(self, node: fx.Node) -> Any:
+        assert_functional(node)
         fake = node.meta.get("val")
         if node.target is operator.getitem:
             return self.getitem(node)
@@ -134,6 +137,21 @@ class Importer:
             self.graph.output_tree = OutputTree(self.traced.out_spec)
             return tuple(names)
         return _plain(pytree.tree_unflatten(names, self.traced.out_spec))
+
+    def written_inputs(self) -> dict[str, str]:
+        """Graph input -> the value a call writes into it, as the model writes it in place
+        (`functional.py`); an input written with its own values is left out."""
+        writes = {}
+        for placeholder, node in self.traced.writes.items():
+            target = self.env.get(placeholder)
+            value = self.env.get(node.name) if isinstance(node, fx.Node) else None
+            if not isinstance(target, Value) or not isinstance(value, Value):
+                raise CuvilError(f"{self.traced.name} writes input {placeholder} in place "
+                                 "with a value Cuvil does not build as a tensor")
+            if value != target:
+                writes[str(target)] = str(value)
+                self.report.notes.append(f"the call writes input {target}, as the model does")
+        return writes
 
     # -- what converters use ---------------------------------------------------------------
     def add(self, op: str, inputs: list[Value], attrs: dict | None = None) -> Value:

@@ -3,7 +3,9 @@
 Every node produces one value, named like the node. Graph inputs are `input` nodes,
 imported weights are `const` nodes that hold a reference into `Graph.constants` (never a
 copy), scalars are 0-d `scalar` nodes. Outputs are a nested structure (tuple/list/dict) of
-value names, so a compiled model returns what the torch model returned.
+value names, so a compiled model returns what the torch model returned. `mutations` names,
+for each input the model writes in place, the value the call writes into it: the graph
+itself is functional, and those values are outputs too (`outputs` lists them last).
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ class Graph:
         self.dim_ranges: dict[str, tuple[int | None, int | None]] = {}
         # what calibration observed of values: node name -> {"absmax", "scale", "zero_point"}
         self.facts: dict[str, dict[str, Any]] = {}
+        # the inputs the model writes in place: input name -> the value written into it
+        self.mutations: dict[str, str] = {}
         self._counter = 0
 
     # -- building ---------------------------------------------------------------------------
@@ -141,6 +145,15 @@ class Graph:
                 raise IRError(f"output {name!r} is not defined")
         self.output_structure = structure
 
+    def set_mutations(self, mutations: dict[str, str]) -> None:
+        """Say that a call writes value `mutations[x]` into input `x`, as the model does."""
+        for name, value in mutations.items():
+            if name not in self.inputs:
+                raise IRError(f"written input {name!r} is not an input")
+            if value not in self.nodes:
+                raise IRError(f"value {value!r} written into input {name!r} is not defined")
+        self.mutations = dict(mutations)
+
     def replace_node(self, node: Node) -> None:
         """Swap the definition of an existing value (same name, same position)."""
         if node.name not in self.nodes:
@@ -150,13 +163,14 @@ class Graph:
     # -- reading ----------------------------------------------------------------------------
     @property
     def outputs(self) -> list[str]:
-        return list(flatten(self.output_structure))
+        """The values a call computes: the returned ones, then those written into inputs."""
+        return [*flatten(self.output_structure), *self.mutations.values()]
 
     def rebuild_outputs(self, values: dict[str, Any]) -> Any:
         """The outputs as the model returns them: in its own containers when the graph has
         an `output_tree`, else in `output_structure`'s tuples, lists and dicts."""
         if self.output_tree is not None:
-            return self.output_tree.rebuild([values[n] for n in self.outputs])
+            return self.output_tree.rebuild([values[n] for n in flatten(self.output_structure)])
         return unflatten(self.output_structure, values)
 
     def __iter__(self) -> Iterator[Node]:
@@ -192,6 +206,7 @@ class Graph:
         g.output_tree = self.output_tree
         g.dim_ranges = dict(self.dim_ranges)
         g.facts = dict(self.facts)
+        g.mutations = dict(self.mutations)
         g._counter = self._counter
         return g
 
@@ -246,7 +261,10 @@ class Graph:
             keys[node.name] = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
         out = map_names(self.output_structure, lambda name: keys[name])
         signature = [keys[name] for name in self.inputs]  # unused inputs are called with too
-        return hashlib.sha256(repr((out, signature)).encode()).hexdigest()[:16]
+        whole = (out, signature)
+        if self.mutations:  # a graph without them hashes as it always did
+            whole += (sorted((self.inputs.index(i), keys[v]) for i, v in self.mutations.items()),)
+        return hashlib.sha256(repr(whole).encode()).hexdigest()[:16]
 
 
 def _ident(ref: str) -> str:

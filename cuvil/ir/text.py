@@ -6,6 +6,9 @@
       return v1
     }
 
+A graph that writes into an input, as a model that changes it in place does, says so on a
+line before `return`: `write x <- v2`.
+
 Inputs are positional value names, attributes are keywords; a line's comment keeps the
 node's source line and the rules it came from. Constants travel by reference: parse with the
 graph's `constants` to get them back.
@@ -74,6 +77,7 @@ def print_graph(graph: Graph) -> str:
     params = ", ".join(f"{n}: {graph[n].type}" for n in graph.inputs)
     lines = [f"graph {graph.name}({params}) {{"]
     lines += [f"  {format_node(n)}" for n in graph if n.op != "input"]
+    lines += [f"  write {name} <- {value}" for name, value in graph.mutations.items()]
     lines.append(f"  return {format_structure(graph.output_structure)}")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -101,6 +105,12 @@ def parse_graph(text: str, constants: dict[str, torch.Tensor] | None = None) -> 
 def _parse_line(graph: Graph, line: str, constants: dict[str, torch.Tensor]) -> None:
     if line.startswith("return "):
         graph.set_outputs(_structure(ast.parse(line[7:], mode="eval").body))
+        return
+    if line.startswith("write ") and not line[6:].lstrip().startswith("="):  # not a value
+        name, arrow, value = line[6:].partition(" <- ")
+        if not arrow:
+            raise IRError("expected write INPUT <- VALUE")
+        graph.set_mutations({**graph.mutations, name.strip(): value.strip()})
         return
     code, comment = _split_comment(line)
     lhs, rhs = code.split("=", 1)

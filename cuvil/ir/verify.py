@@ -20,6 +20,18 @@ def verify(graph: Graph) -> None:
     for name in graph.outputs:
         if name not in seen:
             raise IRError(f"output {name!r} is not defined")
+    for name, value in graph.mutations.items():
+        _check_write(graph, name, value)
+
+
+def _check_write(graph: Graph, name: str, value: str) -> None:
+    """A value written into an input has the input's shape and dtype."""
+    if name not in graph.inputs:
+        raise IRError(f"written input {name!r} is not a graph input")
+    want, got = graph[name].type, graph[value].type
+    if want.shape != got.shape or want.dtype != got.dtype:
+        raise IRError(f"value {value!r} ({got}) written into input {name!r} ({want}) "
+                      "differs in shape or dtype")
 
 
 def _check_node(graph: Graph, node: Node, seen: set[str], registry) -> None:

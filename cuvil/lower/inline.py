@@ -48,6 +48,7 @@ def inline_composites(graph: Graph) -> tuple[Graph, dict[str, Instance]]:
         else:
             out._put(node)
     out.set_outputs(graph.output_structure)
+    out.set_mutations(graph.mutations)
     return out, instances
 
 

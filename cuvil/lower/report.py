@@ -68,6 +68,8 @@ class CompileReport:
     placement: dict[str, str] = field(default_factory=dict)  # kernel name -> its target
     uploads: int = 0  # constants copied to a device once, when the graph was built
     program_cache: str = ""  # a hit of the program cache (`cuvil/cache/programs.py`), said
+    rule_check: str = ""  # the user rules' verification (`cuvil/rules/gate.py`), said
+    writes: list[str] = field(default_factory=list)  # the inputs a call writes, in place
 
     @property
     def cache_hit(self) -> bool:
@@ -98,6 +100,8 @@ class CompileReport:
         lines = []
         if self.optimizer is not None:
             lines += [str(self.optimizer).rstrip(), ""]
+        if self.rule_check:
+            lines.append(f"rules: {self.rule_check}")
         if self.program_cache:
             lines.append(f"program cache: {self.program_cache}")
         source = "loaded from cache" if self.cache_hit else "compiled"
@@ -116,6 +120,7 @@ class CompileReport:
             lines.append(f"  placement: {self.placement_summary()}")
         for f in self.fallbacks:
             lines.append(f"  fallback to torch: {f}")
+        lines += [f"  {w}" for w in self.writes]
         lines += [f"  fused: {d}" for d in self.fused]
         lines += [f"  composed of its parts' kernels: {c}" for c in self.composed]
         env = ", ".join(f"{k}={v}" for k, v in self.memory_env.items())

@@ -94,6 +94,7 @@ def _describe(report: CompileReport, graph: Graph, program: Program, ctx, tgt: T
     report.memory_bytes = plan.nbytes(env, n_threads)
     report.naive_bytes = plan.naive_nbytes(env, n_threads)
     report.optimizer = graph.report
+    report.writes = [f"the call writes input {x}, as the model does" for x in graph.mutations]
 
 
 def call_spec(g: Graph, program: Program, plan: MemoryPlan) -> CallSpec:
@@ -121,7 +122,8 @@ def call_spec(g: Graph, program: Program, plan: MemoryPlan) -> CallSpec:
                     tuple(n.name for n in program.fallbacks), g.output_tree is not None,
                     None if g.output_tree is None else g.output_tree.text(),
                     tuple(_torch_fallback(g, n) for n in program.fallbacks),
-                    tuple((d, least, most) for d, (least, most) in g.dim_ranges.items()))
+                    tuple((d, least, most) for d, (least, most) in g.dim_ranges.items()),
+                    tuple((g.inputs.index(x), program.results[v]) for x, v in g.mutations.items()))
 
 
 def _torch_fallback(g: Graph, node) -> TorchFallback | None:

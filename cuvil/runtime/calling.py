@@ -87,6 +87,9 @@ class CallSpec:
     # each fallback's call as plain data, or None where making it needs the graph
     torch_calls: tuple[TorchFallback | None, ...] = ()
     ranges: tuple[tuple[str, int | None, int | None], ...] = ()  # the graph's `dim_ranges`
+    # the inputs a call writes, as the model writes them in place: (input's position, the
+    # entry's output value written into it), after the entry (the graph's `mutations`)
+    writes: tuple[tuple[int, str], ...] = ()
 
     def bind(self, shapes: list[tuple[int, ...]], dtypes: list[str] | None = None) -> dict:
         """The sizes of the symbolic dims, read off the inputs' logical shapes; a clear

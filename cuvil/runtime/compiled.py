@@ -168,6 +168,9 @@ class CompiledGraph:
         with self._lock:
             outs = plan.output_arrays()
             self._entry(*arrays, *pre, *outs, *post)
+        if self._spec.writes:  # no bound fast path: it would skip the writes
+            self._write_inputs(inputs, outs)
+            return self._results_of(outs)
         if not any(self._in_perms):
             self._fast = self._bound(key, plan, pre, post)
         return self._results_of(outs)
@@ -176,6 +179,20 @@ class CompiledGraph:
         one = plan.fresh and self._bare is not None and len(plan.outputs) == 1
         return bind(self._entry, key, pre, post, plan.output_arrays, self._results_of,
                     self._lock, self.threads, plan.outputs[0] if one else None)
+
+    def _write_inputs(self, inputs: tuple, outs: list[np.ndarray]) -> None:
+        """Write into the caller's tensors what the model writes into them in place (into
+        the tensor itself, whatever its strides, not the array the call converted)."""
+        index = {o.value: i for i, o in enumerate(self._spec.outputs)}
+        for position, value in self._spec.writes:
+            i = index[value]
+            new = torch.from_numpy(outs[i]) if self._out_perms[i] is None else \
+                logical_view(outs[i], self._out_perms[i])
+            target = inputs[position]
+            with torch.no_grad():
+                if isinstance(target, np.ndarray):
+                    target = torch.from_numpy(target)
+                target.copy_(new)
 
     def use_entry(self, entry) -> None:
         """Call `entry` from now on (a profile's timed one)."""

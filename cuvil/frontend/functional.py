@@ -1,0 +1,92 @@
+"""Functional programs: no op the importer sees writes a tensor in place.
+
+torch.export's default IR keeps in-place ops (`relu_`, `add_`, `copy_`, writes through a
+view such as `y[:, :2].add_(1)`). `functional(program)` runs torch's functionalization on
+a program that has one: `run_decompositions({})`, with an empty table, so that conv2d,
+linear, layer_norm, gelu and the rest stay whole. Each in-place op becomes its functional
+form, a write through a view becomes `slice_scatter` / `select_scatter` of the new values
+into the base, and a write into a user input becomes an output of kind
+USER_INPUT_MUTATION naming that input: the compiled call writes that value into the
+caller's tensor, as the model does (`written_inputs`). A program without an in-place op is
+returned as it is, so its import is unchanged.
+
+A module that writes its own buffer in forward (a running count, a cache) is refused:
+eager changes the module's buffer on every call, which a compiled call does not do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx
+from torch.export import ExportedProgram
+from torch.export.graph_signature import OutputKind
+
+from cuvil.errors import CuvilError
+
+
+class InternalError(AssertionError):
+    """A bug in Cuvil, not in the model: a step broke what the next one relies on."""
+
+
+def mutating(node: fx.Node) -> bool:
+    """Whether `node` is an aten op that writes one of its arguments (in-place, `out=`)."""
+    target = node.target
+    return node.op == "call_function" and isinstance(target, torch._ops.OpOverload) and \
+        target._schema.is_mutable
+
+
+def first_mutation(graph: fx.Graph) -> fx.Node | None:
+    return next((n for n in graph.nodes if mutating(n)), None)
+
+
+def functional(program: ExportedProgram, name: str) -> ExportedProgram:
+    """`program` with every in-place op replaced by its functional form (see above)."""
+    if first_mutation(program.graph) is None:
+        return program
+    try:
+        return program.run_decompositions({})
+    except Exception as e:  # torch raises many kinds; the first line says it
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CuvilError(f"cannot functionalize {name}'s program (it writes a tensor in "
+                         f"place): {first}") from None
+
+
+def written_inputs(program: ExportedProgram, name: str) -> dict[str, Any]:
+    """Input placeholder name -> the output node whose value the model writes into it;
+    a CuvilError for a buffer the model writes, or any output that is not the user's."""
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    writes = {}
+    for value, spec in zip(output.args[0], program.graph_signature.output_specs, strict=True):
+        if spec.kind is OutputKind.USER_INPUT_MUTATION:
+            writes[spec.target] = value
+        elif spec.kind is OutputKind.BUFFER_MUTATION:
+            raise CuvilError(f"cannot compile {name}: its forward writes buffer "
+                             f"{spec.target!r} in place, which a compiled call would not "
+                             "do; compute the new value outside forward, or return it")
+        elif spec.kind is not OutputKind.USER_OUTPUT:
+            raise CuvilError(f"cannot compile {name}: its program has an output of kind "
+                             f"{spec.kind.name} ({spec.target or spec.arg})")
+    return writes
+
+
+def refuse_mutation(graph: fx.Graph, name: str, why: str) -> None:
+    """A CuvilError naming the first in-place op of `graph`, if it has one."""
+    node = first_mutation(graph)
+    if node is not None:
+        raise CuvilError(f"cannot import {name}: {node.target} at {_where(node)} writes a "
+                         f"tensor in place, and {why}")
+
+
+def assert_functional(node: fx.Node) -> None:
+    """An internal error if an in-place op reaches the importer (functional() removes them)."""
+    if mutating(node):
+        raise InternalError(f"internal error: in-place op {node.target} at {_where(node)} "
+                            "reached the importer; its program should be functional")
+
+
+def _where(node: fx.Node) -> str:
+    from cuvil.frontend.report import source_of
+
+    return str(source_of(node))
