@@ -28,20 +28,34 @@ def optimize(graph: Any, example_inputs: Sequence[Any] | None = None, *, rules: 
              target: str | Sequence[str] = "cpu", limits: Any = None,
              dynamic_shapes: Any = None, disable: Sequence[str] = (),
              trace: str | Path | None = None, extract: str = "auto",
-             quantize: Any = None, strategy: str = "latency") -> Graph:
+             quantize: Any = None, strategy: str = "latency", verify: bool = True) -> Graph:
     """The cheapest graph equal to `graph` under `rules`; `.report` says what happened.
     `strategy` says what cheapest is: one call's `"latency"`, or `"throughput"` of a stream
-    of calls (`cuvil/egraph/strategy.py`)."""
+    of calls (`cuvil/egraph/strategy.py`). Rules not in the stock library are verified
+    first (`cuvil/rules/gate.py`); `verify=False` uses them unverified."""
     strategy = check_strategy(strategy)
     tracer = Tracer()
+    checked = check_rules(rules, tuple(disable), verify, tracer)
     with tracer.stage("import"):
         imported = as_graph(graph, example_inputs, dynamic_shapes)
     imported = _calibrated(imported, quantize, tracer)
     settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable), extract,
-                        _hints(imported, example_inputs), strategy)
+                        _hints(imported, example_inputs), strategy, verify)
     result = optimize_imported(imported, settings, tracer, cache=False)
+    if result.report is not None:
+        result.report.rule_check = checked
     _write_trace(tracer, trace)
     return result
+
+
+def check_rules(rules: Any, disable: tuple[str, ...], verify: bool, tracer: Tracer) -> str:
+    """Verify the user rules of `rules` (or not, with `verify=False`); what the report says
+    of them. A one-line `CuvilError` for a rule found unsound or that cannot be verified."""
+    if rules is None:  # the stock library, verified by CI: nothing imported, nothing read
+        return ""
+    from cuvil.rules.gate import check_rules as gate
+
+    return str(gate(rules, disable, verify, tracer))
 
 
 def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: Any = None,
@@ -49,7 +63,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
             fallback: bool = True, threads: int | None = None, limits: Any = None,
             disable: Sequence[str] = (), trace: str | Path | None = None,
             cache: bool = True, fuse_elementwise: bool = True, quantize: Any = None,
-            fallback_policy: str = "cpu", strategy: str = "latency"):
+            fallback_policy: str = "cpu", strategy: str = "latency", verify: bool = True):
     """`model` compiled to Numba kernels: a callable with the model's results, faster.
 
     With `cache`, compiling the same program again (same traced graph and constants, rules
@@ -60,22 +74,27 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     targets (`["cuda", "cpu"]`) every node runs on the target of the device extraction
     placed it on; `fallback_policy="cpu"` runs a node its device has no kernel for on the
     CPU, with copies in and out (listed in the report), `"error"` refuses it. `strategy`
-    is `optimize`'s.
+    and `verify` are `optimize`'s: user rules are verified before any cache can serve a
+    program made with them.
     """
+    from cuvil.frontend.training import refuse_training
     from cuvil.progress import compile_progress, display_name
 
     options = {"rules": rules, "target": target, "dynamic_shapes": dynamic_shapes,
                "fallback": fallback, "threads": threads, "limits": limits,
                "disable": tuple(disable), "fuse_elementwise": fuse_elementwise,
                "quantize": quantize, "fallback_policy": fallback_policy,
-               "strategy": check_strategy(strategy)}
+               "strategy": check_strategy(strategy), "verify": verify}
     tracer = Tracer()
     with gc_pause.paused(), compile_progress(tracer, display_name(model)):
+        checked = check_rules(rules, options["disable"], verify, tracer)
+        refuse_training(model)  # before the caches: a warm compile refuses it too
         key, compiled = _stored_program(model, example_inputs, options, tracer, cache)
         if compiled is None:
             compiled, imported = _compile(model, example_inputs, options, tracer, cache,
                                           key[1] if key else None)
             _store_program(key, compiled, imported, tracer)
+    compiled.report.rule_check = checked
     compiled.compile_trace = tracer  # a runtime trace merges these pass timings
     _write_trace(tracer, trace)
     return compiled
@@ -95,7 +114,8 @@ def _compile(model: Any, example_inputs: Any, options: dict, tracer: Tracer, cac
         graph = _calibrated(graph, options["quantize"], tracer)
         settings = Settings(options["rules"], _targets(options["target"]),
                             as_limits(options["limits"]), options["disable"], "auto",
-                            _hints(graph, example_inputs), options["strategy"])
+                            _hints(graph, example_inputs), options["strategy"],
+                            options["verify"])
         optimized = optimize_imported(graph, settings, tracer, cache, ahead)
         with tracer.stage("lower"):
             compiled = compile_graph(optimized, target=settings.targets,
@@ -166,11 +186,13 @@ class Settings:
     extract: str
     hints: dict[str, int]
     strategy: str = "latency"
+    verify: bool = True  # the user rules were verified (`cuvil/rules/gate.py`)
 
     def key_options(self) -> dict[str, Any]:
         return {"targets": _target_params(self.targets), "limits": repr(self.limits),
                 "extract": self.extract, "disable": self.disable,
-                "hints": sorted(self.hints.items()), "strategy": self.strategy}
+                "hints": sorted(self.hints.items()), "strategy": self.strategy,
+                "verify": self.verify}
 
     def options(self):
         """The optimizer's `Options` for these settings."""

@@ -65,5 +65,5 @@ def _compiled(args: argparse.Namespace):
     limits = {"time": args.time_limit} if args.time_limit else None
     compiled = compile(model, inputs or None, rules=args.rules, target=args.target or "cpu",
                        limits=limits, dynamic_shapes=False if args.static else None,
-                       disable=args.disable)
+                       disable=args.disable, verify=args.verify)
     return compiled, inputs

@@ -18,6 +18,8 @@ def add_common(p: argparse.ArgumentParser) -> None:
                    help="leave out a ruleset or rule (repeatable)")
     p.add_argument("--time-limit", type=float, metavar="S", help="optimization time limit")
     p.add_argument("--static", action="store_true", help="import with static shapes")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="use rules outside the stock library without verifying them first")
 
 
 def optimized(args: argparse.Namespace, trace: str | None = None):
@@ -28,7 +30,7 @@ def optimized(args: argparse.Namespace, trace: str | None = None):
     limits = {"time": args.time_limit} if args.time_limit else None
     return optimize(model, inputs or None, rules=args.rules, target=args.target or "cpu",
                     limits=limits, dynamic_shapes=False if args.static else None,
-                    disable=args.disable, trace=trace)
+                    disable=args.disable, trace=trace, verify=args.verify)
 
 
 def add_parser(sub) -> None:

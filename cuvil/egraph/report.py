@@ -47,6 +47,7 @@ class OptimizeReport:
     notes: list[str] = field(default_factory=list)
     cache: str = ""  # the compile cache: "" (not used), "hit (key ...)" or "miss: why"
     precision: list = field(default_factory=list)  # PrecisionChoice per int8-able value
+    rule_check: str = ""  # the user rules' verification (`cuvil/rules/gate.py`), said
     egglog: str = field(default="", repr=False)  # the program run, replayable by egglog
     graph: Graph | None = field(default=None, repr=False)
 
@@ -128,6 +129,8 @@ class OptimizeReport:
         for chain, reason in self.rejected:
             lines.append(f"rejected: {chain}: {reason}")
         lines += [f"note: {n}" for n in self.notes]
+        if self.rule_check:
+            lines.append(f"rules: {self.rule_check}")
         if self.cache:
             lines.append(f"compile cache: {self.cache}")
         stages = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in self.timings.items())
