@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 SUFFIX = ".cvg"
 # What the cache supplies; every other attribute of a graph comes from the fresh import.
 OPTIMIZED = frozenset({"name", "nodes", "inputs", "output_structure", "constants", "defs",
-                       "report", "_counter"})
+                       "report", "_counter", "mutations"})
 
 
 def load(key: Key, imported: Graph, defs: Callable[[], dict[str, Any]]) -> Graph | None:

@@ -27,6 +27,7 @@ from torch.utils import _pytree as pytree
 
 from cuvil.errors import CuvilError
 from cuvil.frontend.functional import functional, refuse_mutation, written_inputs
+from cuvil.frontend.training import refuse_training
 
 
 @dataclass
@@ -69,9 +70,10 @@ def trace(model, example_inputs, dynamic_shapes) -> Traced:
         raise CuvilError(f"cannot import an object of type {type(model).__name__}: expected "
                          "a torch.nn.Module, a function, a torch.export.ExportedProgram or a "
                          ".pt2 file")
+    refuse_training(model)
     args = tuple(example_inputs) if isinstance(example_inputs, tuple | list) else (
         example_inputs,)
-    with eval_mode(model):
+    with export_settings(model):
         try:
             return export_module(model, args, dynamic_shapes)
         except CuvilError:
@@ -89,25 +91,23 @@ def load_pt2(path) -> ExportedProgram:
         raise CuvilError(f"{path}: not a torch.export .pt2 file ({_first_line(e)})") from None
 
 
-class eval_mode:
-    """Eval mode, no grad, and torch's fused MHA fast path off (it hides ops from export);
-    every setting is restored on exit."""
+class export_settings:
+    """No grad, and torch's fused MHA fast path off (it hides ops from export); both are
+    restored on exit. The model's training flags are its own: a model whose forward
+    depends on them is refused in training mode (`training.py`), never switched to eval."""
 
     def __init__(self, model: torch.nn.Module):
         self.model = model
 
     def __enter__(self):
-        self.training = self.model.training
         self.fastpath = torch.backends.mha.get_fastpath_enabled()
         self.grad = torch.is_grad_enabled()
-        self.model.eval()
         torch.backends.mha.set_fastpath_enabled(False)
         torch.set_grad_enabled(False)
 
     def __exit__(self, *exc):
         torch.set_grad_enabled(self.grad)
         torch.backends.mha.set_fastpath_enabled(self.fastpath)
-        self.model.train(self.training)
 
 
 class Function(torch.nn.Module):
@@ -333,7 +333,7 @@ def trace_graph_module(gm: fx.GraphModule, args: tuple) -> Traced:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     try:
-        with eval_mode(gm):
+        with export_settings(gm):
             traced = make_fx(gm, tracing_mode="real", pre_dispatch=True)(*args)
     except Exception as e:  # whatever the module raises while tracing
         raise CuvilError(f"cannot trace GraphModule: {_first_line(e)}") from None

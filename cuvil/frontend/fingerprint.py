@@ -23,8 +23,8 @@ A model torch.fx cannot trace is keyed by a fake-tensor trace instead, which vou
 its example shapes alone (`fake_fingerprint.py`). Anything the key cannot cover refuses
 (`NotCacheable`): a hook, a call of the user's own function the graph does not show
 (`torch.fx.wrap`), a value or module attribute without a plain form, tensors that share
-memory, inputs that are not plain tensors. The trace runs as export's does: eval mode, no
-grad, no fast path.
+memory, inputs that are not plain tensors. The trace runs as export's does: no grad, no
+fast path, each module in its own training mode.
 """
 
 from __future__ import annotations
@@ -155,11 +155,9 @@ def named_tensors(model: torch.nn.Module):
 
 @contextlib.contextmanager
 def export_mode(model: torch.nn.Module):
-    """What `frontend.export.eval_mode` sets for export (eval, no grad, no MHA fast path),
-    with every module's own training flag restored after."""
-    flags = [(m, m.training) for m in model.modules()]
+    """What `frontend.export.export_settings` sets for export (no grad, no MHA fast path);
+    the modules' training flags stay theirs, as under export."""
     fastpath, grad = torch.backends.mha.get_fastpath_enabled(), torch.is_grad_enabled()
-    model.eval()
     torch.backends.mha.set_fastpath_enabled(False)
     torch.set_grad_enabled(False)
     try:
@@ -167,8 +165,6 @@ def export_mode(model: torch.nn.Module):
     finally:
         torch.set_grad_enabled(grad)
         torch.backends.mha.set_fastpath_enabled(fastpath)
-        for m, training in flags:
-            m.training = training
 
 
 def _trace(model: torch.nn.Module, n_args: int, leaf_root: bool):

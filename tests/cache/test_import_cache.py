@@ -42,6 +42,7 @@ class Conv(nn.Module):
         torch.manual_seed(0)
         self.conv = nn.Conv2d(3, 4, 3, padding=padding)
         self.bn = nn.BatchNorm2d(4)
+        self.eval()
 
     def forward(self, x):
         return torch.relu(self.bn(self.conv(x)))
@@ -52,7 +53,7 @@ def imported(model, *inputs):
     tracer = Tracer()
     graph = import_model(model, inputs, None, tracer)
     with torch.no_grad():
-        expected = model.eval()(*inputs)  # Cuvil imports eval mode
+        expected = model(*inputs)
     torch.testing.assert_close(run(graph, *inputs), expected)
     assert ("import (cached)" in tracer.totals) == graph.import_report.cache.startswith("hit")
     return graph.import_report.cache.split(" ")[0].rstrip(":,")
@@ -95,17 +96,33 @@ def test_a_hit_is_the_graph_a_fresh_import_gives(fresh_cache, name):
         assert torch.equal(u, t)
 
 
+def _train_mode_linear() -> Block:
+    """Block with every module in training mode but the dropout (whose forward depends on
+    it): it computes what the eval-mode Block does, under another key."""
+    model = Block().train()
+    model.drop.eval()
+    return model
+
+
 @pytest.mark.parametrize("changed", [
     lambda: Block(seed=1),  # other weights
     lambda: Block(k=3.0),  # a Python attribute read in forward
     lambda: Block(slope=0.2),  # a leaf module's constructor argument
-    lambda: Block().train(),  # training mode (Cuvil imports eval mode: same results)
+    _train_mode_linear,  # training flags (of modules whose forward does not read them)
 ])
 def test_a_change_misses_and_imports_the_changed_model(fresh_cache, changed):
     assert imported(Block(), X) == "miss"
     assert imported(changed(), X) == "miss"
     assert imported(changed(), X) == "hit"
     assert imported(Block(), X) == "hit"
+
+
+def test_a_model_in_training_mode_is_refused_with_a_warm_cache(fresh_cache):
+    assert imported(Block(), X) == "miss"
+    assert imported(Block(), X) == "hit"
+    with pytest.raises(cuvil.CuvilError, match=r"submodule 'drop' \(Dropout\) of Block is in "
+                                         r"training mode.*call model\.eval\(\)"):
+        import_model(Block().train(), (X,), None, Tracer())
 
 
 def test_a_weight_changed_in_place_misses(fresh_cache):

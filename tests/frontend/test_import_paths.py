@@ -46,10 +46,18 @@ def test_from_module():
     check(graph, model)
 
 
-def test_module_training_flag_and_torch_settings_are_restored():
+def test_a_module_in_training_mode_is_refused_not_switched_to_eval():
     model = Block().train()
+    with pytest.raises(cuvil.CuvilError, match=r"submodule 'bn' \(BatchNorm2d\) of Block is "
+                                               r"in training mode.*model\.eval\(\)"):
+        cuvil.from_torch(model, example())
+    assert model.training and model.bn.training
+
+
+def test_training_flags_and_torch_settings_are_left_as_they_were():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).train()
     fastpath = torch.backends.mha.get_fastpath_enabled()
-    cuvil.from_torch(model, example())
+    cuvil.from_torch(model, (torch.randn(2, 8),))
     assert model.training and torch.is_grad_enabled()
     assert torch.backends.mha.get_fastpath_enabled() == fastpath
 
