@@ -19,7 +19,7 @@ def _conv_graph(channels, height=8) -> Graph:
 
 
 def _fired(graph, rules, label):
-    return cuvil.optimize(graph, rules=rules).report.rules[label].matches > 0
+    return cuvil.optimize(graph, rules=rules, verify=False).report.rules[label].matches > 0
 
 
 DIVISIBLE = "rule tag: relu(x) => relu(relu(x))\n    where dim(x, 1) % 8 == 0\n"
@@ -45,7 +45,8 @@ def test_guards_with_or_and_targets():
     rules = ('rule tag: relu(x) => relu(relu(x))\n'
              '    where (rank(x) == 3 or layout(x) == "NCHW") and not has_target("cuda")\n')
     assert _fired(_conv_graph(4), rules, "tag")
-    assert not cuvil.optimize(_conv_graph(4), rules=rules, target=["cpu", "cuda"]) \
+    assert not cuvil.optimize(_conv_graph(4), rules=rules, target=["cpu", "cuda"],
+                          verify=False) \
         .report.rules["tag"].matches
 
 
@@ -56,7 +57,7 @@ def test_guards_see_terms_that_rewrites_create():
              ' padding=p), "NCHW")\n    where layout(x) == "NCHW"\n'
              'rule seen: conv2d(y, w, padding=p) => conv2d(y, w, padding=p)\n'
              '    where layout(y) == "NHWC" and dim(y, 1) == 8 and rank(y) == 4\n')
-    out = cuvil.optimize(_conv_graph(8), rules=rules)
+    out = cuvil.optimize(_conv_graph(8), rules=rules, verify=False)
     assert out.report.rules["nhwc"].matches > 0
     assert out.report.rules["seen"].matches > 0
 
@@ -64,7 +65,7 @@ def test_guards_see_terms_that_rewrites_create():
 def test_type_changing_rule_is_rejected():
     rules = 'rule bad: relu(x) => to_layout(relu(x), "NHWC")\n    where rank(x) == 4\n'
     graph = _conv_graph(8)
-    out = cuvil.optimize(graph, rules=rules)
+    out = cuvil.optimize(graph, rules=rules, verify=False)
     assert any("bad" in chain and "layout NCHW -> NHWC" in why
                for chain, why in out.report.rejected)
     assert "to_layout" not in out.ops()
@@ -77,7 +78,8 @@ def test_ill_typed_right_hand_side_is_rejected():
     x = g.input("x", TensorType((3, 5), "f32"))
     w = g.const(torch.randn(5, 7), ref="w")
     g.set_outputs(g.add("matmul", [x, w]))
-    out = cuvil.optimize(g, rules="rule swap: matmul(a, b) => matmul(b, a)\n")
+    out = cuvil.optimize(g, rules="rule swap: matmul(a, b) => matmul(b, a)\n",
+                         verify=False)
     assert any("cannot be typed" in why for _, why in out.report.rejected)
     assert out.ops() == ["matmul"] and out[out.outputs[0]].inputs[0] == "x"
 
@@ -101,10 +103,10 @@ def test_is_const_and_value_guards():
     x = g.input("x", TensorType((4,), "f32"))
     g.set_outputs(g.add("mul", [x, g.scalar(1.0)]))
     rules = "rule one: mul(x, c) => x\n    where is_const(c) and value(c) == 1.0\n"
-    out = cuvil.optimize(g, rules=rules)
+    out = cuvil.optimize(g, rules=rules, verify=False)
     assert out.ops() == [] and out.report.rules["one"].in_result
     rules2 = "rule one: mul(x, c) => x\n    where is_const(c) and value(c) == 2.0\n"
-    assert cuvil.optimize(g, rules=rules2).ops() == ["mul"]
+    assert cuvil.optimize(g, rules=rules2, verify=False).ops() == ["mul"]
 
 
 @pytest.mark.parametrize("bad", ["rule r: relu(x) => relu(x)\n    where dim(x, 1) > \"a\"\n"])
