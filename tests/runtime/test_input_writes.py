@@ -105,3 +105,28 @@ def test_no_in_place_op_reaches_the_graph():
     assert graph.mutations and "write x <- " in graph.to_text()
     again = Graph.from_text(graph.to_text(), graph.constants)
     assert again.mutations == graph.mutations
+
+
+class MaybeInPlace(nn.Module):
+    def __init__(self, in_place: bool):
+        super().__init__()
+        self.in_place = in_place
+
+    def forward(self, x):
+        return (x.relu_() if self.in_place else torch.relu(x)) * 2
+
+
+def test_a_program_that_writes_its_input_never_shares_a_cache_entry(cache_dir):
+    """The same class, the same results, but one writes x in place: another key in every
+    cache (the optimizer's, the import cache's, the program cache's)."""
+    x = torch.randn(2, 8)
+    graphs = [cuvil.from_torch(MaybeInPlace(flag), (x,)) for flag in (False, True)]
+    assert graphs[0].structural_hash() != graphs[1].structural_hash()
+    cuvil.compile(MaybeInPlace(False), (x,))
+    compiled = cuvil.compile(MaybeInPlace(True), (x,))
+    assert not compiled.report.program_cache
+    assert "the call writes input x" in str(compiled.report)
+    same_as_eager(compiled, MaybeInPlace(True), torch.randn(2, 8))
+    again = cuvil.compile(MaybeInPlace(True), (x,))
+    assert again.report.program_cache.startswith("hit")
+    same_as_eager(again, MaybeInPlace(True), torch.randn(2, 8))
