@@ -92,7 +92,10 @@ def evaluate(graph: Graph, inputs: tuple[Any, ...]) -> dict[str, torch.Tensor]:
 
 
 def run(graph: Graph, *inputs: Any) -> Any:
-    """Run `graph` on torch tensors or numpy arrays; returns the model's output structure."""
+    """Run `graph` on torch tensors or numpy arrays; returns the model's output structure,
+    and writes into each input the model writes in place what it writes (`mutations`)."""
     with torch.no_grad():
         values = evaluate(graph, inputs)
+        for name, value in graph.mutations.items():
+            as_tensor(inputs[graph.inputs.index(name)], name).copy_(values[value])
     return graph.rebuild_outputs(values)

@@ -1,0 +1,86 @@
+"""Import makes a program functional: in-place ops become functional ones on every route
+in (a module, an ExportedProgram); a write into an input is the graph's `mutations`; a
+written buffer, and an in-place op in a GraphModule that only a retrace imports, are
+one-line errors; an in-place op that reaches the importer is an internal error."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import cuvil
+from cuvil.frontend import export as export_stage
+from cuvil.frontend import functional
+from cuvil.ops.execute import run
+
+X = (torch.randn(2, 8),)
+
+
+class WritesInput(nn.Module):
+    def forward(self, x):
+        y = x.clone()
+        y[:, :2].add_(1.0)
+        x.mul_(3.0)
+        return y + x
+
+
+class CountsCalls(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(8))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        return x + self.calls
+
+
+def assert_like_eager(graph, model, x):
+    eager_x, graph_x = x.clone(), x.clone()
+    expected = model(eager_x)
+    got = run(graph, graph_x)
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(graph_x, eager_x)  # the reference executor writes it too
+
+
+@pytest.mark.parametrize("route", ["module", "exported program"])
+def test_every_route_in_is_functional(route):
+    model = WritesInput()
+    source = model if route == "module" else torch.export.export(model, X)
+    graph = cuvil.from_torch(source, X)
+    assert not any(op.endswith("_") for op in graph.ops())
+    assert graph.mutations.keys() == {"x"}
+    assert "the call writes input x, as the model does" in graph.import_report.notes
+    assert_like_eager(graph, model, torch.randn(2, 8))
+
+
+def test_a_pure_program_is_imported_as_it_is(monkeypatch):
+    called = []
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions",
+                        lambda *a, **k: called.append(a))
+    graph = cuvil.from_torch(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), X)
+    assert not called and not graph.mutations and "write " not in graph.to_text()
+
+
+def test_a_written_buffer_is_refused_naming_it():
+    with pytest.raises(cuvil.CuvilError, match=r"^cannot compile CountsCalls: its forward "
+                                               r"writes buffer 'calls' in place"):
+        cuvil.from_torch(CountsCalls(), X)
+
+
+def test_an_in_place_op_in_a_retraced_graph_module_is_refused(monkeypatch):
+    def reject(*args):
+        raise cuvil.CuvilError("torch.export failed")
+
+    monkeypatch.setattr(export_stage, "export_module", reject)
+    gm = torch.fx.symbolic_trace(WritesInput())
+    with pytest.raises(cuvil.CuvilError, match=r"^cannot import WritesInput: aten\.add_\.Tensor "
+                                               r"at .* writes a tensor in place"):
+        cuvil.from_torch(gm, X)
+
+
+def test_an_in_place_op_reaching_the_importer_is_an_internal_error(monkeypatch):
+    monkeypatch.setattr(export_stage, "functional", lambda program, name: program)
+    with pytest.raises(functional.InternalError, match=r"in-place op aten\.\w+_\.\w+ at "
+                                                       r".*test_functional\.py:\d+"):
+        cuvil.from_torch(WritesInput(), X)
