@@ -122,6 +122,14 @@ def identity(ix: Importer, a: Args) -> Value:
     return ix.tensor(a["input"])
 
 
+def copy(ix: Importer, a: Args) -> Value:
+    """`copy(self, src)`, the functional form of `self.copy_(src)` (a write through a view
+    made functional uses it): src's values, where they already have self's shape and dtype."""
+    src, dst = ix.type(ix.tensor(a["src"])), ix.type(ix.tensor(a["input"]))
+    need(src.dtype == dst.dtype and src.shape == dst.shape, "copy with a cast or broadcast")
+    return ix.tensor(a["src"])
+
+
 def cast(ix: Importer, a: Args) -> Value:
     """`.to(dtype)` and friends; moving to another device or layout stays in torch."""
     x = ix.tensor(a["input"])
@@ -304,6 +312,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "ones_like": filled(1), "zeros_like": filled(0), "full_like": filled(),
     "empty_like": filled(0), "scalar_tensor": lambda ix, a: filled(a["s"])(ix, a),
     # no-ops and conversions
+    "copy": copy, "fill": lambda ix, a: filled(a["value"])(ix, a),
     "clone": identity, "contiguous": identity, "alias": identity, "detach": identity,
     "detach_": identity,
     "lift_fresh_copy": identity, "_to_copy": cast, "to": cast, "type_as": cast,

@@ -84,3 +84,22 @@ def test_an_in_place_op_reaching_the_importer_is_an_internal_error(monkeypatch):
     with pytest.raises(functional.InternalError, match=r"in-place op aten\.\w+_\.\w+ at "
                                                        r".*test_functional\.py:\d+"):
         cuvil.from_torch(WritesInput(), X)
+
+
+class CopiesAndFills(nn.Module):
+    def forward(self, x):
+        y = x.clone()
+        y[:, :2] = x[:, 2:4]  # a copy through a view: copy, then slice_scatter
+        x.copy_(x * 2)
+        y[0].fill_(0.5)
+        return y
+
+
+def test_copy_and_fill_made_functional_are_catalog_ops():
+    graph = cuvil.from_torch(CopiesAndFills(), X, dynamic_shapes=False)
+    fallbacks = [op for op, _ in graph.import_report.fallbacks]
+    assert not any(op.startswith(("aten.copy", "aten.fill")) for op in fallbacks)
+    x = torch.randn(2, 8)
+    eager_x, graph_x = x.clone(), x.clone()
+    torch.testing.assert_close(run(graph, graph_x), CopiesAndFills()(eager_x))
+    torch.testing.assert_close(graph_x, eager_x)
