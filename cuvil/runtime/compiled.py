@@ -2,24 +2,24 @@
 
 A call converts its inputs to numpy without copying, finds the buffers planned for these
 input shapes (planned once per set of shapes, checked with a clear error on the first
-call), takes output arrays, and calls the generated `entry` function once. Outputs are
-torch tensors over those arrays: they never alias a buffer that a later call reuses.
+call), takes a workspace (the planned buffers) and output arrays, and calls the generated
+`entry` function once. Outputs are torch tensors over those arrays: they never alias a
+buffer that a later call reuses.
 
-Output arrays past `FRESH_BYTES` are recycled only when nothing refers to them any more:
-not the tensor returned, nor any view of it (a view keeps the tensor's storage, which
-keeps the array). A fresh 40 MB array costs ~12 ms of page faults here, a recycled one
-nothing; smaller outputs are new arrays each call. Calls from several threads take turns
-(a lock): they share the planned buffers.
+Calls from several threads run at once. What they share is read-only: the entry, the
+constants, the plans (`runtime/workspaces.ShapePlan`); each call runs on a workspace no
+other running call holds, with output arrays of its own (`runtime/workspaces.py`), and
+sets Numba's thread count for its own thread. The call never writes a caller's tensor or
+a constant, except the inputs the model itself writes in place (`CallSpec.writes`);
+`CUVIL_CHECK_WRITES=1` checks that on every call (`runtime/write_check.py`).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import warnings
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Any
 
 import numba
@@ -32,49 +32,9 @@ from cuvil.ir.structure import flatten, unflatten
 from cuvil.lower.report import CompileReport
 from cuvil.runtime.calling import DTYPE_NAMES, CallSpec, logical_view
 from cuvil.runtime.fast_path import MISS, bind, calling
+from cuvil.runtime.workspaces import ShapePlan
 
 MAX_PLANS = 16  # sets of input shapes whose buffers a compiled graph keeps
-KEEP_OUTPUTS = 2  # output sets kept per shape set (`y = f(x)` holds one while making the next)
-FRESH_BYTES = 1 << 16  # outputs this small are new arrays each call: the heap reuses
-# freed memory (no page faults), and 1.3 us of reference checks after a kernel that
-# streamed its weights through the cache become 0.3
-
-def _free_refcount() -> int | None:
-    """`sys.getrefcount` of an array held only by a list, seen as `output_arrays` sees it;
-    None (never recycle) if this Python does not count one more for another holder."""
-    arrays = [np.empty(1)]
-    free = next(sys.getrefcount(a) for a in arrays)
-    held = arrays[0]  # noqa: F841 (one more reference)
-    return free if next(sys.getrefcount(a) for a in arrays) > free else None
-
-
-_FREE = _free_refcount()
-
-
-@dataclass
-class _EnvPlan:
-    env: dict[str, int]
-    buffers: list[np.ndarray]
-    outputs: list[tuple[tuple[int, ...], np.dtype]]
-    symbols: tuple[int, ...]
-    fallbacks: list
-    spare: list = field(default_factory=list)  # output array sets, recycled when unused
-    fresh: bool = field(init=False)  # outputs small enough to be new arrays each call
-
-    def __post_init__(self):
-        self.fresh = sum(int(np.prod(s)) * np.dtype(d).itemsize
-                         for s, d in self.outputs) <= FRESH_BYTES
-
-    def output_arrays(self) -> list[np.ndarray]:
-        """A set of output arrays that nothing outside this plan refers to any more."""
-        if self.fresh:
-            return [np.empty(shape, dtype) for shape, dtype in self.outputs]
-        for arrays in self.spare:
-            if _FREE is not None and all(sys.getrefcount(a) == _FREE for a in arrays):
-                return arrays
-        arrays = [np.empty(shape, dtype) for shape, dtype in self.outputs]
-        self.spare = [*self.spare[-(KEEP_OUTPUTS - 1):], arrays]
-        return arrays
 
 
 class CompiledGraph:
@@ -98,9 +58,9 @@ class CompiledGraph:
         self._tree = None  # the model's own output containers, read on first use
         self._shapes = None if shapes is None else [
             (tuple(shape), str(dtype).removeprefix("torch.")) for shape, dtype in shapes]
-        self._plans: OrderedDict[tuple, _EnvPlan] = OrderedDict()
+        self._plans: OrderedDict[tuple, ShapePlan] = OrderedDict()
         self._fast = None  # `fast_path.bind`'s call for the last call's plan
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # making a plan, widening: never around a call
         self._in_perms = [p.perm for p in spec.params]
         self._out_perms = [o.perm for o in spec.outputs]
         self._output_values = [o.value for o in spec.outputs]
@@ -163,22 +123,21 @@ class CompiledGraph:
         if getattr(calling, "threads", None) != self.threads:
             numba.set_num_threads(self.threads)  # thread-local in Numba; costs 2.6 us to read
             calling.threads = self.threads
-        pre, post = (*self._consts, *plan.buffers), (*plan.symbols, self.threads,
-                                                     plan.fallbacks)
-        with self._lock:
-            outs = plan.output_arrays()
-            self._entry(*arrays, *pre, *outs, *post)
+        work = plan.take()  # buffers no other running call holds
+        outs = work.output_arrays()
+        self._entry(*arrays, *work.pre, *outs, *plan.post)
+        plan.give(work)
         if self._spec.writes:  # no bound fast path: it would skip the writes
             self._write_inputs(inputs, outs)
             return self._results_of(outs)
         if not any(self._in_perms):
-            self._fast = self._bound(key, plan, pre, post)
+            self._fast = self._bound(key, plan)
         return self._results_of(outs)
 
-    def _bound(self, key: tuple, plan: _EnvPlan, pre: tuple, post: tuple):
+    def _bound(self, key: tuple, plan: ShapePlan):
         one = plan.fresh and self._bare is not None and len(plan.outputs) == 1
-        return bind(self._entry, key, pre, post, plan.output_arrays, self._results_of,
-                    self._lock, self.threads, plan.outputs[0] if one else None)
+        return bind(self._entry, key, plan, self._results_of, self.threads,
+                    plan.outputs[0] if one else None)
 
     def _write_inputs(self, inputs: tuple, outs: list[np.ndarray]) -> None:
         """Write into the caller's tensors what the model writes into them in place (into
@@ -254,7 +213,17 @@ class CompiledGraph:
                 self._lock, self._fast = lock, None
         return self
 
-    def _new_plan(self, key: tuple, arrays: list[np.ndarray]) -> _EnvPlan:
+    def _new_plan(self, key: tuple, arrays: list[np.ndarray]) -> ShapePlan:
+        """The plan for these inputs' shapes, made by one thread while others wait."""
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = self._plans[key] = self._make_plan(arrays)
+                while len(self._plans) > MAX_PLANS:
+                    self._plans.popitem(last=False)
+        return plan
+
+    def _make_plan(self, arrays: list[np.ndarray]) -> ShapePlan:
         dtypes = []
         for p, a in zip(self._spec.params, arrays, strict=True):
             if a.dtype.name not in DTYPE_NAMES:
@@ -264,13 +233,7 @@ class CompiledGraph:
                   for a, p in zip(arrays, self._in_perms, strict=True)]
         env = self._spec.bind(shapes, dtypes)
         fallbacks = [self._fallback(i, env) for i in range(len(self._spec.fallbacks))]
-        plan = _EnvPlan(env, self._spec.allocate(env, self.threads),
-                        self._spec.output_shapes(env),
-                        tuple(env[s] for s in self._spec.symbols), fallbacks)
-        self._plans[key] = plan
-        while len(self._plans) > MAX_PLANS:
-            self._plans.popitem(last=False)
-        return plan
+        return ShapePlan(self._spec, env, tuple(self._consts), self.threads, fallbacks)
 
     def _fallback(self, i: int, env: dict[str, int]):
         """Fallback `i` for these sizes: from its plain call, else from the graph."""

@@ -5,7 +5,10 @@ plan (the input shapes and dtypes, the buffers planned for them), a closure that
 just that and calls the entry with argument tuples it already holds: no plan lookup, no
 attribute reads, no list of converted inputs. One input (the common case) is checked
 without a loop, and one small bare output is made inline; the MLP at batch 1 took 21.3 us a call
-this way against 22.6 through the general path. The closure returns MISS for anything
+this way against 22.6 through the general path. Like the general path, the closure runs
+`entry` on a workspace it takes from the plan's pool and puts back
+(`runtime/workspaces.py`), so calls from several threads run at once on buffers of their
+own. The closure returns MISS for anything
 else (other shapes or dtypes, a tensor that needs grad or lives on another device, one
 that is not contiguous, a thread whose Numba thread count is another): the general path
 then checks, converts, plans and says what is wrong.
@@ -15,10 +18,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from cuvil.runtime.workspaces import ShapePlan
 
 MISS = object()  # what a bound call returns for inputs it does not take
 calling = threading.local()  # `threads`: the Numba thread count this thread last set
@@ -26,17 +32,17 @@ calling = threading.local()  # `threads`: the Numba thread count this thread las
 Tensor, ndarray, empty, from_numpy = torch.Tensor, np.ndarray, np.empty, torch.from_numpy
 
 
-def bind(entry, key: tuple, pre: tuple, post: tuple, outputs: Callable[[], list],
-         results: Callable[[list], Any], lock, threads: int,
+def bind(entry, key: tuple, plan: ShapePlan, results: Callable[[list], Any], threads: int,
          bare: tuple | None = None) -> Callable[[tuple], Any]:
-    """The call of `entry(*inputs, *pre, *outputs(), *post)` for inputs matching `key`
-    ((shape, dtype) each), returning `results(outputs)`; `bare` = (shape, dtype) when the
-    one output is a new array returned as a tensor."""
+    """The call of `entry(*inputs, *work.pre, *outputs, *plan.post)` on a workspace of
+    `plan`, for inputs matching `key` ((shape, dtype) each), returning `results(outputs)`;
+    `bare` = (shape, dtype) when the one output is a new array returned as a tensor."""
+    take, give, post = plan.take, plan.give, plan.post
     if len(key) != 1:
-        return _inputs(entry, key, pre, post, outputs, results, lock, threads)
+        return _inputs(entry, key, take, give, post, results, threads)
     (shape, dtype), = key
     if bare is not None:
-        return _one_to_one(entry, shape, dtype, pre, post, *bare, lock, threads)
+        return _one_to_one(entry, shape, dtype, take, give, post, *bare, threads)
 
     def call(inputs: tuple) -> Any:
         if len(inputs) != 1 or calling.__dict__.get("threads") != threads:
@@ -44,15 +50,16 @@ def bind(entry, key: tuple, pre: tuple, post: tuple, outputs: Callable[[], list]
         a = _plain(inputs[0], shape, dtype)
         if a is None:
             return MISS
-        outs = outputs()
-        with lock:
-            entry(a, *pre, *outs, *post)
+        work = take()
+        outs = work.output_arrays()
+        entry(a, *work.pre, *outs, *post)
+        give(work)
         return results(outs)
 
     return call
 
 
-def _one_to_one(entry, shape, dtype, pre, post, out_shape, out_dtype, lock, threads):
+def _one_to_one(entry, shape, dtype, take, give, post, out_shape, out_dtype, threads):
     """`bind`'s call for one input and one small output, the output made here (0.4 us
     less than through `outputs` and `results`)."""
 
@@ -63,14 +70,15 @@ def _one_to_one(entry, shape, dtype, pre, post, out_shape, out_dtype, lock, thre
         if a is None:
             return MISS
         out = empty(out_shape, out_dtype)
-        with lock:
-            entry(a, *pre, out, *post)
+        work = take()
+        entry(a, *work.pre, out, *post)
+        give(work)
         return from_numpy(out)
 
     return call
 
 
-def _inputs(entry, key, pre, post, outputs, results, lock, threads):
+def _inputs(entry, key, take, give, post, results, threads):
     """`bind`'s call for several inputs."""
 
     def call(inputs: tuple) -> Any:
@@ -82,9 +90,10 @@ def _inputs(entry, key, pre, post, outputs, results, lock, threads):
             if a is None:
                 return MISS
             arrays.append(a)
-        outs = outputs()
-        with lock:
-            entry(*arrays, *pre, *outs, *post)
+        work = take()
+        outs = work.output_arrays()
+        entry(*arrays, *work.pre, *outs, *post)
+        give(work)
         return results(outs)
 
     return call

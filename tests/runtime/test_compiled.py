@@ -131,7 +131,7 @@ def test_threads_option(lower):
         lower(g, threads=0)
 
 
-def test_concurrent_calls_take_turns(mlp):
+def test_concurrent_calls_run_at_once_on_buffers_of_their_own(mlp):
     from concurrent.futures import ThreadPoolExecutor
 
     g, compiled = mlp

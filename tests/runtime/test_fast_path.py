@@ -3,6 +3,7 @@ it calls is given: it takes exactly the inputs of its plan's shapes, dtypes and 
 and returns MISS for every other input, so that the general path checks them."""
 
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -33,18 +34,36 @@ def threads():
     calling.threads = old
 
 
-def bound(entry, key=KEY, bare=True):
-    c = np.ones((2, 3), np.float32)
-    outputs = lambda: [np.empty((2, 3), np.float32)]  # noqa: E731
+class Plan:
+    """A plan's stand-in: one workspace holding the constant c, the entry's last argument
+    5, and a count of the workspaces taken and not given back."""
+
+    post = (5,)
+
+    def __init__(self):
+        self.work = SimpleNamespace(pre=(np.ones((2, 3), np.float32),),
+                                    output_arrays=lambda: [np.empty((2, 3), np.float32)])
+        self.held = 0
+
+    def take(self):
+        self.held += 1
+        return self.work
+
+    def give(self, work):
+        assert work is self.work
+        self.held -= 1
+
+
+def bound(entry, key=KEY, bare=True, plan=None):
     results = lambda outs: ("results", torch.from_numpy(outs[0]))  # noqa: E731
-    return bind(entry, key, (c,), (5,), outputs, results, threading.Lock(), 2,
+    return bind(entry, key, plan or Plan(), results, 2,
                 ((2, 3), np.dtype(np.float32)) if bare else None)
 
 
 @pytest.mark.parametrize("bare", [True, False])
 def test_inputs_of_the_plan_are_passed_through_without_a_copy(threads, bare):
-    entry = Entry()
-    call = bound(entry, bare=bare)
+    entry, plan = Entry(), Plan()
+    call = bound(entry, bare=bare, plan=plan)
     x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     first = call((x,))
     out = first if bare else first[1]
@@ -54,6 +73,7 @@ def test_inputs_of_the_plan_are_passed_through_without_a_copy(threads, bare):
     again = second if bare else second[1]
     torch.testing.assert_close(again, x + 6)
     assert not np.shares_memory(out.numpy(), again.numpy())  # a new output each call
+    assert plan.held == 0  # each call gave its workspace back
 
 
 @pytest.mark.parametrize("bare", [True, False])
