@@ -10,6 +10,7 @@ template: `"$i"` stands for tensor input i, a tagged string for a torch object
     call = TorchCall.of(attrs, dim_text)      # at lowering; None if it has no plain form
     run = call.bound(env)                     # sizes for this call's symbolic dims
     result = run(tensors)
+    known_pure(call.target)                   # writes none of its arguments, for sure
 """
 
 from __future__ import annotations
@@ -35,6 +36,19 @@ def resolve_target(target: str):
         if obj is None:
             raise CuvilError(f"torch_op: no torch op {target!r}")
     return obj
+
+
+def known_pure(target: str) -> bool:
+    """Whether the op `target` names is known to write none of its arguments: torch's own
+    (`aten`) ops whose schema marks no argument as written. A custom op's schema says what
+    its author declared, not what its code does, so it is not."""
+    try:
+        op = resolve_target(target)
+    except CuvilError:
+        return False
+    schema = getattr(op, "_schema", None)
+    return getattr(op, "namespace", None) == "aten" and schema is not None \
+        and not schema.is_mutable
 
 
 def encode_arg(value: Any) -> Any:

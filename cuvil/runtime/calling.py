@@ -24,7 +24,7 @@ import torch
 from cuvil import aligned
 from cuvil.errors import CuvilError
 from cuvil.ir.dim_text import Dims, bind_shapes, size
-from cuvil.ir.torch_template import TorchCall
+from cuvil.ir.torch_template import TorchCall, known_pure
 
 # numpy's dtype names -> the IR's (`ir.types.DType`; a test checks they agree)
 DTYPE_NAMES = {"float32": "f32", "float16": "f16", "float64": "f64", "int8": "i8",
@@ -59,11 +59,12 @@ class TorchFallback:
     def bound(self, env: dict[str, int]):
         """The fallback for these sizes of the symbolic dims: physical arrays in (the
         inputs, then the planned output), the result written into the output."""
-        run = self.call.bound(env)
+        run, pure = self.call.bound(env), known_pure(self.call.target)
 
         def call(*arrays: np.ndarray) -> None:
             *inputs, dest = arrays
-            tensors = [logical_view(a, p) for a, p in zip(inputs, self.in_perms, strict=True)]
+            tensors = private([logical_view(a, p) for a, p in
+                               zip(inputs, self.in_perms, strict=True)], pure)
             with torch.no_grad():
                 logical_view(dest, self.out_perm).copy_(run(tensors))
 
@@ -125,6 +126,13 @@ class CallSpec:
 
 def shape_of(dims: Dims, env: dict[str, int], threads: int = 1) -> tuple[int, ...]:
     return tuple(threads if d == "threads" else size(d, env) for d in dims)
+
+
+def private(tensors: list[torch.Tensor], pure: bool) -> list[torch.Tensor]:
+    """A fallback's inputs as its op may see them: the tensors themselves if the op is known
+    to write none of them, else copies. An input may be the caller's tensor or a constant
+    (a model's weight), which the runtime never writes."""
+    return tensors if pure else [t.clone() for t in tensors]
 
 
 def logical_view(array: np.ndarray, perm: tuple[int, ...]):

@@ -35,6 +35,7 @@ from cuvil.runtime.fast_path import MISS, bind, calling
 from cuvil.runtime.workspaces import ShapePlan
 
 MAX_PLANS = 16  # sets of input shapes whose buffers a compiled graph keeps
+CHECK_WRITES = os.environ.get("CUVIL_CHECK_WRITES", "") not in ("", "0")  # write_check.py
 
 
 class CompiledGraph:
@@ -73,6 +74,10 @@ class CompiledGraph:
             from cuvil.runtime.profile import trace_every_call
 
             trace_every_call(self, os.environ["CUVIL_TRACE"])
+        if CHECK_WRITES:  # every call checks it wrote no caller tensor and no constant
+            from cuvil.runtime.write_check import check_writes
+
+            check_writes(self)
 
     @property
     def graph(self):

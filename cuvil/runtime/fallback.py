@@ -5,6 +5,12 @@ as logical torch tensors (an `NHWC` array becomes a channels-last view, no copy)
 op's `ref` with the attributes resolved for the current dim sizes, and copies the result
 into the output array. Device arrays (a node on `cuda` with no kernel there) are copied to
 the host and the result back.
+
+An input may be the caller's tensor or a constant, which the runtime never writes: an op
+not known to leave its inputs alone gets copies of them (`calling.private`). The catalog's
+own references are known pure (they are Cuvil's, written as functions of their inputs),
+and so is a `torch_op` of an aten op whose schema writes no argument
+(`ir.torch_template.known_pure`); a custom op's or a user-registered reference is not.
 """
 
 from __future__ import annotations
@@ -15,10 +21,11 @@ import numpy as np
 import torch
 
 from cuvil.ir.graph import Graph, Node
+from cuvil.ir.torch_template import known_pure
 from cuvil.lower.physical import layout_perm
 from cuvil.ops import registry
 from cuvil.ops.execute import resolve_attrs
-from cuvil.runtime.calling import logical_view
+from cuvil.runtime.calling import logical_view, private
 
 
 def _host(array) -> np.ndarray:
@@ -27,15 +34,24 @@ def _host(array) -> np.ndarray:
     return array.copy_to_host() if hasattr(array, "copy_to_host") else array
 
 
+def ref_is_pure(opdef: registry.OpDef, node: Node) -> bool:
+    """Whether `node`'s reference is known to write none of its inputs."""
+    if node.op == "torch_op":
+        return known_pure(node.attrs["target"])
+    return getattr(opdef.ref, "__module__", "").startswith("cuvil.")
+
+
 def make_fallback(graph: Graph, node: Node, env: dict[str, int]) -> Callable[..., None]:
     opdef = registry.get(node.op, graph.defs)
+    pure = ref_is_pure(opdef, node)
     attrs = resolve_attrs(node.attrs, env)
     in_perms = [layout_perm(graph[i].type) for i in node.inputs]
     out_perm = layout_perm(node.type)
 
     def call(*arrays: np.ndarray) -> None:
         *inputs, dest = arrays
-        args = [logical_view(_host(a), p) for a, p in zip(inputs, in_perms, strict=True)]
+        args = private([logical_view(_host(a), p) for a, p in
+                        zip(inputs, in_perms, strict=True)], pure)
         with torch.no_grad():
             result = opdef.ref(args, attrs)
         if hasattr(dest, "copy_to_device"):  # a node on a device, run here: copy it back
