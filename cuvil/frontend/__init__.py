@@ -4,7 +4,9 @@
     print(graph.import_report)
 
 Stages: `export` gets an aten-level FX graph (torch.export, with Cuvil's dynamic-shape
-policy), `importer` walks it, mapping each aten op through the table in `aten`.
+policy; a model in training mode that depends on it is refused, `training`), `functional`
+replaces its in-place ops by functional ones (a write into an input becomes the graph's
+`mutations`), `importer` walks it, mapping each aten op through the table in `aten`.
 """
 
 from __future__ import annotations
