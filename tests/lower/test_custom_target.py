@@ -61,8 +61,10 @@ def test_kernels_replace_families(cpu1):
 def test_a_rule_can_ask_for_the_target(cpu1):
     model, inputs = cuvil.zoo.get("mlp", batch=3)
     rules = [STOCK, CPU1_RULES]
-    on_cpu1 = cuvil.optimize(model, inputs, rules=rules, target="cpu1").report.rules
-    on_cpu = cuvil.optimize(model, inputs, rules=rules, target="cpu").report.rules
+    # a target registered in Python is not one the verifier knows: the guard never holds
+    on_cpu1 = cuvil.optimize(model, inputs, rules=rules, target="cpu1", verify=False)
+    on_cpu = cuvil.optimize(model, inputs, rules=rules, target="cpu", verify=False)
+    on_cpu1, on_cpu = on_cpu1.report.rules, on_cpu.report.rules
     assert on_cpu1["bias_first_cpu1"].matches > 0
     assert "bias_first_cpu1" not in on_cpu or on_cpu["bias_first_cpu1"].matches == 0
 
