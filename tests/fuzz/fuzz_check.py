@@ -2,9 +2,10 @@
 
 The compiled model must give eager's results (values within tolerance, the same NaN
 places, shapes and dtypes) and leave the caller's tensors as eager leaves them, at the
-example batch and at another one; programs drawn for it are also called from 4 threads
-at once, each call with its own inputs. A `CuvilError` (a one-line refusal) is allowed and
-counted by its reason; any other exception is a crash.
+example batch and at another one. Programs drawn for it are also called from 4 threads
+at once, each call with its own inputs, or compiled a second time (the program cache's
+stored program, rebuilt without export) and checked again. A `CuvilError` (a one-line
+refusal) is allowed and counted by its reason; any other exception is a crash.
 """
 
 from __future__ import annotations
@@ -66,18 +67,44 @@ def crash(when: str, error: BaseException) -> Outcome:
 def check(program: Program, folder: Path) -> Outcome:
     """Compile `program`'s model (written under `folder`) and compare it with eager."""
     module = load(program, folder)
-    eager, model = module.Model().eval(), module.Model().eval()
+    eager = module.Model().eval()
+    compiled = compile_(module, "compile")
+    if isinstance(compiled, Outcome):
+        return compiled
+    outcome = calls(module, compiled, eager, program.batches, seed=0)
+    if outcome is PASSED and program.warm:
+        outcome = warm(module, eager, program.batches)
+    if outcome is PASSED and program.threads:
+        outcome = threaded(module, compiled, eager, program.batches)
+    return outcome
+
+
+def compile_(module, when: str):
+    """A fresh instance of the model compiled, or the outcome of its refusal or crash."""
     try:
-        compiled = cuvil.compile(model, module.inputs(program.batches[0], seed=0))
+        return cuvil.compile(module.Model().eval(), module.inputs(module.BATCHES[0], seed=0))
     except CuvilError as error:
         return refusal(error)
     except Exception as error:
-        return crash("compile", error)
-    for batch in program.batches:
-        outcome = call(module, compiled, eager, batch, seed=batch)
+        return crash(when, error)
+
+
+def calls(module, compiled, eager, batches, seed: int) -> Outcome:
+    for batch in batches:
+        outcome = call(module, compiled, eager, batch, seed=batch + seed)
         if outcome is not PASSED:
             return outcome
-    return threaded(module, compiled, eager, program.batches) if program.threads else PASSED
+    return PASSED
+
+
+def warm(module, eager, batches) -> Outcome:
+    """The model compiled again (the program cache's entry), called at both batch sizes."""
+    compiled = compile_(module, "warm compile")
+    if isinstance(compiled, Outcome):
+        return compiled
+    outcome = calls(module, compiled, eager, batches, seed=7)
+    return Outcome(outcome.kind, "warm", outcome.detail) if outcome.kind == "miscompile" \
+        else outcome
 
 
 def prepared(module, eager, batch: int, seed: int):

@@ -42,6 +42,13 @@ class Value:
     dtype: torch.dtype
     contiguous: bool
     aliases_input: bool
+    storage: int  # the address of its storage at the first batch size
+
+    def shares(self, other: Value) -> bool:
+        """Whether the two are views of one storage (an in-place op that reads one while
+        writing the other reads elements it may have written: eager's result depends on
+        the order it visits them, which no compiler is bound to)."""
+        return self.storage == other.storage
 
     @property
     def rank(self) -> int:
@@ -120,7 +127,7 @@ class Env:
         ptr = t0.untyped_storage().data_ptr()
         aliases = any(x.untyped_storage().data_ptr() == ptr for x in inputs)
         return Value(name, (tuple(t0.shape), tuple(t1.shape)), t0.dtype,
-                     t0.is_contiguous() and t1.is_contiguous(), aliases)
+                     t0.is_contiguous() and t1.is_contiguous(), aliases, ptr)
 
     def pick(self, ok=lambda v: True, *, inputs: bool = True) -> Value | None:
         """A value for which `ok` holds; values nothing reads yet are four times as likely,
@@ -150,7 +157,7 @@ def random_inputs(rng: random.Random) -> tuple[tuple[int, ...], ...]:
 
 
 def generate(seed: int, *, min_ops: int = 3, max_ops: int = 10,
-             threads_share: float = 0.1) -> Program:
+             threads_share: float = 0.1, warm_share: float = 0.2) -> Program:
     """The program of `seed`: `min_ops` to `max_ops` statements drawn from the menu."""
     rng = random.Random(seed)
     batches = (rng.choice([2, 3, 4]), rng.choice([1, 5, 6]))
@@ -166,7 +173,7 @@ def generate(seed: int, *, min_ops: int = 3, max_ops: int = 10,
         if step is not None:
             env.add(step)
     return Program(seed, env.inputs, tuple(env.steps), pick_outputs(rng, env), batches,
-                   threads=rng.random() < threads_share)
+                   threads=rng.random() < threads_share, warm=rng.random() < warm_share)
 
 
 def pick_outputs(rng: random.Random, env: Env) -> tuple[str, ...]:

@@ -58,7 +58,7 @@ def in_place(rng, env):
     v = target(rng, env)
     if v is None:
         return None
-    partners = [w for w in env.values() if broadcasts(v, w) and w.name != v.name]
+    partners = [w for w in env.values() if broadcasts(v, w) and not v.shares(w)]
     if rng.random() < 0.4 and partners:
         w = rng.choice(partners).name
         form = rng.choice(["{v}.add_({w})", "{v}.mul_({w})", "{v} += {w}", "{v} *= {w}",

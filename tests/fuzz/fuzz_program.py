@@ -78,6 +78,15 @@ if __name__ == "__main__":
         print(f"batch {batch}: results: {results or 'ok'}; caller's tensors: {callers or 'ok'}")
 '''
 
+WARM = '''
+    warm = cuvil.compile(Model().eval(), inputs(BATCHES[0], seed=0))  # the stored program
+    print(f"warm compile: {warm.report.program_cache or 'not from the program cache'}")
+    for batch in BATCHES:
+        results, callers = check(warm, eager, batch, seed=batch + 7)
+        print(f"warm, batch {batch}: results: {results or 'ok'}; "
+              f"caller's tensors: {callers or 'ok'}")
+'''
+
 THREADS = '''
     import threading
 
@@ -128,6 +137,7 @@ class Program:
     outputs: tuple[str, ...]
     batches: tuple[int, int]
     threads: bool = False
+    warm: bool = False  # compiled a second time (the program cache's entry) and checked
 
     def without(self, dropped: set[int]) -> Program | None:
         """This program less the steps at `dropped` and those that read their values, or
@@ -169,7 +179,7 @@ def inputs_source(program: Program) -> str:
 def source(program: Program, header: str = "") -> str:
     """The program as a runnable reproducer (`python file.py` compiles and compares)."""
     doc = f'"""Cuvil fuzz case, seed {program.seed}.{header and chr(10) + chr(10) + header}\n"""\n'
-    main = MAIN + (THREADS if program.threads else "")
+    main = MAIN + (WARM if program.warm else "") + (THREADS if program.threads else "")
     return "\n".join([doc, PRELUDE, "", f"RTOL, ATOL = {RTOL}, {ATOL}",
                       f"BATCHES = {program.batches}", "", "", model_source(program), "",
                       inputs_source(program), main])
