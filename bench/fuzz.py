@@ -2,7 +2,8 @@
 by Cuvil and compared with eager, counted as passed, refused (by reason), miscompiled or
 crashed; every failure is shrunk to a minimal model and written as a runnable reproducer.
 
-    .venv/bin/python bench/fuzz.py --n 5000 [--seed 0] [--threads-share 0.1] [--out DIR]
+    .venv/bin/python bench/fuzz.py --n 5000 [--seed 0] [--threads-share 0.1] [--warm-share 0.2]
+                                             [--out DIR]
 
 Compiles use a cache directory of their own (`--cache-dir`, else a temporary one), so
 kernels one model compiled serve the next and the user's cache is left alone.
@@ -27,6 +28,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="the first model's seed")
     parser.add_argument("--threads-share", type=float, default=0.1,
                         help="share of models also called from 4 threads at once")
+    parser.add_argument("--warm-share", type=float, default=0.2,
+                        help="share of models compiled twice (the program cache's entry)")
     parser.add_argument("--max-ops", type=int, default=10, help="statements per model, at most")
     parser.add_argument("--out", type=Path, default=Path("fuzz-findings"),
                         help="folder for the reproducers")
@@ -46,7 +49,8 @@ def run(args: argparse.Namespace) -> Counter:
     args.out.mkdir(parents=True, exist_ok=True)
     tally: Counter = Counter()
     for seed in range(args.seed, args.seed + args.n):
-        program = generate(seed, max_ops=args.max_ops, threads_share=args.threads_share)
+        program = generate(seed, max_ops=args.max_ops, threads_share=args.threads_share,
+                           warm_share=args.warm_share)
         outcome = check(program, models)
         tally[outcome.kind] += 1
         if outcome.kind == "refused":
