@@ -26,7 +26,7 @@ from cuvil.frontend.report import ImportReport, Source, source_of
 from cuvil.ir.dim_text import range_text
 from cuvil.ir.graph import Graph, _ident
 from cuvil.ir.outputs import OutputTree, needs_tree
-from cuvil.ir.torch_template import encode_arg
+from cuvil.ir.torch_template import encode_arg, known_pure
 from cuvil.ir.types import Dim, DType, TensorType
 
 
@@ -304,8 +304,14 @@ class Importer:
         return all(not isinstance(v, Value) or self.constant(v) is not None for v in values)
 
     def fold(self, node: fx.Node) -> Value:
+        """The op computed on the constants; on copies of them unless it is known to write
+        none (a custom op may write its inputs, and they are the model's weights)."""
+        pure = known_pure(str(node.target))
+
         def real(v):
-            return self.constant(v) if isinstance(v, Value) else v
+            if not isinstance(v, Value):
+                return v
+            return self.constant(v) if pure else self.constant(v).clone()
 
         args, kwargs = pytree.tree_map(real, self.value((node.args, dict(node.kwargs))))
         result = node.target(*args, **kwargs)

@@ -47,6 +47,16 @@ class Scribbler(nn.Module):
         return torch.ops.cuvil_test.scribble(x, self.w) * 2.0
 
 
+class ScribbledWeight(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+        self.v = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        return x + torch.ops.cuvil_test.scribble(self.w, self.v)  # computed at import
+
+
 class ReluInput(nn.Module):
     def forward(self, x):
         return x.relu_() * 2
@@ -122,6 +132,16 @@ def test_the_write_check_catches_a_fallback_handed_the_callers_tensors(scribbler
     monkeypatch.setattr(compiled_module, "CHECK_WRITES", True)  # as CUVIL_CHECK_WRITES=1
     with pytest.raises(CuvilError, match=r"wrote input 'x', constant \d+ \(float32\[4, 4\]\)"):
         remake(compiled)(x)
+
+
+def test_an_op_computed_at_import_changes_no_weight():
+    torch.manual_seed(0)
+    model = ScribbledWeight().eval()
+    original, x = copy.deepcopy(model), torch.randn(3, 4, 4)
+    compiled = cuvil.compile(model, (x,))
+    for mine, theirs in zip(model.parameters(), original.parameters(), strict=True):
+        assert torch.equal(mine, theirs)
+    torch.testing.assert_close(compiled(x), eager(original, x))
 
 
 def test_the_write_check_lets_the_models_own_input_writes_through(monkeypatch):
