@@ -19,7 +19,8 @@ def cuvil(capsys, *argv):
 
 def test_dump_writes_the_coloured_graph_table_and_merged_trace(capsys, tmp_path):
     dot, trace = tmp_path / "mlp.dot", tmp_path / "trace.json"
-    code, out, err = cuvil(capsys, "dump", "zoo:mlp", "--rules", REFERENCE, "-o", str(dot),
+    code, out, err = cuvil(capsys, "dump", "zoo:mlp", "--rules", REFERENCE, "--no-verify",
+                           "-o", str(dot),
                            "--runs", "2", "--threshold", "0", "--trace", str(trace))
     assert code == 0, err
     text = dot.read_text()
@@ -36,7 +37,8 @@ def test_dump_writes_the_coloured_graph_table_and_merged_trace(capsys, tmp_path)
 
 def test_dump_without_latency_draws_the_optimized_graph(capsys, tmp_path):
     dot = tmp_path / "mlp.gv"
-    code, out, err = cuvil(capsys, "dump", "zoo:mlp", "--rules", REFERENCE, "-o", str(dot),
+    code, out, err = cuvil(capsys, "dump", "zoo:mlp", "--rules", REFERENCE, "--no-verify",
+                           "-o", str(dot),
                            "--no-latency")
     assert code == 0, err
     text = dot.read_text()

@@ -46,7 +46,7 @@ def test_guards_agree_with_the_optimizer(t, targets):
         x = g.add("to_layout", [g.input("y", TensorType(t.shape, "f32"))], {"layout": "NHWC"})
     g.set_outputs(g.add("relu", [x]))
     rules = _rules()
-    fired = cuvil.optimize(g, rules=rules, target=list(targets)).report.rules
+    fired = cuvil.optimize(g, rules=rules, target=list(targets), verify=False).report.rules
     facts = Instance({"x": t}, {}, set(), {}, {}, frozenset(targets))
     verdicts = []
     for rule in load(rules).rules:
