@@ -60,9 +60,10 @@ def _check(rules: Any, disable: tuple[str, ...], verify: bool) -> RuleCheck:
     from cuvil.dsl.sources import read_sources
     from cuvil.rules import load
 
-    texts = read_sources(rules, Reporter())
+    reporter = Reporter()
+    texts = read_sources(rules, reporter)
     set_key = verdicts.sources_key(texts, disable, rules_hash(None))
-    record = verdicts.recall(set_key)
+    record = None if reporter.has_errors else verdicts.recall(set_key)
     if record is not None and (record["verified"] or not verify):
         return RuleCheck(record["user"], record["user"] if verify else 0, verify)
     library = load(rules).without(disable)  # a bad file raises its diagnostics here

@@ -3,9 +3,10 @@
 A rule's key hashes what its verdict depends on: its label (the verifier's random stream is
 seeded by it), both sides, the guard and the tolerance (positions and descriptions left
 out), the body of every composite op it uses (through other composite ops), the targets
-the rules declare if its guard reads targets, and the verifier's version: the source of the
-packages verification reads (`cuvil/rules`, `cuvil/ops`, `cuvil/ir`, `cuvil/dsl`), torch's
-version, the seed and the number of instances. A rule set's key hashes its sources' paths
+the verifier knows (the devices and those the rules declare) if its guard reads targets,
+and the verifier's version: the source of the packages verification reads (`cuvil/rules`,
+`cuvil/ops`, `cuvil/ir`, `cuvil/dsl`), torch's version, the seed and the number of
+instances. A rule set's key hashes its sources' paths
 and text, the rules disabled, the stock library's text and the verifier's version: a
 record under it lets a warm compile skip loading the rules.
 
@@ -51,7 +52,9 @@ def rule_key(rule, library) -> str:
         h.update(f"op {canonical(library.ops[name].body)}\0".encode())
     guard = canonical(rule.guard)
     if "has_target" in guard or "TargetParam(" in guard:  # the targets it may see
-        h.update(" ".join(sorted(library.targets)).encode())
+        from cuvil.ir.types import DEVICES
+
+        h.update(" ".join(sorted(set(DEVICES) | set(library.targets))).encode())
     return "rule-" + h.hexdigest()
 
 
