@@ -58,7 +58,6 @@ def _check(rules: Any, disable: tuple[str, ...], verify: bool) -> RuleCheck:
     from cuvil.cache.key import rules_hash
     from cuvil.dsl.diagnostics import Reporter
     from cuvil.dsl.sources import read_sources
-    from cuvil.rules import load
 
     reporter = Reporter()
     texts = read_sources(rules, reporter)
@@ -66,6 +65,8 @@ def _check(rules: Any, disable: tuple[str, ...], verify: bool) -> RuleCheck:
     record = None if reporter.has_errors else verdicts.recall(set_key)
     if record is not None and (record["verified"] or not verify):
         return RuleCheck(record["user"], record["user"] if verify else 0, verify)
+    from cuvil.rules import load  # the AST and the op catalog: only when not recorded
+
     library = load(rules).without(disable)  # a bad file raises its diagnostics here
     stock = stock_keys()
     keys = {r.label: k for r in library.rules if (k := verdicts.rule_key(r, library)) not in stock}
@@ -101,7 +102,7 @@ def _verify(rule, library) -> None:
     from cuvil.rules import verify as verifier
 
     try:
-        result = verifier.verify_rule(rule, library, verdicts.SEED)
+        result = verifier.verify_rule(rule, library, verdicts.SEED, verdicts.INSTANCES)
     except Exception as e:  # a verifier that cannot handle the rule: not verified either
         raise CuvilError(_unverifiable(rule, f"{type(e).__name__}: {e}")) from None
     if result.status == verifier.VERIFIED:

@@ -28,17 +28,16 @@ from cuvil.atomic import write_text
 from cuvil.paths import cache_dir, package_hash
 
 SEED = 0  # the seed `cuvil rules verify` defaults to
+INSTANCES = 50  # and its number of instances (`verify.INSTANCES`)
 _IN_PROCESS: dict[str, dict] = {}
 
 
 @functools.cache
 def verifier_version() -> str:
-    import torch
-
-    from cuvil.rules.verify.verify import INSTANCES
+    from importlib import metadata
 
     packages = " ".join(package_hash(p) for p in ("rules", "ops", "ir", "dsl"))
-    return f"{packages} torch {torch.__version__} seed {SEED} instances {INSTANCES}"
+    return f"{packages} torch {metadata.version('torch')} seed {SEED} instances {INSTANCES}"
 
 
 def rule_key(rule, library) -> str:
