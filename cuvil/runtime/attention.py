@@ -38,7 +38,7 @@ from cuvil.runtime.numba_cache import njit
 from cuvil.runtime.sgemm import block_at
 from cuvil.runtime.vmath import vexp, vmax
 
-_ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}  # no ninf: -inf masks
+_ROWS = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: NaN as torch, -inf masks
 BLOCK = 2 * MR  # rows per block of masked attention (two row tiles; 8 left HF GPT-2 (D = 32)
 #                 where it was: the blocks' calls ate what they skipped)
 
@@ -57,15 +57,15 @@ def _rows(s, scale, mode, mm, r0, r1, n):
         else:
             for j in range(row.shape[0]):
                 row[j] = row[j] * scale
-        if mode[2] == 1:
+        if mode[2] == 1:  # -inf added where masked, as torch: NaN at a NaN or +inf score
             for j in range(row.shape[0]):
-                row[j] = row[j] if mrow[j] else neg
+                row[j] = row[j] if mrow[j] else row[j] + neg
         elif mode[2] == 2:
             for j in range(row.shape[0]):
                 row[j] = row[j] + mrow[j]
         if mode[3]:
             for j in range(i + 1, row.shape[0]):
-                row[j] = neg
+                row[j] = row[j] + neg
         m = vmax(row)
         tot = row.dtype.type(0)
         for j in range(row.shape[0]):
@@ -111,12 +111,102 @@ def _slice(q, k, v, mask, last, mode, scale, s, kt, out, b, dims):
     step = max(ql, 1)  # by blocks where the first one's rows do not see every key
     if mode[3] or (mode[2] and _seen(mode, last, mb, mh, 0, min(ql, BLOCK), sl) < sl):
         step = BLOCK
+    bad = _bad_keys(q, k, mode, b, heads, vf, v0, lv, dims, mode[2] != 0 or mode[3] != 0)
     for r0 in range(0, ql, step):
         r1 = min(ql, r0 + step)
         n = _seen(mode, last, mb, mh, r0, r1, sl)
         block_at(qf, q0, lq, kf, k0, sl, 1, sf, 0, sl, d, r0, r1, 0, n, none)
         _rows(s, scale, mode, mm, r0, r1, n)
         block_at(sf, 0, sl, vf, v0, lv, 1, of, o0, lo, n, r0, r1, 0, dv, none)
+        if n < sl:
+            _unseen(q, k, mode, scale, b, heads, vf, v0, lv, dims, bad, n, of, o0, lo, r0, r1)
+
+
+@njit(nogil=True, inline="always")
+def _nonfinite(xf, x0, step, count):
+    """Whether any of `count` elements of xf from x0 `step` apart is NaN or infinite: their
+    sum times 0, NaN exactly then (vectorized; no branch per element)."""
+    z = np.float32(0)
+    for c in range(count):
+        z += xf[x0 + c * step] * np.float32(0)
+    return z != z
+
+
+@njit(nogil=True, inline="always")
+def _key_at(k, mode, b, heads, dims):
+    """(flat k, offset of slice b's key 0, stride between keys, stride within a key)."""
+    sl, d = dims[2], dims[3]
+    kf = k.reshape(k.size)
+    if not mode[0]:  # k given as [B, H, D, S]
+        return kf, b * d * sl, 1, sl
+    k0, lk = _at(k, mode[5] & 2, mode[7], b, heads, sl)
+    return kf, k0, lk, 1
+
+
+@njit(nogil=True, inline="always")
+def _last_bad(xf, x0, rows, row_step, count, step):
+    """One past the last of `rows` rows (`row_step` apart, each `count` elements `step`
+    apart) that holds a NaN or an infinity; 0 for none. A branch-free pass first: the rows
+    are searched only when it finds one."""
+    z = np.float32(0)
+    if step == 1 and row_step == count:  # one run of memory; unsigned indices vectorize
+        for c in range(rows * count):
+            z += xf[np.uintp(x0 + c)] * np.float32(0)
+    else:
+        for j in range(rows):
+            for c in range(count):
+                z += xf[np.uintp(x0 + j * row_step + c * step)] * np.float32(0)
+    if z == z:
+        return 0
+    for j in range(rows - 1, -1, -1):
+        if _nonfinite(xf, x0 + j * row_step, step, count):
+            return j + 1
+    return 0
+
+
+@njit(nogil=True, fastmath=_ROWS)
+def _bad_keys(q, k, mode, b, heads, vf, v0, lv, dims, skips):
+    """(one past the last key whose row of k, one past the last whose row of v, holds a
+    NaN or an infinity; whether a row of q does), or (0, 0, False) when no key is skipped
+    (`skips` false): what `_unseen` needs, from one pass over the slice."""
+    if not skips:
+        return 0, 0, False
+    heads_, ql, sl, d, dv = dims
+    kf, k0, lk, kc = _key_at(k, mode, b, heads, dims)
+    q0, lq = _at(q, mode[5] & 1, mode[6], b, heads, ql)
+    return (_last_bad(kf, k0, sl, lk, d, kc), _last_bad(vf, v0, sl, lv, dv, 1),
+            _last_bad(q.reshape(q.size), q0, ql, lq, d, 1) > 0)
+
+
+@njit(nogil=True, fastmath=_ROWS)
+def _unseen(q, k, mode, scale, b, heads, vf, v0, lv, dims, bad, n, of, o0, lo, r0, r1):
+    """Rows r0..r1 of the output as torch's `softmax(scores + mask) @ v` has them, where
+    they skipped keys n onwards (all masked for them, -inf added): a skipped score that is
+    NaN or +inf makes the row NaN (NaN + -inf), and a NaN or an infinity in a skipped
+    key's row of v its column (times the weight 0). Computed only where k, q or v hold
+    one (`bad`, from `_bad_keys`)."""
+    kbad, vbad, qbad = bad
+    heads_, ql, sl, d, dv = dims
+    if vbad > n:
+        for c in range(dv):
+            if _nonfinite(vf, v0 + n * lv + c, lv, sl - n):
+                for r in range(r0, r1):
+                    of[o0 + r * lo + c] = np.nan
+    if kbad <= n and not qbad:
+        return
+    kf, k0, lk, kc = _key_at(k, mode, b, heads, dims)
+    qf = q.reshape(q.size)
+    q0, lq = _at(q, mode[5] & 1, mode[6], b, heads, ql)
+    for r in range(r0, r1):
+        for j in range(n, sl):
+            t = np.float32(0)
+            for c in range(d):
+                t += qf[q0 + r * lq + c] * kf[k0 + j * lk + c * kc]
+            t = t / scale if mode[1] else t * scale
+            if t != t or t == np.inf:
+                for c in range(dv):
+                    of[o0 + r * lo + c] = np.nan
+                break
 
 
 @njit(nogil=True, inline="always")

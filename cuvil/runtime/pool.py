@@ -7,7 +7,8 @@ lowering generates and Numba compiles nothing for it; other pools (padding, dila
 Planes (image, channel) are split between threads when there are at least 4 and the
 output has 4096 elements, as in a generated pool kernel. A 2x2 window of stride 2 has
 its own loop (one expression per output pixel, which LLVM vectorizes; a generated kernel
-writes out every window so); other windows loop over their taps.
+writes out every window so); other windows loop over their taps. A max is NaN where its
+window holds one, as torch's (`vmath.vmaximum`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 from numba import prange
 
 from cuvil.runtime.numba_cache import njit
+from cuvil.runtime.vmath import vmaximum
 
 _OPTS = dict(nogil=True, error_model="numpy", fastmath={"nsz", "arcp", "contract", "afn",
                                                         "reassoc"})
@@ -25,7 +27,8 @@ _OPTS = dict(nogil=True, error_model="numpy", fastmath={"nsz", "arcp", "contract
 def _two_by_two(r0, r1, orow, is_max, inv):
     if is_max:
         for j in range(orow.shape[0]):
-            orow[j] = max(max(r0[2 * j], r0[2 * j + 1]), max(r1[2 * j], r1[2 * j + 1]))
+            orow[j] = vmaximum(vmaximum(r0[2 * j], r0[2 * j + 1]),
+                               vmaximum(r1[2 * j], r1[2 * j + 1]))
     else:
         for j in range(orow.shape[0]):
             orow[j] = (r0[2 * j] + r0[2 * j + 1] + r1[2 * j] + r1[2 * j + 1]) * inv
@@ -50,7 +53,7 @@ def window_planes(x, out, geo, is_max, q0, q1):
                 for b in range(kw):
                     for j in range(ow):
                         v = row[j * sw + b]
-                        orow[j] = max(orow[j], v) if is_max else orow[j] + v
+                        orow[j] = vmaximum(v, orow[j]) if is_max else orow[j] + v
             if not is_max:
                 for j in range(ow):
                     orow[j] *= inv
@@ -76,7 +79,7 @@ def max_planes(x, out, geo, q0, q1):
                 for b in range(kw):
                     j0 = max(0, (pw - b + sw - 1) // sw)
                     for j in range(j0, min(ow, (w - 1 + pw - b) // sw + 1)):
-                        orow[j] = max(orow[j], row[j * sw - pw + b])
+                        orow[j] = vmaximum(row[j * sw - pw + b], orow[j])
 
 
 @njit(parallel=True, **_OPTS)

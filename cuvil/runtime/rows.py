@@ -17,7 +17,7 @@ from numba import prange
 from cuvil.runtime.numba_cache import njit
 
 _OPTS = dict(nogil=True, error_model="numpy",
-             fastmath={"nsz", "arcp", "contract", "afn", "reassoc", "nnan"})
+             fastmath={"nsz", "arcp", "contract", "afn", "reassoc"})  # no nnan: NaN as torch
 
 
 @njit(inline="always", **_OPTS)

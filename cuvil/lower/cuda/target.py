@@ -15,7 +15,8 @@ from cuvil.egraph.cost import DEFAULT_PARAMS
 from cuvil.lower.target import Generator, Target
 
 # Device functions a kernel body may call (`cuvil.runtime.cuda.device`), by name.
-DEVICE_FUNCTIONS = ("vexp", "vtanh", "verf", "vsigmoid", "vmax")
+DEVICE_FUNCTIONS = ("vexp", "vtanh", "verf", "vsigmoid", "vmax", "vamax", "vmaximum",
+                    "vminimum", "vrsqrt")
 
 
 def _template(module: str) -> Generator:

@@ -254,12 +254,13 @@ def _sdpa(node: Node, ctx) -> tuple:
         args.append(node.inputs[3])
         lines.append("a0 = LOAD0")
         if mask.dtype is DType.bool:
-            lines.append(f"t1 = t0 if a0 else {literal(float('-inf'), q.dtype)}")
+            # torch adds -inf where masked: NaN at a NaN or +inf score
+            lines.append(f"t1 = t0 if a0 else t0 + {literal(float('-inf'), q.dtype)}")
         else:
             lines.append("t1 = t0 + a0")
         result = "t1"
     if node.attrs["is_causal"]:
-        lines.append(f"t2 = {result} if j <= i else {literal(float('-inf'), q.dtype)}")
+        lines.append(f"t2 = {result} if j <= i else {result} + {literal(float('-inf'), q.dtype)}")
         result = "t2"
     return (node.name, list(node.inputs[:3]), True, scores, operands, args, lines, result,
             True)

@@ -9,6 +9,7 @@ epilogues of the GEMM, convolution and attention templates.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -195,6 +196,8 @@ def expression(n: Node, a: list[str], out: DType, dts: list[DType]) -> str:
     opdef = registry.get(n.op)
     if opdef.lowering in ("move", "alias", "transfer"):
         return a[0]  # the input's index map does the moving
+    if n.op == "rsqrt" and out.is_float:
+        return f"vrsqrt({a[0]})"  # no reciprocal-sqrt estimate at 0, inf or subnormals
     if opdef.element:
         return _element(opdef, n, a, out, dts)
     if n.op == "cast":
@@ -218,7 +221,25 @@ def _element(opdef, n: Node, a: list[str], out: DType, dts: list[DType]) -> str:
         return args[v] if v in args else literal(n.attrs[v], num)
 
     return element.render(opdef.element, names, name, lambda v: literal(v, num),
-                          lambda fn, xs: math_call(fn, ", ".join(xs), num))
+                          lambda fn, xs: _call(fn, xs, num))
+
+
+_LITERAL = re.compile(r"np\.\w+\((-?np\.inf|[-+0-9.e]+)\)")
+# torch's maximum/minimum: NaN if either operand is NaN (Python's max keeps its first)
+_NAN_MINMAX = {"max": "vmaximum", "min": "vminimum"}
+
+
+def _call(fn: str, xs: list[str], dtype: DType) -> str:
+    """`fn(*xs)`: a max or min of a variable and a number keeps the variable first, so that
+    its NaN is kept; of two variables, float ones, it is NaN if either is."""
+    if fn in _NAN_MINMAX and len(xs) == 2:
+        a, b = xs
+        if _LITERAL.fullmatch(a) and not _LITERAL.fullmatch(b):
+            a, b = b, a
+        if dtype.is_float and not _LITERAL.fullmatch(b):
+            return f"{_NAN_MINMAX[fn]}({a}, {b})"
+        xs = [a, b]
+    return math_call(fn, ", ".join(xs), dtype)
 
 
 def _clamp(a, at, out, dts) -> str:

@@ -31,7 +31,8 @@ HELPERS = {"gemm": "cuvil.runtime.blas", "gemm_weight": "cuvil.runtime.blas",
            "pool_inside_nchw": "cuvil.runtime.pool", "global_average_nchw": "cuvil.runtime.pool",
            "layer_norm_rows": "cuvil.runtime.rows", "binary_mapped": "cuvil.runtime.mapped",
            **{name: "cuvil.runtime.vmath"
-              for name in ("vexp", "vtanh", "verf", "vsigmoid", "vmax")},
+              for name in ("vexp", "vtanh", "verf", "vsigmoid", "vmax", "vamax", "vmaximum",
+                           "vminimum", "vrsqrt")},
            **{name: "cuvil.runtime.int8" for name in ("qgemm_layer", "qgemm_layer_q", "qconv_layer",
                                                       "qconv_layer_q")}}
 

@@ -92,7 +92,7 @@ def _windows_nchw(node, dtype):
     kh, kw, sh, sw, ph, pw, dh, dw = _geometry(node)
     is_max = node.op == "max_pool2d"
     init = literal(float("-inf") if is_max else 0, dtype)
-    step = "max(o[q, i, j], {v})" if is_max else "o[q, i, j] + {v}"
+    step = "vmaximum({v}, o[q, i, j])" if is_max else "o[q, i, j] + {v}"
     loop = [f"hs = i * {sh} - {ph}", "for j in range(ow):", f"    o[q, i, j] = {init}",
             f"for a in range({kh}):"] + indent(
         [f"hh = hs + a * {dh}", "if hh < 0 or hh >= h:", "    continue",
@@ -126,7 +126,7 @@ def _windows_inside(node, dtype):
     if node.op == "max_pool2d":
         value = taps[0]
         for t in taps[1:]:
-            value = f"max({value}, {t})"
+            value = f"vmaximum({value}, {t})"
     else:
         value = f"({' + '.join(taps)}) / {literal(kh * kw, dtype)}"
     rows = [f"r{a} = x[q, i * {sh} + {a}]" for a in range(kh)]
@@ -147,7 +147,7 @@ def _windows_nhwc(node, dtype):
     kh, kw, sh, sw, ph, pw, dh, dw = _geometry(node)
     is_max = node.op == "max_pool2d"
     init = literal(float("-inf") if is_max else 0, dtype)
-    step = "max(out[n, i, j, c], {v})" if is_max else "out[n, i, j, c] + {v}"
+    step = "vmaximum({v}, out[n, i, j, c])" if is_max else "out[n, i, j, c] + {v}"
     body = ["for c in range(ch):", f"    out[n, i, j, c] = {init}", f"ws = j * {sw} - {pw}",
             f"for a in range({kh}):"] + indent(
         [f"hh = hs + a * {dh}", "if hh < 0 or hh >= h:", "    continue",

@@ -117,14 +117,14 @@ def _layer_norm(node: Node, acc: DType) -> list[str]:
 
 def _reduce(node: Node, acc: DType) -> list[str]:
     if node.op == "amax":
-        return ["o[r] = vmax(x[r])"]
+        return ["o[r] = vamax(x[r])"]
     lines = [f"s = {literal(0, acc)}", "for j in range(rl):", f"    s += {np_name(acc)}(x[r, j])"]
     return lines + (["o[r] = s / fr"] if node.op == "mean" else ["o[r] = s"])
 
 
 def _reduce_strided(node: Node, acc: DType) -> list[str]:
     first = "x[r, 0, i]" if node.op == "amax" else literal(0, acc)
-    step = "max(o[r, i], x[r, j, i])" if node.op == "amax" else "o[r, i] + x[r, j, i]"
+    step = "vmaximum(x[r, j, i], o[r, i])" if node.op == "amax" else "o[r, i] + x[r, j, i]"
     start = "1" if node.op == "amax" else "0"
     lines = ["for i in range(ni):", f"    o[r, i] = {first}", f"for j in range({start}, rl):",
              "    for i in range(ni):", f"        o[r, i] = {step}"]
@@ -135,7 +135,7 @@ def _reduce_strided(node: Node, acc: DType) -> list[str]:
 
 def _softmax_strided(node: Node, acc: DType) -> list[str]:
     lines = ["for i in range(ni):", "    m = x[r, 0, i]", "    for j in range(1, rl):",
-             "        m = max(m, x[r, j, i])", f"    s = {literal(0, acc)}",
+             "        m = vmaximum(x[r, j, i], m)", f"    s = {literal(0, acc)}",
              "    for j in range(rl):", f"        s += {math_call('exp', 'x[r, j, i] - m', acc)}"]
     if node.op == "softmax":
         e = math_call("exp", "x[r, j, i] - m", acc)

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from cuvil.errors import CuvilError
 from cuvil.ir.types import Dim, DType
 
-# fastmath flag sets generated kernels use. No `nnan`/`ninf` where -inf masks must survive.
+# fastmath flag sets generated kernels use: never `nnan` or `ninf`, so that NaN and +-inf
+# propagate as in torch (and -inf masks survive).
 FASTMATH = {
     "fast": '{"nsz", "arcp", "contract", "afn", "reassoc"}',
-    "rows": '{"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}',
+    "rows": '{"nsz", "arcp", "contract", "afn", "reassoc"}',
 }
 
 

@@ -6,10 +6,20 @@ device functions a kernel body may call (`device.py`). Importing it imports `num
 set `NUMBA_ENABLE_CUDASIM=1` before that to run everything under Numba's CUDA simulator.
 """
 
-from cuvil.runtime.cuda.device import verf, vexp, vmax, vsigmoid, vtanh
+from cuvil.runtime.cuda.device import (
+                                       vamax,
+                                       verf,
+                                       vexp,
+                                       vmax,
+                                       vmaximum,
+                                       vminimum,
+                                       vrsqrt,
+                                       vsigmoid,
+                                       vtanh,
+)
 from cuvil.runtime.cuda.launch import cuda_kernel, require_gpu, simulated, synchronize
 from cuvil.runtime.cuda.memory import device_empty, is_device, to_host, transfer, upload
 
 __all__ = ["cuda_kernel", "device_empty", "is_device", "require_gpu", "simulated",
-           "synchronize", "to_host", "transfer", "upload", "verf", "vexp", "vmax", "vsigmoid",
-           "vtanh"]
+           "synchronize", "to_host", "transfer", "upload", "vamax", "verf", "vexp", "vmax",
+           "vmaximum", "vminimum", "vrsqrt", "vsigmoid", "vtanh"]

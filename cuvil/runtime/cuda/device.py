@@ -34,3 +34,26 @@ def vmax(row):
     for j in range(1, row.shape[0]):
         m = max(m, row[j])
     return m
+
+
+@cuda.jit(device=True)
+def vmaximum(a, b):
+    return a if a > b or a != a else b
+
+
+@cuda.jit(device=True)
+def vamax(row):
+    m = row[0]
+    for j in range(1, row.shape[0]):
+        m = vmaximum(row[j], m)
+    return m
+
+
+@cuda.jit(device=True)
+def vminimum(a, b):
+    return a if a < b or a != a else b
+
+
+@cuda.jit(device=True)
+def vrsqrt(x):
+    return 1.0 / math.sqrt(x) if x != 0 else math.copysign(math.inf, x)

@@ -6,7 +6,7 @@ from numba import njit, prange
 from cuvil.runtime.blas import gemm  # cuvil.runtime.blas <runtime hash>
 from cuvil.runtime.vmath import vexp, vmax  # cuvil.runtime.vmath <runtime hash>
 
-ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}
+ROWS = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 # k0_attention: template attention
 #   v1 = transpose(k)

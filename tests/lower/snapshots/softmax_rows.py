@@ -5,7 +5,7 @@ import numpy as np
 from numba import njit, prange
 from cuvil.runtime.vmath import vexp, vmax  # cuvil.runtime.vmath <runtime hash>
 
-ROWS = {"nsz", "arcp", "contract", "afn", "reassoc", "nnan"}
+ROWS = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 # k0_rows: template rows
 #   v1 = softmax(x) at model.py:20
