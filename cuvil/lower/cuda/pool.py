@@ -48,7 +48,7 @@ def _window(node, i: str, j: str, pixel: str) -> list[str]:
     kh, kw, sh, sw, ph, pw, dh, dw = _geometry(node)
     dtype = node.type.dtype
     is_max = node.op == "max_pool2d"
-    step = f"acc = max(acc, {pixel})" if is_max else f"acc += {pixel}"
+    step = f"acc = vmaximum({pixel}, acc)" if is_max else f"acc += {pixel}"  # NaN kept
     lines = [f"hs = {i} * {sh} - {ph}", f"ws = {j} * {sw} - {pw}",
              f"acc = {literal(float('-inf') if is_max else 0, dtype)}",
              f"for a in range({kh}):",
