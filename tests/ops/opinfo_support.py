@@ -20,6 +20,7 @@ where a pass also needs eager's NaN and +-inf at the same places. An outcome is 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections import Counter
@@ -290,7 +291,8 @@ def prepare(case: Case) -> tuple[Outcome | None, object]:
     if compare(eager(case, seed=1), expected, case.tolerance).status != PASS:
         return Outcome(SKIP, "random: eager differs from itself"), None
     try:
-        return None, Paths([expected, eager(case, seed=0, strided=True)])
+        return None, Paths([expected, eager(case, seed=0, strided=True),
+                            eager(case, seed=0, math_attention=True)])
     except Exception:  # an op that needs contiguous inputs (`view`)
         return None, expected
 
@@ -314,15 +316,19 @@ def judge(result, expected, case: Case, graph) -> Outcome:
 
 
 class Paths(list):
-    """Eager's results by its paths: as given, and on strided copies of the inputs. They
-    differ only where torch's own kernels disagree (its GELU of a contiguous tensor is NaN
-    at +inf, +inf element by element); a result matching either passes."""
+    """Eager's results by its paths: as given, on strided copies of the inputs, and with
+    attention on the math backend. They differ only where torch's own kernels disagree (its
+    GELU of a contiguous tensor is NaN at +inf, +inf element by element; flash attention
+    can give 0 where the math backend gives NaN); a result matching any passes."""
 
 
-def eager(case: Case, seed: int, strided: bool = False):
+def eager(case: Case, seed: int, strided: bool = False, math_attention: bool = False):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
     torch.manual_seed(seed)
     inputs = [_strided(x) for x in case.inputs] if strided else case.inputs
-    with torch.no_grad():
+    backend = sdpa_kernel(SDPBackend.MATH) if math_attention else contextlib.nullcontext()
+    with torch.no_grad(), backend:
         return case.module(*inputs)
 
 
