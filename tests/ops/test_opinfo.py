@@ -30,6 +30,11 @@ from opinfo_support import (
 )
 from torch.utils import _pytree as pytree
 
+# An open defect (issue 45): causal attention over weight-held q, k, v with NaN and +-inf
+# in them differs from eager's math backend in most outputs.
+OPEN = {("nn.functional.scaled_dot_product_attention", "nonfinite"):
+        "causal attention with non-finite weights differs from eager"}
+
 
 @pytest.fixture(scope="module", autouse=True)
 def summary(request):
@@ -45,7 +50,9 @@ def summary(request):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("name", OPINFO_NAMES)
-def test_opinfo_samples_match_eager(name, mode):
+def test_opinfo_samples_match_eager(name, mode, request):
+    if (name, mode) in OPEN:
+        request.applymarker(pytest.mark.xfail(reason=OPEN[name, mode], strict=False))
     ids = [i for i in opinfos() if i == name or i.startswith(name + ".")]
     assert ids, f"no OpInfo named {name!r} in this torch"
     outcomes = []
