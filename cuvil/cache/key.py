@@ -76,13 +76,9 @@ def constants_hash(graph: Graph, values: bool = True) -> str:
 
 def rules_hash(rules: Any) -> str:
     """A hash of the rule sources' paths and text, without parsing them."""
-    from cuvil.dsl.diagnostics import Reporter
-    from cuvil.dsl.sources import read_sources
+    from cuvil.dsl.sources import sources_hash
 
-    h = hashlib.sha256()
-    for path, text in read_sources(rules, Reporter()):
-        h.update(f"{path}\x00{text}\x00".encode())
-    return h.hexdigest()
+    return sources_hash(rules)
 
 
 @lru_cache(maxsize=1)

@@ -9,6 +9,7 @@ here: the compile caches hash these texts without loading the rules.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from cuvil.dsl.diagnostics import Reporter
@@ -72,3 +73,11 @@ def read_file(path: Path, shown: str, reporter: Reporter) -> tuple[str, str] | N
         return None
     reporter.add_source(shown, text)
     return shown, text
+
+
+def sources_hash(source: Source) -> str:
+    """A hash of the rule sources' paths and text, without parsing them."""
+    h = hashlib.sha256()
+    for path, text in read_sources(source, Reporter()):
+        h.update(f"{path}\x00{text}\x00".encode())
+    return h.hexdigest()

@@ -55,13 +55,12 @@ def check_rules(rules: Any, disable: tuple[str, ...] = (), verify: bool = True,
 
 
 def _check(rules: Any, disable: tuple[str, ...], verify: bool) -> RuleCheck:
-    from cuvil.cache.key import rules_hash
     from cuvil.dsl.diagnostics import Reporter
-    from cuvil.dsl.sources import read_sources
+    from cuvil.dsl.sources import read_sources, sources_hash
 
     reporter = Reporter()
     texts = read_sources(rules, reporter)
-    set_key = verdicts.sources_key(texts, disable, rules_hash(None))
+    set_key = verdicts.sources_key(texts, disable, sources_hash(None))
     record = None if reporter.has_errors else verdicts.recall(set_key)
     if record is not None and (record["verified"] or not verify):
         return RuleCheck(record["user"], record["user"] if verify else 0, verify)
