@@ -12,14 +12,7 @@ from fuzz_check import check
 from fuzz_generate import generate
 from fuzz_shrink import Shrinker, reproducer
 
-# Open defects the fuzzer found (issue 45): an elementwise result then sliced crashes in
-# the fused kernel's reshape (`torch.tanh(x)[:, :, 4:]`), and a write through two chained
-# transposes of a clone is lost. They run, and pass once fixed (xfail, not skipped).
-OPEN = {37: "slice of a fused elementwise result", 69: "slice of a fused elementwise result",
-        81: "slice of a fused elementwise result", 83: "slice of a fused elementwise result",
-        99: "in-place write through two chained transposes"}
-SEEDS = [pytest.param(s, marks=pytest.mark.xfail(reason=OPEN[s], strict=False))
-         if s in OPEN else s for s in range(100)]
+SEEDS = range(100)
 SHRINKS = 3  # failures shrunk per run (each try is a compile); later ones print as drawn
 _shrunk = []
 

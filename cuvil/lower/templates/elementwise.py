@@ -12,23 +12,22 @@ import math
 import re
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from cuvil.ir.graph import Node
 from cuvil.ir.types import DType, TensorType
-from cuvil.lower.physical import dim_code, layout_perm, np_name
+from cuvil.lower.physical import dim_code, np_name
 from cuvil.lower.templates.loops import (
-    BCAST,
     FIXED,
     FULL,
     STRIDED,
     Axis,
     Operand,
-    broadcast_axes,
+    broadcast_logical,
+    compose,
     emit_loops,
+    identity_view,
     mapped_axes,
 )
-from cuvil.lower.templates.spec import THREADS, KernelSpec, Unsupported
+from cuvil.lower.templates.spec import KernelSpec, Unsupported
 from cuvil.ops import element, registry
 from cuvil.ops.elementwise import result_dtype
 from cuvil.ops.reduce import norm_dims
@@ -62,20 +61,33 @@ class Expr:
 
 
 class ExprBuilder:
-    """Builds an `Expr` for `nodes` (topological order) evaluated at each element of `out`."""
+    """Builds an `Expr` for `nodes` (topological order) evaluated at each element of `out`.
+
+    Each value is computed at a view: how its logical index follows the output's. The
+    output's view is the identity; a move (`transpose`, `slice`, ...) hands its input its
+    own view composed with the move's index map, so elementwise ops before a move are
+    computed at the moved index and a chain of moves is one strided load. A value needed
+    at two views is computed twice. The seeds (an epilogue's accumulator) exist only at
+    the output's index.
+    """
 
     def __init__(self, ctx, out: TensorType, seeds: dict[str, str] | None = None,
                  first_arg: int = 0):
         self.ctx, self.out = ctx, out
         self.expr = Expr()
-        self.vars: dict[str, str] = dict(seeds or {})
+        self.seeds = dict(seeds or {})
+        self.vars: dict[tuple[str, tuple[Axis, ...]], str] = {}
         self.keys: dict[tuple, str] = {}
         self.first_arg = first_arg
+        self.nodes: dict[str, Node] = {}
 
     def build(self, nodes: list[Node]) -> Expr:
-        for n in nodes:
-            self.vars[n.name] = self._node(n)
-        self.expr.result = self.vars[nodes[-1].name] if nodes else ""
+        if not nodes:
+            return self.expr
+        self.nodes = {n.name: n for n in nodes}
+        root = nodes[-1]
+        view = tuple(broadcast_logical(root.type, self.out))
+        self.expr.result = self._value(root.name, view)
         return self.expr
 
     def load(self, value: str, axes: tuple[Axis, ...]) -> str:
@@ -87,44 +99,55 @@ class ExprBuilder:
             self.keys[key] = f"a{i}"
         return self.keys[key]
 
-    def operand(self, node: Node, k: int, want: DType) -> str:
-        """Input `k` of `node` as an expression of dtype `want`."""
+    def _value(self, name: str, view: tuple[Axis, ...]) -> str:
+        """The variable holding `name` at `view`, computed (with what it needs) if new."""
+        if (name, view) in self.vars:
+            return self.vars[name, view]
+        if name in self.seeds:
+            if view != identity_view(len(view)):
+                raise Unsupported(f"{name} is read at another index than the output's")
+            return self.seeds[name]
+        if name not in self.nodes:
+            return self.load(name, mapped_axes(self.ctx.type(name), list(view)))
+        n = self.nodes[name]
+        dts = [self.ctx.type(i).dtype for i in n.inputs]
+        args = [self.operand(n, k, want, view)
+                for k, want in enumerate(_arg_dtypes(n, dts, self.ctx))]
+        var = f"t{len(self.expr.lines)}"
+        self.expr.lines.append(f"{var} = {expression(n, args, n.type.dtype, dts)}")
+        self.vars[name, view] = var
+        return var
+
+    def operand(self, node: Node, k: int, want: DType, view: tuple[Axis, ...]) -> str:
+        """Input `k` of `node` (computed at `view`) as an expression of dtype `want`."""
         v = node.inputs[k]
-        have = self.ctx.type(v).dtype
-        if v in self.vars:
-            return _cast(self.vars[v], have, want)
-        scalar = self.ctx.scalar_value(v)
+        scalar = self.ctx.scalar_value(v) if v not in self.nodes else None
         if scalar is not None:
             return literal(scalar, want)
-        return _cast(self.load(v, self._axes(node, k)), have, want)
+        value = self._value(v, compose(self._input_map(node, k), view))
+        return _cast(value, self.ctx.type(v).dtype, want)
 
-    def _axes(self, node: Node, k: int) -> tuple[Axis, ...]:
-        t, out, a = self.ctx.type(node.inputs[k]), self.out, node.attrs
+    def _input_map(self, node: Node, k: int) -> list[Axis]:
+        """How input `k` of `node` is indexed from `node`'s index, per logical dim."""
+        t, a = self.ctx.type(node.inputs[k]), node.attrs
         if node.op == "batch_norm" and k > 0:
-            return broadcast_axes(t, out, lead=1)
+            return broadcast_logical(t, node.type, lead=1)
         if node.op in ("permute", "transpose"):
             order = _permutation(node, t.rank)
-            return mapped_axes(t, [Axis(FULL, order.index(d)) for d in range(t.rank)])
+            return [Axis(FULL, order.index(d)) for d in range(t.rank)]
         if node.op == "slice":
             d = norm_dims(a["dim"], t.rank, "slice")[0]
             per = [Axis(FULL, i) for i in range(t.rank)]
             start = _slice_start(a["start"], t.shape[d])
             per[d] = Axis(STRIDED, d, start, a["step"])
-            return mapped_axes(t, per)
+            return per
         if node.op == "select":
             d = norm_dims(a["dim"], t.rank, "select")[0]
             index = a["index"] if a["index"] >= 0 else f"{dim_code(t.shape[d])} + {a['index']}"
             per = [Axis(FULL, i if i < d else i - 1) for i in range(t.rank)]
             per[d] = Axis(FIXED, None, str(index))
-            return mapped_axes(t, per)
-        return broadcast_axes(t, out)
-
-    def _node(self, n: Node) -> str:
-        dts = [self.ctx.type(i).dtype for i in n.inputs]
-        args = [self.operand(n, k, want) for k, want in enumerate(_arg_dtypes(n, dts, self.ctx))]
-        var = f"t{len(self.expr.lines)}"
-        self.expr.lines.append(f"{var} = {expression(n, args, n.type.dtype, dts)}")
-        return var
+            return per
+        return broadcast_logical(t, node.type)
 
 
 def _arg_dtypes(n: Node, dts: list[DType], ctx) -> list[DType]:
@@ -307,6 +330,7 @@ def prepare_batch_norm(node: Node, ctx) -> Node:
 def generate(group, ctx) -> KernelSpec:
     """An elementwise group: one loop over its output computing the whole DAG."""
     from cuvil.lower.templates import movement
+    from cuvil.lower.templates.mapped_binary import mapped_binary
 
     if movement.is_move(group, ctx):
         return movement.generate(group, ctx)
@@ -318,80 +342,13 @@ def generate(group, ctx) -> KernelSpec:
     expr = ExprBuilder(ctx, out).build(nodes)
     if not expr.result:
         raise Unsupported("empty elementwise group")
-    library = _mapped_binary(nodes, expr, out, group.output, ctx)
+    library = mapped_binary(nodes, expr, out, group.output, ctx)
     if library is not None:
         return library
     parallel = ctx.worth_parallel(out.shape)
     body = emit_loops(out, expr.operands, expr.body, ctx.par_min, parallel)
     params = [op.arg for op in expr.operands] + ["out"]
     return KernelSpec("elementwise", params, [*expr.args, group.output], body, parallel)
-
-
-RANK = 4  # `runtime.mapped`'s padded rank
-MAPPED_OPS = {"add": 0, "sub": 1, "mul": 2}  # `runtime.mapped.binary_mapped`'s op codes
-
-
-def _mapped_binary(nodes: list[Node], expr: Expr, out: TensorType, output: str,
-                   ctx) -> KernelSpec | None:
-    """An f32 add/sub/mul of two arrays, each read in any dim order or broadcast and
-    scaled by constants (moves and products with a scalar before it only), as
-    `runtime.mapped.binary_mapped` itself: nothing generated."""
-    last, scales = nodes[-1], _scalings(nodes[:-1], ctx)
-    if last.op not in MAPPED_OPS or len(expr.operands) != 2 or out.rank > RANK or \
-            out.dtype is not DType.f32 or layout_perm(out) != tuple(range(out.rank)) or \
-            any(registry.get(n.op).lowering not in ("move", "alias") and n.name not in scales
-                for n in nodes[:-1]) or \
-            any(ctx.type(v).dtype is not DType.f32 for v in expr.args) or \
-            any(ax.kind not in (FULL, BCAST) for op in expr.operands for ax in op.axes):
-        return None
-    (first, f0), (_, f1) = (_source(v, nodes[:-1], scales) for v in last.inputs)
-    if expr.args[0] == expr.args[1] and (last.op == "sub" or f0 != f1):
-        return None  # which load is the first operand is not told by its value
-    order = (0, 1) if expr.args[0] == first else (1, 0)
-    maps = [_axis_map(expr.operands[i], out) for i in order]
-    names = [ctx.prepare(f"mapped.map.{'.'.join(map(str, m))}", np.array(m, np.int64))
-             for m in maps]
-    mode = ctx.prepare(f"mapped.{MAPPED_OPS[last.op]}.{ctx.par_min}",
-                       np.array([MAPPED_OPS[last.op], ctx.par_min], np.int64))
-    scale = ctx.prepare(f"mapped.scale.{f0!r}.{f1!r}", np.array([f0, f1], np.float32))
-    return KernelSpec("elementwise", ["a", "amap", "b", "bmap", "mode", "scale", "parts", "out"],
-                      [expr.args[order[0]], names[0], expr.args[order[1]], names[1], mode,
-                       scale, THREADS, output], [], note=f"{last.op} through axis maps",
-                      library="binary_mapped")
-
-
-def _scalings(nodes: list[Node], ctx) -> dict[str, tuple[str, float]]:
-    """The group's products of an array with a constant scalar: node -> (array, factor)."""
-    out = {}
-    for n in nodes:
-        if n.op == "mul" and len(n.inputs) == 2:
-            values = [ctx.scalar_value(v) for v in n.inputs]
-            for k in (0, 1):
-                if values[k] is not None and values[1 - k] is None:
-                    out[n.name] = (n.inputs[1 - k], float(values[k]))
-    return out
-
-
-def _source(value: str, moves: list[Node],
-            scales: dict[str, tuple[str, float]]) -> tuple[str, float]:
-    """The array a chain of the group's moves and scalings ending in `value` reads, and
-    the product of the chain's factors."""
-    by_name, factor = {n.name: n for n in moves}, 1.0
-    while value in by_name:
-        if value in scales:
-            value, f = scales[value]
-            factor *= f
-        else:
-            value = by_name[value].inputs[0]
-    return value, factor
-
-
-def _axis_map(operand: Operand, out: TensorType) -> list[int]:
-    """For each dim of `out` padded in front to rank 4: the operand's axis following it,
-    or -1."""
-    follow = {ax.out: k for k, ax in enumerate(operand.axes) if ax.kind == FULL}
-    pad = RANK - out.rank
-    return [-1 if p < pad else follow.get(p - pad, -1) for p in range(RANK)]
 
 
 __all__ = ["Expr", "ExprBuilder", "expression", "generate", "literal"]

@@ -33,19 +33,58 @@ class Operand:
     axes: tuple[Axis, ...]  # one per physical dim of the array
 
 
-def broadcast_axes(t: TensorType, out: TensorType, lead: int | None = None) -> tuple[Axis, ...]:
-    """Numpy broadcasting of `t` against `out` (right-aligned, or from logical dim `lead`)."""
+def broadcast_logical(t: TensorType, out: TensorType, lead: int | None = None) -> list[Axis]:
+    """Numpy broadcasting of `t` against `out` (right-aligned, or from logical dim `lead`),
+    per logical dim of `t`."""
     offset = out.rank - t.rank if lead is None else lead
     logical = []
     for i, d in enumerate(t.shape):
         o = i + offset
         logical.append(Axis(BCAST) if is_one(d) and not is_one(out.shape[o]) else Axis(FULL, o))
-    return tuple(logical[p] for p in layout_perm(t))
+    return logical
+
+
+def broadcast_axes(t: TensorType, out: TensorType, lead: int | None = None) -> tuple[Axis, ...]:
+    """`broadcast_logical`, in the physical order of `t`."""
+    return mapped_axes(t, broadcast_logical(t, out, lead))
 
 
 def mapped_axes(t: TensorType, per_logical: list[Axis]) -> tuple[Axis, ...]:
     """Axes given per logical dim of `t`, put in its physical order."""
     return tuple(per_logical[p] for p in layout_perm(t))
+
+
+def identity_view(rank: int) -> tuple[Axis, ...]:
+    """The view of a value indexed exactly as the output is."""
+    return tuple(Axis(FULL, i) for i in range(rank))
+
+
+def compose(inner: list[Axis], outer: tuple[Axis, ...]) -> tuple[Axis, ...]:
+    """How an input is indexed from the output, given how it is indexed from its consumer
+    (`inner`, per logical dim of the input) and how the consumer is (`outer`, per logical
+    dim of the consumer): a slice of a transpose of a slice is one strided load."""
+    return tuple(_compose_axis(ax, outer) for ax in inner)
+
+
+def _compose_axis(ax: Axis, outer: tuple[Axis, ...]) -> Axis:
+    if ax.kind in (BCAST, FIXED):
+        return ax
+    o = outer[ax.out]
+    if ax.kind == FULL:
+        return o
+    if o.kind == BCAST:  # the consumer's dim has size 1: index 0 of it
+        return Axis(FIXED, None, ax.start)
+    if o.kind == FIXED:
+        return Axis(FIXED, None, _affine(ax.start, ax.step, o.start))
+    if o.kind == FULL:
+        return Axis(STRIDED, o.out, ax.start, ax.step)
+    return Axis(STRIDED, o.out, _affine(ax.start, ax.step, o.start), ax.step * o.step)
+
+
+def _affine(start: str, step: int, index: str) -> str:
+    """`start + step * index` as code."""
+    scaled = index if step == 1 else f"{step} * ({index})"
+    return scaled if start == "0" else f"{start} + {scaled}" if index != "0" else start
 
 
 class LoopNest:
@@ -99,7 +138,9 @@ class LoopNest:
                 dims.append(((f"{op.arg}.shape[{k}]", ax.start), None))
                 continue
             p = self.logical_to_phys[ax.out]
-            if p not in self.group_of:  # follows a size-1 output dim
+            if p not in self.group_of:  # follows a size-1 output dim: its first index
+                if ax.kind == STRIDED:
+                    dims.append(((f"{op.arg}.shape[{k}]", ax.start), None))
                 continue
             g = self.group_of[p]
             if ax.kind == STRIDED:
