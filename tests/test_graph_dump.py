@@ -101,10 +101,9 @@ def small_model():
 def test_tooltips_name_each_rule_with_its_path_and_line(small_model, tmp_path):
     model, inputs = small_model
     text = cuvil.graph_dump(model, tmp_path / "g.dot", include_latency=False,
-                            example_inputs=inputs, rules=REFERENCE,
-                            verify=False)
+                            example_inputs=inputs, rules=REFERENCE)
     assert (tmp_path / "g.dot").read_text() == text
-    graph = cuvil.optimize(model, inputs, rules=REFERENCE, verify=False)
+    graph = cuvil.optimize(model, inputs, rules=REFERENCE)
     nodes, _ = parse_dot(text)
     rewritten = [n for n in graph if n.origin]
     assert {n.op for n in rewritten} == {"linear_relu", "linear"}
@@ -119,7 +118,7 @@ def test_tooltips_name_each_rule_with_its_path_and_line(small_model, tmp_path):
 
 def test_graph_dump_times_a_compiled_graph(small_model, tmp_path):
     model, inputs = small_model
-    compiled = cuvil.compile(model, inputs, rules=REFERENCE, verify=False)
+    compiled = cuvil.compile(model, inputs, rules=REFERENCE)
     text = cuvil.graph_dump(compiled, tmp_path / "g.dot", example_inputs=inputs, runs=2,
                             latency_threshold_ms=0.0)
     nodes, _ = parse_dot(text)
@@ -140,7 +139,7 @@ def test_graph_dump_times_a_compiled_graph(small_model, tmp_path):
 def test_svg_is_rendered_by_graphviz_with_tooltips(small_model, tmp_path):
     model, inputs = small_model
     cuvil.graph_dump(model, tmp_path / "g.svg", include_latency=False, example_inputs=inputs,
-                     rules=REFERENCE, verify=False)
+                     rules=REFERENCE)
     svg = (tmp_path / "g.svg").read_text()
     assert "<svg" in svg and "linear_relu" in svg
     assert re.search(r'xlink:title="[^"]*reference\.cvr:\d+', svg)

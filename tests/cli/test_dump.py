@@ -19,7 +19,7 @@ def cuvil(capsys, *argv):
 
 def test_dump_writes_the_coloured_graph_table_and_merged_trace(capsys, tmp_path):
     dot, trace = tmp_path / "mlp.dot", tmp_path / "trace.json"
-    code, out, err = cuvil(capsys, "dump", "zoo:mlp", "--rules", REFERENCE, "--no-verify",
+    code, out, err = cuvil(capsys, "dump", "zoo:mlp", "--rules", REFERENCE,
                            "-o", str(dot),
                            "--runs", "2", "--threshold", "0", "--trace", str(trace))
     assert code == 0, err
@@ -37,7 +37,7 @@ def test_dump_writes_the_coloured_graph_table_and_merged_trace(capsys, tmp_path)
 
 def test_dump_without_latency_draws_the_optimized_graph(capsys, tmp_path):
     dot = tmp_path / "mlp.gv"
-    code, out, err = cuvil(capsys, "dump", "zoo:mlp", "--rules", REFERENCE, "--no-verify",
+    code, out, err = cuvil(capsys, "dump", "zoo:mlp", "--rules", REFERENCE,
                            "-o", str(dot),
                            "--no-latency")
     assert code == 0, err

@@ -20,7 +20,7 @@ def cuvil(capsys, *argv):
 
 def test_optimize_prints_graph_report_and_files(capsys, tmp_path):
     egg, timing = tmp_path / "prog.egg", tmp_path / "passes.json"
-    code, out, err = cuvil(capsys, "optimize", "zoo:mlp", "--rules", REFERENCE, "--no-verify",
+    code, out, err = cuvil(capsys, "optimize", "zoo:mlp", "--rules", REFERENCE,
                            "--explain",
                            "--emit-egglog", str(egg), "--pass-timing", str(timing))
     assert code == 0, err
@@ -35,7 +35,7 @@ def test_optimize_prints_graph_report_and_files(capsys, tmp_path):
 
 
 def test_explain_one_node(capsys):
-    code, out, err = cuvil(capsys, "explain", "zoo:mlp", "--rules", REFERENCE, "--no-verify",
+    code, out, err = cuvil(capsys, "explain", "zoo:mlp", "--rules", REFERENCE,
                            "--node", "v1")
     assert code == 0, err
     assert out.startswith("v1 = linear_relu") and "matmul_add (" in out
@@ -46,8 +46,8 @@ def test_bad_inputs_are_one_line_errors(capsys, tmp_path):
     bad.write_text("rule r: relu(x) => frobnicate(x)\n")
     for argv in (["optimize", "zoo:mlp", "--rules", str(bad)],
                  ["optimize", "zoo:mlp", "--rules", str(tmp_path / "missing")],
-                 ["explain", "zoo:mlp", "--rules", REFERENCE, "--no-verify", "--node", "nope"],
-                 ["optimize", "zoo:mlp", "--rules", REFERENCE, "--no-verify", "--time-limit",
+                 ["explain", "zoo:mlp", "--rules", REFERENCE, "--node", "nope"],
+                 ["optimize", "zoo:mlp", "--rules", REFERENCE, "--time-limit",
                   "-1"]):
         code, out, err = cuvil(capsys, *argv)
         assert code == 1, argv

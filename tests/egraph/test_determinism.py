@@ -12,7 +12,7 @@ import cuvil
 from cuvil import zoo
 model, inputs = zoo.get("cnn", batch=2)
 rules = [{ref!r}, 'cost conv2d(x, w) = roofline() * (1 - 0.8 * (layout(x) == "NHWC"))\\n']
-out = cuvil.optimize(cuvil.from_torch(model, inputs), rules=rules, verify=False)
+out = cuvil.optimize(cuvil.from_torch(model, inputs), rules=rules)
 print(out.structural_hash())
 print(out.to_text())
 """

@@ -39,7 +39,7 @@ def test_rules_snapshot(reference_rules):
 
 
 def test_emitted_program_replays(reference_rules):
-    out = cuvil.optimize(_mlp(), rules=reference_rules, verify=False)
+    out = cuvil.optimize(_mlp(), rules=reference_rules)
     program = out.report.egglog
     assert "(run-schedule" in program and "; " in program
     bindings.EGraph().parse_and_run_program(program)

@@ -30,7 +30,7 @@ def _max_err(model, graph, name: str) -> float:
 @pytest.fixture(scope="module")
 def mlp(zoo_graph, reference_rules):
     model, graph = zoo_graph("mlp")
-    return model, cuvil.optimize(graph, rules=reference_rules, verify=False)
+    return model, cuvil.optimize(graph, rules=reference_rules)
 
 
 def test_mlp_fuses_matmul_add_and_relu(mlp):
@@ -71,11 +71,11 @@ def test_report_says_what_happened(mlp):
 
 def test_cnn_converts_convolutions_to_nhwc(zoo_graph, reference_rules):
     model, graph = zoo_graph("cnn")
-    plain = cuvil.optimize(graph, rules=reference_rules, verify=False)
+    plain = cuvil.optimize(graph, rules=reference_rules)
     assert plain.report.rules["conv_nhwc"].matches > 0  # fires, but nothing makes it pay
     assert "to_layout" not in plain.ops()
 
-    out = cuvil.optimize(graph, rules=[reference_rules, LAYOUT_COST], verify=False)
+    out = cuvil.optimize(graph, rules=[reference_rules, LAYOUT_COST])
     convs = [n for n in out if n.op == "conv2d"]
     nhwc = [n for n in convs if n.type.layout == "NHWC"]
     assert nhwc, "the cheaper NHWC convolution is extracted"
@@ -90,7 +90,7 @@ def test_cnn_converts_convolutions_to_nhwc(zoo_graph, reference_rules):
 def test_every_zoo_model_stays_equivalent(zoo_graph, reference_rules):
     for name in ("mlp_gelu", "transformer", "gpt2", "mobilenet"):
         model, graph = zoo_graph(name)
-        out = cuvil.optimize(graph, rules=reference_rules, verify=False)
+        out = cuvil.optimize(graph, rules=reference_rules)
         assert _max_err(model, out, name) <= 1e-4, name
 
 

@@ -123,8 +123,7 @@ def test_pass_timings_and_runtime_share_one_trace(tmp_path):
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
                                 torch.nn.Linear(32, 4)).eval()
     x = torch.randn(3, 16)
-    compiled = cuvil.compile(model, (x,), rules=REFERENCE, trace=tmp_path / "passes.json",
-                             verify=False)  # the reference example's layout-blind rules
+    compiled = cuvil.compile(model, (x,), rules=REFERENCE, trace=tmp_path / "passes.json")
     prof = compiled.profile(x, runs=2, trace=tmp_path / "trace.json")
     with torch.no_grad():
         torch.testing.assert_close(prof.outputs, model(x))
