@@ -36,7 +36,7 @@ from numba import prange
 from cuvil.runtime.f32_tile import MR, no_epilogue
 from cuvil.runtime.numba_cache import njit
 from cuvil.runtime.sgemm import block_at
-from cuvil.runtime.vmath import vexp, vmax
+from cuvil.runtime.vmath import vexp, vmasked, vmax
 
 _ROWS = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: NaN as torch, -inf masks
 BLOCK = 2 * MR  # rows per block of masked attention (two row tiles; 8 left HF GPT-2 (D = 32)
@@ -46,8 +46,9 @@ BLOCK = 2 * MR  # rows per block of masked attention (two row tiles; 8 left HF G
 @njit(nogil=True, fastmath=_ROWS, error_model="numpy")
 def _rows(s, scale, mode, mm, r0, r1, n):
     """Rows r0..r1 of tile s [L, S], their first n scores, scaled, masked (row i of mm [1
-    or L, S]) and softmaxed, in place. One function for the whole block: a call per row
-    cost 100 ns (its array's reference counts), as long as the row's arithmetic."""
+    or L, S]) and softmaxed, in place; a row of -inf scores weighs every key 0 (torch's
+    `_safe_softmax`). One function for the whole block: a call per row cost 100 ns (its
+    array's reference counts), as long as the row's arithmetic."""
     neg = s.dtype.type(-np.inf)
     for i in range(r0, r1):  # a whole row as itself: its slice's loops were 3-8% slower
         row, mrow = s[i] if n == s.shape[1] else s[i, :n], mm[i if mm.shape[0] > 1 else 0]
@@ -67,6 +68,9 @@ def _rows(s, scale, mode, mm, r0, r1, n):
             for j in range(i + 1, row.shape[0]):
                 row[j] = row[j] + neg
         m = vmax(row)
+        if vmasked(row, m):  # every score -inf: weights 0, as torch's math backend
+            row[:] = 0
+            continue
         tot = row.dtype.type(0)
         for j in range(row.shape[0]):
             e = np.float32(vexp(row[j] - m))
@@ -226,7 +230,8 @@ def _seen(mode, last, mb, mh, r0, r1, sl):
 @njit(nogil=True)
 def _last_seen(mask, kind):
     """For each row of mask [Bm, Hm, Lm, S], one past the last key it sees (boolean: True,
-    added: not -inf); at least one, so that a row that sees none stays NaN, as torch's."""
+    added: not -inf); at least one, so that a row that sees none is computed as torch's: 0
+    weights where its scores are -inf, NaN where one is NaN or +inf (NaN + -inf)."""
     bm, hm, lm, sl = mask.shape
     last = np.ones((bm, hm, lm), np.int64)
     for a in range(bm if kind else 0):

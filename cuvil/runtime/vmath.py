@@ -140,6 +140,17 @@ def vmax(row):
 
 
 @njit(**_OPTS)
+def vmasked(row, m):
+    """Whether 1-d `row`, whose `vmax` is `m`, is -inf throughout: a fully masked attention
+    row, which torch's math backend weighs 0 (`_safe_softmax`) where softmax is NaN. A
+    NaN `vmax` skipped leaves `m` -inf too; that row is not masked (its softmax is NaN)."""
+    n, j = row.shape[0], 0
+    while m == -np.inf and j < n and row[j] == -np.inf:
+        j += 1
+    return j == n
+
+
+@njit(**_OPTS)
 def vamax(row):
     """torch.amax of 1-d `row`: `vmax`, or NaN if the row holds one. A NaN-keeping compare
     in the eight maxima stops LLVM vectorizing them (3x slower); instead a second pass

@@ -1,8 +1,9 @@
 """NaN and +-inf propagate through every kernel family as through torch eager: elementwise
 ops, rows (softmax, norms, reductions), GEMM and convolution epilogues, pooling (alone and
 fused after a convolution) and attention (plain, causal, masked; one block of rows and
-several). Each model is compiled, fed inputs holding NaN, +inf and -inf, and compared with
-eager (`nonfinite_support`)."""
+several; rows whose every score is -inf, weighed 0 as by torch's math backend). Each
+model is compiled, fed inputs holding NaN, +inf and -inf, and compared with eager
+(`nonfinite_support`)."""
 
 from __future__ import annotations
 
@@ -145,3 +146,25 @@ def test_attention(kind, length):
     everywhere = (nonfinite(2, 2, length, 16, seed=4, share=0.02),
                   nonfinite(2, 2, length, 16, seed=5, share=0.02), torch.randn(2, 2, length, 16))
     assert_nonfinite_like_eager(Attention(kind), everywhere)
+
+
+def masked_rows(*shape: int) -> tuple[torch.Tensor, ...]:
+    """q, k, v of `shape` (..., L, 16) whose q rows 0 and L // 2 score -inf against every key
+    (+inf at a column where every key is negative), and one +inf in v at key 3: torch's
+    math backend weighs those rows' keys 0 (`_safe_softmax`), so they are 0, NaN in v's
+    +inf column, where an unguarded softmax is NaN throughout (exp(-inf - -inf))."""
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(shape, generator=g) for _ in range(3))
+    k[..., 5] = -k[..., 5].abs() - 0.1
+    for row in (0, shape[-2] // 2):
+        q[..., row, :] = 0.0
+        q[..., row, 5] = float("inf")
+    v.view(-1, *shape[-2:])[0, 3, 2] = float("inf")
+    return q, k, v
+
+
+@pytest.mark.parametrize("rank", [3, 4])  # 3: the generated kernel, 4: `attention_post`
+@pytest.mark.parametrize("kind", ["plain", "causal", "added mask"])
+def test_attention_row_of_minus_inf_scores(kind, rank):
+    shape = (4, 24, 16) if rank == 3 else (2, 2, 24, 16)
+    assert_nonfinite_like_eager(Attention(kind), masked_rows(*shape))

@@ -53,16 +53,21 @@ def _batch_indices(used: list[int], r: int) -> list[str]:
 
 
 def _online_row(chain: list[str], result: str, k_rows: bool, cast: str, dtype) -> list[str]:
-    """Row `i` of slice `b`: scores key by key, the output rescaled as the max grows."""
+    """Row `i` of slice `b`: scores key by key, the output rescaled as the max grows. A
+    -inf score weighs its key 0 even while the running max is -inf too (not exp(NaN)), so
+    that a row of -inf scores is 0 @ v, as torch's math backend (`_safe_softmax`) has it;
+    a NaN or +inf score makes the row NaN."""
     key = "k3[b, j, c]" if k_rows else "k3[b, c, j]"
+    neg = literal(float("-inf"), dtype)
     return [
-        f"mx = {literal(float('-inf'), dtype)}", f"tot = {cast}(0)",
+        f"mx = {neg}", f"tot = {cast}(0)",
         "for c in range(dv):", f"    o3[b, i, c] = {cast}(0)",
         "for j in range(sl):",
         f"    acc = {cast}(0)", "    for c in range(d):", f"        acc += q3[b, i, c] * {key}",
         *indent(chain, 1), f"    sc = {result}",
         "    if sc > mx:", "        corr = math.exp(mx - sc)", "        tot = tot * corr",
         "        for c in range(dv):", "            o3[b, i, c] *= corr", "        mx = sc",
-        "    ex = math.exp(sc - mx)", "    tot += ex",
+        f"    ex = {cast}(0) if sc == {neg} else math.exp(sc - mx)", "    tot += ex",
         "    for c in range(dv):", "        o3[b, i, c] += ex * v3[b, j, c]",
-        f"inv = {cast}(1) / tot", "for c in range(dv):", "    o3[b, i, c] *= inv"]
+        f"inv = {cast}(1) / tot if tot != 0 else {cast}(1)",
+        "for c in range(dv):", "    o3[b, i, c] *= inv"]

@@ -283,6 +283,7 @@ def _kernel(ctx, out_name: str, qkv: list[str], k_rows: bool, scores: TensorType
                                                              scores.shape[-1]))) if k_rows else ""
     row = ["for j in range(sl):", "    acc = s[i, j]"] + indent(chain, 1) + [
         f"    s[i, j] = {result}", "m = vmax(s[i])",
+        "if vmasked(s[i], m):", "    s[i, :] = 0", "    continue",
         f"tot = {literal(0, dt)}", "for j in range(sl):",
         f"    e = {math_call('exp', 's[i, j] - m', dt)}",
         "    s[i, j] = e", "    tot += e", f"inv = {literal(1, dt)} / tot", "for j in range(sl):",

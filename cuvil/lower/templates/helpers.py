@@ -32,7 +32,7 @@ HELPERS = {"gemm": "cuvil.runtime.blas", "gemm_weight": "cuvil.runtime.blas",
            "layer_norm_rows": "cuvil.runtime.rows", "binary_mapped": "cuvil.runtime.mapped",
            **{name: "cuvil.runtime.vmath"
               for name in ("vexp", "vtanh", "verf", "vsigmoid", "vmax", "vamax", "vmaximum",
-                           "vminimum", "vrsqrt")},
+                           "vminimum", "vrsqrt", "vmasked")},
            **{name: "cuvil.runtime.int8" for name in ("qgemm_layer", "qgemm_layer_q", "qconv_layer",
                                                       "qconv_layer_q")}}
 
