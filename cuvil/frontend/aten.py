@@ -73,9 +73,28 @@ def hardtanh(ix: Importer, a: Args) -> Value:
 
 
 def clamp(ix: Importer, a: Args) -> Value:
-    bounds = {k: a.get(k) for k in ("min", "max")}
-    need(not any(isinstance(v, Value) for v in bounds.values()), "tensor clamp bounds")
-    return ix.add("clamp", [ix.tensor(a["input"])], bounds)
+    """Number bounds are `clamp`'s attributes; a tensor bound is `maximum` (the lower) or
+    `minimum` (the upper), in torch's order: min(max(x, lo), hi), NaN from either side."""
+    x, lo, hi = ix.tensor(a["input"]), a.get("min"), a.get("max")
+    if not isinstance(lo, Value) and not isinstance(hi, Value):
+        return ix.add("clamp", [x], {"min": lo, "max": hi})
+    for bound, op, attr in ((lo, "maximum", "min"), (hi, "minimum", "max")):
+        if isinstance(bound, Value):
+            x = ix.add(op, [x, bound])
+        elif bound is not None:
+            x = ix.add("clamp", [x], {"min": None, "max": None, attr: bound})
+    return x
+
+
+def min_max(op: str) -> Callable:
+    """`min`/`max` of two tensors (`min.other`) is `minimum`/`maximum`; the reductions
+    (`min.dim`, `min()`) stay in torch."""
+
+    def convert(ix: Importer, a: Args) -> Value:
+        need(isinstance(a.get("other"), Value), f"{op} as a reduction")
+        return ix.add(op, [ix.tensor(a["input"]), a["other"]])
+
+    return convert
 
 
 def dropout(ix: Importer, a: Args) -> Value:
@@ -291,6 +310,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "add": add_sub("add"), "sub": add_sub("sub"), "rsub": add_sub("sub", reverse=True),
     "mul": binary("mul"), "div": div, "pow": binary("pow", "exponent"),
     "maximum": binary("maximum"), "minimum": binary("minimum"),
+    "max": min_max("maximum"), "min": min_max("minimum"),
     "eq": binary("eq"), "ne": binary("ne"), "lt": binary("lt"), "le": binary("le"),
     "gt": binary("gt"), "ge": binary("ge"),
     "logical_and": binary("logical_and"), "logical_or": binary("logical_or"),
@@ -300,6 +320,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     # unary math and activations
     "neg": unary("neg"), "sqrt": unary("sqrt"), "rsqrt": unary("rsqrt"), "exp": unary("exp"),
     "log": unary("log"), "tanh": unary("tanh"), "erf": unary("erf"),
+    "sin": unary("sin"), "cos": unary("cos"),
     "sigmoid": unary("sigmoid"), "silu": unary("silu"), "reciprocal": unary("reciprocal"),
     "relu": unary("relu"), "relu6": unary("relu6"), "abs": unary("abs"),
     "gelu": lambda ix, a: ix.add("gelu", [ix.tensor(a["input"])],

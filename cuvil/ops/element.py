@@ -39,7 +39,8 @@ def _minimum(a: Any, b: Any) -> Any:
 # The functions an element expression may call, with their torch meaning.
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "tanh": torch.tanh,
-    "erf": torch.erf, "sigmoid": torch.sigmoid, "abs": torch.abs,
+    "erf": torch.erf, "sigmoid": torch.sigmoid, "abs": torch.abs, "sin": torch.sin,
+    "cos": torch.cos,
     "max": _maximum, "min": _minimum,
 }
 BINARY = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",

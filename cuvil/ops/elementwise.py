@@ -118,6 +118,7 @@ for _name, _fn, _element, _more in [
     ("exp", torch.exp, "exp(x)", {"work": 8}),
     ("log", torch.log, "log(x)", {"work": 8, "domain": "positive"}),
     ("tanh", torch.tanh, "tanh(x)", {"work": 8}), ("erf", torch.erf, "erf(x)", {"work": 8}),
+    ("sin", torch.sin, "sin(x)", {"work": 8}), ("cos", torch.cos, "cos(x)", {"work": 8}),
     ("sigmoid", torch.sigmoid, "sigmoid(x)", {"work": 8}),
     ("silu", F.silu, "x * sigmoid(x)", {"work": 8, "float_only": True}),
     ("reciprocal", torch.reciprocal, "1 / x", {}),

@@ -13,7 +13,7 @@ from lowering_support import B, assert_matches_reference, t, templates
 from cuvil.ir import Graph
 
 UNARY = ["neg", "sqrt", "rsqrt", "exp", "log", "tanh", "erf", "sigmoid", "silu", "reciprocal",
-         "relu", "abs", "relu6", "dropout"]
+         "relu", "abs", "relu6", "dropout", "sin", "cos"]
 BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum"]
 
 

@@ -134,6 +134,8 @@ CASES: dict[str, Case] = {
     "log": Case(_unary(NUMERIC), lambda xs, a: torch.log(xs[0])),
     "tanh": Case(_unary(NUMERIC), lambda xs, a: torch.tanh(xs[0])),
     "erf": Case(_unary(NUMERIC), lambda xs, a: torch.special.erf(xs[0])),
+    "sin": Case(_unary(NUMERIC), lambda xs, a: torch.sin(xs[0])),
+    "cos": Case(_unary(NUMERIC), lambda xs, a: torch.cos(xs[0])),
     "sigmoid": Case(_unary(NUMERIC), lambda xs, a: 1 / (1 + torch.exp(-xs[0].double())).to(
         torch.promote_types(xs[0].dtype, torch.float32)), tol=1e-5),
     "silu": Case(_unary(FLOATS), lambda xs, a: F.silu(xs[0])),

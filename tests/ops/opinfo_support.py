@@ -39,11 +39,14 @@ OPINFO_NAMES = (
     # elementwise arithmetic and comparisons
     "add", "sub", "rsub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
     "gt", "ge", "logical_and", "logical_or", "logical_not", "bitwise_and", "bitwise_or",
-    "bitwise_not",
+    "bitwise_not", "max", "min",
     # unary math and activations
     "neg", "sqrt", "rsqrt", "exp", "log", "tanh", "erf", "sigmoid", "reciprocal", "abs",
+    "sin", "cos",
     "nn.functional.relu", "nn.functional.relu6", "nn.functional.silu", "nn.functional.gelu",
     "nn.functional.hardtanh", "clamp", "clamp_min", "clamp_max", "where", "masked_fill",
+    # tensors made from sizes
+    "arange",
     # conversions
     "clone", "contiguous", "to",
     # linear algebra

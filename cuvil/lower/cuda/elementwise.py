@@ -19,7 +19,8 @@ FLOATS = (DType.f32, DType.f64)
 VIEWS = ("reshape", "view", "flatten", "squeeze", "unsqueeze")
 # host spellings (the CPU's element code) -> device spellings
 DEVICE_MATH = {"np.exp(": "math.exp(", "np.sqrt(": "math.sqrt(", "np.log(": "math.log(",
-               "np.tanh(": "math.tanh(", "math.erf(": "math.erf("}
+               "np.tanh(": "math.tanh(", "math.erf(": "math.erf(", "np.sin(": "math.sin(",
+               "np.cos(": "math.cos("}
 
 
 def generate(group, ctx) -> KernelSpec:
