@@ -14,12 +14,14 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from cuvil.aligned import contiguous
 from cuvil.ir.graph import Graph
 from cuvil.ir.types import DType, TensorType
 from cuvil.lower.physical import layout_perm, reference_numel
 from cuvil.lower.templates.spec import Scratch
+from cuvil.runtime.calling import from_tensor
 
 # At run time, outputs smaller than this run serially: waking the thread pool costs ~5 us.
 PAR_MIN = 1 << 15
@@ -81,15 +83,17 @@ class LowerContext:
         return node.attrs["value"] if node is not None and node.op == "scalar" else None
 
     def const_array(self, value: str) -> np.ndarray:
-        """The physical numpy array of a constant (graph constant, scalar or prepared)."""
+        """The physical numpy array of a constant (graph constant, scalar or prepared); a
+        bf16 one holds its bits (`physical.storage`)."""
         if value in self.derived:
             raise KeyError(f"{value} is computed by the runtime (ctx.derived)")
         if value not in self.arrays:
             node = self.graph[value]
             if node.op == "scalar":
-                array = np.array(node.attrs["value"], dtype=node.type.dtype.numpy)
+                array = from_tensor(torch.tensor(node.attrs["value"],
+                                                 dtype=node.type.dtype.torch))
             else:
-                array = self.graph.constants[node.attrs["ref"]].detach().numpy()
+                array = from_tensor(self.graph.constants[node.attrs["ref"]].detach())
                 array = contiguous(array.transpose(layout_perm(node.type)))
             self.arrays[value] = array
         return self.arrays[value]

@@ -31,8 +31,9 @@ from cuvil.ops.registry import SHAPE
 
 
 def family(op: str) -> str:
-    """The kernel family of a catalog op (`OpDef.lowering`)."""
-    return registry.get(op).lowering
+    """The kernel family of a catalog op (`OpDef.lowering`); "composite" for a composite op
+    kept whole (`inline.runs_in_torch`), which runs through torch."""
+    return registry.get(op).lowering if registry.exists(op) else "composite"
 
 
 def is_leaf(op: str) -> bool:
@@ -108,7 +109,7 @@ def normalize_layouts(graph: Graph) -> Graph:
     g.report = graph.report
     g.nodes = {}
     for node in graph:
-        if layout_aware(node.op) or classify(node, graph)[0] == "fallback":
+        if classify(node, graph)[0] == "fallback" or layout_aware(node.op):
             g._put(node)
             continue
         inputs = []

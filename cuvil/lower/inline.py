@@ -1,6 +1,8 @@
 """Composite ops (`op NAME(params) = BODY` in `.cvr`) replaced by the primitive nodes of
 their bodies, so that every later stage of lowering sees only catalog ops.
 
+A composite of f16 or bf16 values stays one node (`runs_in_torch`).
+
 The inlined nodes of one composite node are remembered as an `Instance`: grouping tries to
 turn each instance into a single kernel (its body decides the template), and the kernel's
 header names the composite node, its source line and the rules that produced it.
@@ -14,7 +16,10 @@ from typing import Any
 from cuvil.dsl.ast import Call, Literal, Var, Wildcard
 from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph, Node
+from cuvil.ir.types import DType
 from cuvil.ops import registry
+
+LOW_PRECISION = (DType.f16, DType.bf16)
 
 
 @dataclass
@@ -30,6 +35,14 @@ def is_composite(graph: Graph, op: str) -> bool:
     return opdef is not None and opdef.kind == registry.COMPOSITE and opdef.body is not None
 
 
+def runs_in_torch(graph: Graph, node: Node) -> bool:
+    """Whether composite `node` stays whole, one torch fallback computed in f32 and rounded
+    on store (`runtime.fallback`): its result or an operand is f16 or bf16, which kernels
+    do not handle. Inlined, each part would round, where torch's `addmm` rounds once."""
+    types = [graph[i].type for i in node.inputs] + [node.type]
+    return any(t.dtype in LOW_PRECISION for t in types)
+
+
 def inline_composites(graph: Graph) -> tuple[Graph, dict[str, Instance]]:
     """A copy of `graph` without composite nodes, and the instance of each one inlined."""
     out = Graph(graph.name)
@@ -41,7 +54,7 @@ def inline_composites(graph: Graph) -> tuple[Graph, dict[str, Instance]]:
     for node in graph:
         if node.op == "input":
             out.input(node.name, node.type)
-        elif is_composite(graph, node.op):
+        elif is_composite(graph, node.op) and not runs_in_torch(graph, node):
             inst = Instance(node)
             _expand(out, node, node, inst)
             instances[node.name] = inst

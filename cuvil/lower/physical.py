@@ -1,13 +1,15 @@
 """Physical storage of values: layout permutations, dtypes and dims as generated code.
 
 A value's shape is logical (torch order); its storage is a C-contiguous numpy array whose
-dims are the logical dims permuted by its layout (`NHWC`: logical dims 0, 2, 3, 1).
+dims are the logical dims permuted by its layout (`NHWC`: logical dims 0, 2, 3, 1), of its
+dtype, bf16 as its bits (`storage`).
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import sympy
 
 from cuvil.ir.types import NHWC, SYMBOLIC_DIM_SIZE, Dim, DType, TensorType, is_static
@@ -20,6 +22,12 @@ _NP = {DType.f32: "np.float32", DType.f64: "np.float64", DType.i8: "np.int8",
 def kernel_dtype(dtype: DType) -> bool:
     """Whether generated kernels handle this dtype (f16 and bf16 run through torch)."""
     return dtype in _NP
+
+
+def storage(dtype: DType) -> np.dtype:
+    """The numpy dtype a value's array has: its own, or for bf16 (which numpy lacks) its
+    bits as uint16, which the runtime views as torch's bfloat16 (`calling.to_tensor`)."""
+    return np.dtype(np.uint16) if dtype is DType.bf16 else dtype.numpy
 
 
 def np_name(dtype: DType) -> str:

@@ -30,7 +30,7 @@ from cuvil.lower.codegen import KERNEL, Program, describe_group, entry_module
 from cuvil.lower.compile import fallback_report, generate, prepare
 from cuvil.lower.context import LowerContext
 from cuvil.lower.devices import Targets
-from cuvil.lower.physical import layout_perm
+from cuvil.lower.physical import layout_perm, storage
 from cuvil.lower.report import CompileReport, KernelReport
 from cuvil.lower.steps import step_reports
 from cuvil.lower.templates.helpers import used_helpers
@@ -110,12 +110,12 @@ def call_spec(g: Graph, program: Program, plan: MemoryPlan) -> CallSpec:
     params = tuple(Param(n, dims(g[n].type.shape), g[n].type.dtype.value, perm(g[n].type))
                    for n in g.inputs)
     kinds = {v: program.arrays[v] for v in program.entry_params}
-    buffers = tuple(Array(b.value, dims(b.shape), b.dtype.numpy.name, plan.slot_of[b.value])
+    buffers = tuple(Array(b.value, dims(b.shape), storage(b.dtype).name, plan.slot_of[b.value])
                     for b in plan.buffers)
-    outputs = tuple(Array(v, dims(a.shape), a.dtype.numpy.name,
+    outputs = tuple(Array(v, dims(a.shape), storage(a.dtype).name,
                           perm=perm(g[v.removesuffix("__out")].type))
                     for v, a in kinds.items() if a.kind == "output")
-    slots = tuple((dt.numpy.name, dev) for dt, dev in zip(plan.slot_dtype, plan.slot_device,
+    slots = tuple((storage(dt).name, dev) for dt, dev in zip(plan.slot_dtype, plan.slot_device,
                                                      strict=True))
     return CallSpec(g.name, params, buffers, outputs, slots, tuple(program.symbols),
                     dict(program.results), g.output_structure,
@@ -173,9 +173,9 @@ def _nb_type(program: Program, ctx: LowerContext, value: str):
         return nbtypes.int64
     if value in program.arrays:
         a = program.arrays[value]
-        return nbtypes.Array(numba.from_dtype(a.dtype.numpy), len(a.shape), "C")
+        return nbtypes.Array(numba.from_dtype(storage(a.dtype)), len(a.shape), "C")
     t = ctx.type(value)
-    return nbtypes.Array(numba.from_dtype(t.dtype.numpy), t.rank, "C")
+    return nbtypes.Array(numba.from_dtype(storage(t.dtype)), t.rank, "C")
 
 
 def _signatures(program: Program, ctx: LowerContext, kernel) -> list[tuple]:

@@ -30,7 +30,7 @@ from cuvil.errors import CuvilError
 from cuvil.ir.outputs import OutputTree
 from cuvil.ir.structure import flatten, unflatten
 from cuvil.lower.report import CompileReport
-from cuvil.runtime.calling import DTYPE_NAMES, CallSpec, logical_view
+from cuvil.runtime.calling import DTYPE_NAMES, CallSpec, from_tensor, logical_view, to_tensor
 from cuvil.runtime.fast_path import MISS, bind, calling
 from cuvil.runtime.workspaces import ShapePlan
 
@@ -150,7 +150,7 @@ class CompiledGraph:
         index = {o.value: i for i, o in enumerate(self._spec.outputs)}
         for position, value in self._spec.writes:
             i = index[value]
-            new = torch.from_numpy(outs[i]) if self._out_perms[i] is None else \
+            new = to_tensor(outs[i]) if self._out_perms[i] is None else \
                 logical_view(outs[i], self._out_perms[i])
             target = inputs[position]
             with torch.no_grad():
@@ -164,8 +164,8 @@ class CompiledGraph:
 
     def _results_of(self, outs: list[np.ndarray]) -> Any:
         if self._bare is not None:
-            return torch.from_numpy(outs[self._bare])
-        tensors = [torch.from_numpy(o) if p is None else logical_view(o, p)
+            return to_tensor(outs[self._bare])
+        tensors = [to_tensor(o) if p is None else logical_view(o, p)
                    for o, p in zip(outs, self._out_perms, strict=True)]
         if self._single is not None:
             return tensors[self._single]
@@ -196,7 +196,7 @@ class CompiledGraph:
                 warnings.warn(f"input {name!r} requires grad, but a Cuvil compiled model does "
                               "not track autograd: its outputs have no grad_fn (train with "
                               "the torch model)", UserWarning, stacklevel=4)
-            return x.detach().numpy()
+            return from_tensor(x.detach())
         if isinstance(x, np.ndarray | np.generic):
             return np.asarray(x)
         raise CuvilError(f"input {name!r}: expected a torch tensor or numpy array, "

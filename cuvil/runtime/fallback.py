@@ -6,6 +6,9 @@ op's `ref` with the attributes resolved for the current dim sizes, and copies th
 into the output array. Device arrays (a node on `cuda` with no kernel there) are copied to
 the host and the result back.
 
+A composite op of f16 or bf16 values (kept whole, `lower.inline.runs_in_torch`) is computed
+in f32 and rounded on store.
+
 An input may be the caller's tensor or a constant, which the runtime never writes: an op
 not known to leave its inputs alone gets copies of them (`calling.private`). The catalog's
 own references are known pure (they are Cuvil's, written as functions of their inputs),
@@ -22,6 +25,7 @@ import torch
 
 from cuvil.ir.graph import Graph, Node
 from cuvil.ir.torch_template import known_pure
+from cuvil.lower.inline import runs_in_torch
 from cuvil.lower.physical import layout_perm
 from cuvil.ops import registry
 from cuvil.ops.execute import resolve_attrs
@@ -41,9 +45,24 @@ def ref_is_pure(opdef: registry.OpDef, node: Node) -> bool:
     return getattr(opdef.ref, "__module__", "").startswith("cuvil.")
 
 
+def _in_f32(ref: Callable, dtype: torch.dtype) -> Callable:
+    """`ref` computed in f32 from its floating inputs and rounded to `dtype` once, on store,
+    as torch's CPU kernels compute f16 and bf16 (`linear` is one `addmm`, not a rounded
+    product plus a bias)."""
+
+    def run(args: list[torch.Tensor], attrs: dict) -> torch.Tensor:
+        wide = [a.float() if a.is_floating_point() else a for a in args]
+        return ref(wide, attrs).to(dtype)
+
+    return run
+
+
 def make_fallback(graph: Graph, node: Node, env: dict[str, int]) -> Callable[..., None]:
     opdef = registry.get(node.op, graph.defs)
     pure = ref_is_pure(opdef, node)
+    ref = opdef.ref
+    if opdef.kind == registry.COMPOSITE and runs_in_torch(graph, node):
+        ref = _in_f32(ref, node.type.dtype.torch)
     attrs = resolve_attrs(node.attrs, env)
     in_perms = [layout_perm(graph[i].type) for i in node.inputs]
     out_perm = layout_perm(node.type)
@@ -53,7 +72,7 @@ def make_fallback(graph: Graph, node: Node, env: dict[str, int]) -> Callable[...
         args = private([logical_view(_host(a), p) for a, p in
                         zip(inputs, in_perms, strict=True)], pure)
         with torch.no_grad():
-            result = opdef.ref(args, attrs)
+            result = ref(args, attrs)
         if hasattr(dest, "copy_to_device"):  # a node on a device, run here: copy it back
             host = np.empty(dest.shape, dest.dtype)
             logical_view(host, out_perm).copy_(result)

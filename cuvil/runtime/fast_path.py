@@ -23,13 +23,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from cuvil.runtime.calling import to_tensor
+
 if TYPE_CHECKING:
     from cuvil.runtime.workspaces import ShapePlan
 
 MISS = object()  # what a bound call returns for inputs it does not take
 calling = threading.local()  # `threads`: the Numba thread count this thread last set
 
-Tensor, ndarray, empty, from_numpy = torch.Tensor, np.ndarray, np.empty, torch.from_numpy
+Tensor, ndarray, empty = torch.Tensor, np.ndarray, np.empty
 
 
 def bind(entry, key: tuple, plan: ShapePlan, results: Callable[[list], Any], threads: int,
@@ -73,7 +75,7 @@ def _one_to_one(entry, shape, dtype, take, give, post, out_shape, out_dtype, thr
         work = take()
         entry(a, *work.pre, out, *post)
         give(work)
-        return from_numpy(out)
+        return to_tensor(out)
 
     return call
 
