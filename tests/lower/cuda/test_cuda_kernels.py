@@ -24,6 +24,10 @@ ELEMENTWISE = {
         g.add("transpose", [x], {"dim0": 0, "dim1": 1})])),
     "where_compare": ([(4, 4), (4, 4)], lambda g, x, y: g.add("maximum", [
         x, g.add("sqrt", [g.add("abs", [y])])])),
+    "rotary_sin_cos": ([(4, 6), (6,)], lambda g, x, p: g.add("add", [
+        g.add("mul", [x, g.add("cos", [p])]), g.add("mul", [x, g.add("sin", [p])])])),
+    "minimum_clamp": ([(4, 6), (4, 1)], lambda g, x, c: g.add("minimum", [
+        g.add("maximum", [x, g.add("neg", [c])]), c])),
 }
 
 
