@@ -137,6 +137,23 @@ def filled(value: float | None = None) -> Callable:
     return convert
 
 
+def arange(ix: Importer, a: Args) -> Value:
+    """A static arange is a constant; one of a symbolic size is an `arange` node (its start
+    and step numbers)."""
+    need(a.get("layout") in (None, torch.strided), "layout change")
+    device = a.get("device")
+    need(device is None or torch.device(device).type == "cpu", "device placement")
+    fake, shape = ix.node.meta["val"], ix.out_shape()
+    start, step = a.get("start", 0), a.get("step", 1)
+    need(all(isinstance(v, int | float) for v in (start, step)), "a symbolic start or step")
+    if all(isinstance(d, int) for d in shape):
+        return ix.fold(ix.node)
+    from cuvil.ir.types import DType
+
+    return ix.add("arange", [], {"shape": shape, "start": start, "step": step,
+                                 "dtype": DType.from_torch(fake.dtype).value})
+
+
 def identity(ix: Importer, a: Args) -> Value:
     return ix.tensor(a["input"])
 
@@ -332,6 +349,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "new_ones": filled(1), "new_zeros": filled(0), "new_full": filled(), "new_empty": filled(0),
     "ones_like": filled(1), "zeros_like": filled(0), "full_like": filled(),
     "empty_like": filled(0), "scalar_tensor": lambda ix, a: filled(a["s"])(ix, a),
+    "arange": arange,
     # no-ops and conversions
     "copy": copy, "fill": lambda ix, a: filled(a["value"])(ix, a),
     "clone": identity, "contiguous": identity, "alias": identity, "detach": identity,

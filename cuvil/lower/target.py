@@ -109,8 +109,8 @@ class CpuTarget(Target):
             self.generators = {name: _template(module) for name, module in [
                 ("elementwise", "elementwise"), ("gemm", "gemm"), ("rows", "reduction"),
                 ("conv", "conv"), ("pool", "pool"), ("attention", "attention"),
-                ("concat", "movement"), ("gather", "movement"), ("qgemm", "qgemm"),
-                ("qconv", "qconv"), ("mlp", "mlp")]}
+                ("concat", "movement"), ("gather", "movement"), ("source", "movement"),
+                ("qgemm", "qgemm"), ("qconv", "qconv"), ("mlp", "mlp")]}
 
 
 register_target(CpuTarget, "cpu")

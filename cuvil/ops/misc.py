@@ -1,4 +1,5 @@
-"""Leaves (graph inputs, constants, scalars) and `torch_op`, the opaque escape hatch.
+"""Leaves (graph inputs, constants, scalars), `arange` (a tensor made from its size alone)
+and `torch_op`, the opaque escape hatch.
 
 A `torch_op` node runs an aten op the catalog lacks through torch. Rules cannot see into it;
 its output type is recorded at import (`out`), its call as `target` plus an argument
@@ -14,7 +15,7 @@ import torch
 from cuvil.errors import CuvilError
 from cuvil.ir.torch_template import fill_template, resolve_target
 from cuvil.ir.types import DType, TensorType
-from cuvil.ops.registry import LEAF, OPAQUE, AttrSpec, OpDef, register
+from cuvil.ops.registry import LEAF, MISC, OPAQUE, AttrSpec, OpDef, register
 
 
 def _leaf(name: str, attrs: tuple[AttrSpec, ...], doc: str, constant: bool) -> None:
@@ -33,6 +34,28 @@ register(OpDef("scalar", (), (AttrSpec("value", "number"), AttrSpec("dtype", "dt
                lambda ts, a: TensorType((), DType(a["dtype"])),
                lambda xs, a: torch.tensor(a["value"], dtype=DType(a["dtype"]).torch), LEAF,
                doc="a 0-d constant"))
+
+
+def _arange(a) -> torch.Tensor:
+    """start + step * i for i < size, computed in f64 (in i64 for an integer dtype) as
+    torch's CPU kernel accumulates, then stored in `dtype`."""
+    dtype = DType(a["dtype"])
+    wide = torch.float64 if dtype.is_float else torch.int64
+    return (torch.arange(a["shape"][0], dtype=wide) * a["step"] + a["start"]).to(dtype.torch)
+
+
+def _arange_type(ts, a) -> TensorType:
+    dtype = DType(a["dtype"])
+    if dtype is DType.bool or len(a["shape"]) != 1:
+        raise CuvilError(f"arange: a 1-d numeric tensor, not {dtype}{list(a['shape'])}")
+    return TensorType(tuple(a["shape"]), dtype)
+
+
+register(OpDef("arange", (), (AttrSpec("shape", "shape"), AttrSpec("start", "number", 0),
+                              AttrSpec("step", "number", 1), AttrSpec("dtype", "dtype", "i64")),
+               _arange_type, lambda xs, a: _arange(a), MISC, lowering="source",
+               doc="[start, start + step, ...] of length shape[0] (a symbolic size: the "
+                   "importer folds a static one)"))
 
 
 def _torch_op(xs: list[torch.Tensor], a) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """The position blocks of real transformers compile with no op left to torch: LLaMA's rotary
-embedding (positions from `arange`, `sin`/`cos`, halves rotated by slices and `cat`) and T5's
-relative-position buckets (`min` of two tensors, `where`, `log`, a clamp by a tensor bound),
-each equal to eager."""
+embedding (positions from `arange`, of a static or a symbolic length, `sin`/`cos`, halves
+rotated by slices and `cat`) and T5's relative-position buckets (`min` of two tensors,
+`where`, `log`, a clamp by a tensor bound), each equal to eager."""
 
 from __future__ import annotations
 
@@ -79,6 +79,22 @@ def test_rotary_embedding_is_native_and_matches_eager():
     assert {"sin", "cos"} <= ops  # computed per call, not folded
     for batch in (2, 3):
         q, k = torch.randn(batch, 2, 12, 8), torch.randn(batch, 2, 12, 8)
+        torch.testing.assert_close(compiled(q, k, start), model(q, k, start))
+
+
+def test_rotary_embedding_over_a_symbolic_length_is_native():
+    """With the length symbolic, the positions are an `arange` node, not a constant."""
+    from torch.export import Dim
+
+    batch, seq = Dim("batch"), Dim("seq")
+    spec = {"q": {0: batch, 2: seq}, "k": {0: batch, 2: seq}, "start": None}
+    q, k, start = torch.randn(2, 2, 12, 8), torch.randn(2, 2, 12, 8), torch.tensor(3)
+    model = Rotary()
+    compiled = cuvil.compile(model, (q, k, start), dynamic_shapes=spec)
+    assert fallbacks(compiled) == []
+    assert "arange" in {n.op for n in cuvil.from_torch(model, (q, k, start), spec)}
+    for batch, seq in ((2, 12), (1, 5), (3, 17)):
+        q, k = torch.randn(batch, 2, seq, 8), torch.randn(batch, 2, seq, 8)
         torch.testing.assert_close(compiled(q, k, start), model(q, k, start))
 
 

@@ -23,6 +23,8 @@ from opcases_support import (
     rand,
 )
 
+from cuvil.ir.types import DType
+
 
 def _float(data):
     return data.draw(st.sampled_from(FLOATS), label="dtype")
@@ -248,7 +250,19 @@ def _select(data):
     return [x], {"dim": d, "index": data.draw(st.integers(-x.shape[d], x.shape[d] - 1))}
 
 
+def _arange(data):
+    dtype = data.draw(st.sampled_from(["f32", "f64", "i32", "i64"]), label="dtype")
+    return [], {"shape": (data.draw(st.one_of(BATCH, DIM)),), "dtype": dtype,
+                "start": data.draw(st.integers(-5, 5)), "step": data.draw(st.integers(1, 3))}
+
+
+def _torch_arange(xs, a):
+    n, start, step = a["shape"][0], a["start"], a["step"]
+    return torch.arange(start, start + n * step, step, dtype=DType(a["dtype"]).torch)
+
+
 CASES: dict[str, Case] = {
+    "arange": Case(_arange, _torch_arange, ("shape",)),
     "matmul": Case(_matmul, lambda xs, a: xs[0] @ xs[1], tol=1e-5),
     "bmm": Case(_bmm, lambda xs, a: torch.einsum("nmk,nkp->nmp", *xs), tol=1e-5),
     "conv2d": Case(_conv2d, lambda xs, a: F.conv2d(xs[0], xs[1], None, **a), tol=1e-5),

@@ -1,6 +1,6 @@
 """Whole-array moves as plain numpy code: transposes, slices, selects, broadcasts,
-`cat` and `embedding`. They need no compiling (a Numba kernel costs 0.3-1 s to compile
-here) and numpy's strided copy is as fast as a serial loop.
+`cat`, `embedding`, and `arange` (made from its size). They need no compiling (a Numba
+kernel costs 0.3-1 s to compile here) and numpy's strided copy is as fast as a serial loop.
 
 A single movement op becomes `np.copyto(out, <view of the input>)`; views are taken on the
 physical arrays, so a layout conversion (`to_layout` NCHW -> NHWC) is one transpose-copy.
@@ -28,6 +28,8 @@ def generate(group, ctx) -> KernelSpec:
                 "    raise IndexError('embedding: index out of range')",
                 "np.take(x0, x1, axis=0, out=out)"]
         return _spec("gather", ["x0", "x1"], [*node.inputs, node.name], body)
+    if node.op == "arange":
+        return _spec("arange", [], [node.name], [arange_code(node)])
     view, symbols = chain_view(nodes, ctx)
     if view is None:
         raise Unsupported(f"no numpy form for {node.op}")
@@ -98,6 +100,15 @@ def move_view(node, ctx, src: str = "x0") -> str | None:
     if node.op == "expand":
         return src  # np.copyto(out, src) broadcasts like expand
     return None
+
+
+def arange_code(node) -> str:
+    """`arange` into `out`: start + step * i, in f64 (i64 for integers) as torch's CPU
+    kernel accumulates, stored in out's dtype."""
+    a = node.attrs
+    wide = "np.float64" if node.type.dtype.is_float else "np.int64"
+    return (f"out[...] = np.arange(out.shape[0], dtype={wide}) * {wide}({a['step']!r}) + "
+            f"{wide}({a['start']!r})")
 
 
 def _spec(template: str, params, args, body) -> KernelSpec:

@@ -1,12 +1,16 @@
 """Shape generators of the movement ops: reshape, permute, transpose, flatten, squeeze,
 unsqueeze, expand, cat, slice, select. Each derives its input from the wanted output, so a
-chain of them (`reshape(reshape(x, a), b)`) is valid by construction."""
+chain of them (`reshape(reshape(x, a), b)`) is valid by construction. Also `arange`, which
+has no input: its attributes make the wanted 1-d output."""
 
 from __future__ import annotations
 
 import math
 
+from cuvil.ir.types import DType
 from cuvil.rules.verify.shapes import Invalid, Want, factorize, generator
+
+NUMERIC = ("f32", "f64", "i32", "i64")
 
 
 def _least_rank(dims) -> int:
@@ -211,3 +215,14 @@ def select(ctx, want, attrs, args):
         size = ctx.dim()
         attrs.get("index", lambda: rng.randint(-size, size - 1))
     yield want.with_(shape=(*out[:d], size, *out[d:]), layout=None)
+
+
+@generator("arange")
+def arange(ctx, want, attrs, args):
+    if want.rank not in (None, 1) or want.dtype is DType.bool:
+        raise Invalid("arange makes a 1-d numeric tensor")
+    attrs.get("shape", (ctx.fill(want.shape, 1)[0],))
+    attrs.get("start", lambda: ctx.rng.randint(-3, 3))
+    attrs.get("step", lambda: ctx.rng.choice((1, 2, 3)))
+    attrs.get("dtype", lambda: str(want.dtype) if want.dtype else ctx.rng.choice(NUMERIC))
+    yield from ()
