@@ -4,7 +4,7 @@
 import numpy as np
 from numba import njit, prange
 from cuvil.runtime.blas import gemm  # cuvil.runtime.blas <runtime hash>
-from cuvil.runtime.vmath import vexp, vmax  # cuvil.runtime.vmath <runtime hash>
+from cuvil.runtime.vmath import vexp, vmax, vmasked  # cuvil.runtime.vmath <runtime hash>
 
 ROWS = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
@@ -44,6 +44,9 @@ def k0_attention(q, k, v, x3, tiles, keys, threads, out):
                     t1 = (np.float32(-np.inf) if a0 else t0)
                     s[i, j] = t1
                 m = vmax(s[i])
+                if vmasked(s[i], m):
+                    s[i, :] = 0
+                    continue
                 tot = np.float32(0.0)
                 for j in range(sl):
                     e = np.float32(vexp(s[i, j] - m))
