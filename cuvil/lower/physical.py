@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import sympy
+import torch
 
 from cuvil.ir.types import NHWC, SYMBOLIC_DIM_SIZE, Dim, DType, TensorType, is_static
 
@@ -24,10 +25,24 @@ def kernel_dtype(dtype: DType) -> bool:
     return dtype in _NP
 
 
+BF16_BITS = np.dtype(np.uint16)  # how a bf16 array is stored
+
+
 def storage(dtype: DType) -> np.dtype:
     """The numpy dtype a value's array has: its own, or for bf16 (which numpy lacks) its
-    bits as uint16, which the runtime views as torch's bfloat16 (`calling.to_tensor`)."""
-    return np.dtype(np.uint16) if dtype is DType.bf16 else dtype.numpy
+    bits as uint16, which torch sees as bfloat16 (`to_tensor`)."""
+    return BF16_BITS if dtype is DType.bf16 else dtype.numpy
+
+
+def to_tensor(array: np.ndarray) -> torch.Tensor:
+    """The torch tensor over an array: a bf16 one's uint16 bits seen as bfloat16."""
+    t = torch.from_numpy(array)
+    return t.view(torch.bfloat16) if array.dtype == BF16_BITS else t
+
+
+def from_tensor(t: torch.Tensor) -> np.ndarray:
+    """A CPU tensor's array: a bfloat16 one's bits as uint16 (numpy has no bf16)."""
+    return t.view(torch.uint16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
 
 
 def np_name(dtype: DType) -> str:

@@ -25,12 +25,12 @@ from cuvil import aligned
 from cuvil.errors import CuvilError
 from cuvil.ir.dim_text import Dims, bind_shapes, size
 from cuvil.ir.torch_template import TorchCall, known_pure
+from cuvil.lower.physical import to_tensor
 
 # numpy's dtype names -> the IR's (`ir.types.DType`; a test checks they agree)
 DTYPE_NAMES = {"float32": "f32", "float16": "f16", "float64": "f64", "int8": "i8",
                "uint8": "u8", "int32": "i32", "int64": "i64", "bool": "bool",
                "uint16": "bf16"}
-BF16_BITS = np.dtype(np.uint16)  # how a bf16 array is stored (`lower.physical.storage`)
 
 
 @dataclass(frozen=True)
@@ -143,17 +143,6 @@ def logical_view(array: np.ndarray, perm: tuple[int, ...]):
     if perm == tuple(range(len(perm))):
         return t
     return t.permute([perm.index(d) for d in range(len(perm))])
-
-
-def to_tensor(array: np.ndarray) -> torch.Tensor:
-    """The torch tensor over an array: a bf16 one's uint16 bits seen as bfloat16."""
-    t = torch.from_numpy(array)
-    return t.view(torch.bfloat16) if array.dtype == BF16_BITS else t
-
-
-def from_tensor(t: torch.Tensor) -> np.ndarray:
-    """A CPU tensor's array: a bfloat16 one's bits as uint16 (numpy has no bf16)."""
-    return t.view(torch.uint16).numpy() if t.dtype == torch.bfloat16 else t.numpy()
 
 
 def empty(n: int, dtype: str, device: str):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from cuvil.runtime.calling import to_tensor
+from cuvil.lower.physical import BF16_BITS, to_tensor
 
 if TYPE_CHECKING:
     from cuvil.runtime.workspaces import ShapePlan
@@ -64,6 +64,7 @@ def bind(entry, key: tuple, plan: ShapePlan, results: Callable[[list], Any], thr
 def _one_to_one(entry, shape, dtype, take, give, post, out_shape, out_dtype, threads):
     """`bind`'s call for one input and one small output, the output made here (0.4 us
     less than through `outputs` and `results`)."""
+    tensor = to_tensor if np.dtype(out_dtype) == BF16_BITS else torch.from_numpy
 
     def call(inputs: tuple) -> Any:
         if len(inputs) != 1 or calling.__dict__.get("threads") != threads:
@@ -75,7 +76,7 @@ def _one_to_one(entry, shape, dtype, take, give, post, out_shape, out_dtype, thr
         work = take()
         entry(a, *work.pre, out, *post)
         give(work)
-        return to_tensor(out)
+        return tensor(out)
 
     return call
 
