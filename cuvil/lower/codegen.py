@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 from cuvil.ir.graph import Node
 from cuvil.ir.types import Dim, DType, TensorType, is_static
-from cuvil.lower.physical import dim_code, physical_shape
+from cuvil.lower.dim_code import dim_code
+from cuvil.lower.physical import physical_shape
 from cuvil.lower.templates.spec import FASTMATH, ONE_THREAD, THREADS, KernelSpec, Scratch
 
 KERNEL = "kernel"  # the name of the kernel in its own module

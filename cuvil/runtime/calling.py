@@ -25,7 +25,7 @@ from cuvil import aligned
 from cuvil.errors import CuvilError
 from cuvil.ir.dim_text import Dims, bind_shapes, size
 from cuvil.ir.torch_template import TorchCall, known_pure
-from cuvil.lower.physical import to_tensor
+from cuvil.lower.bf16 import to_tensor
 
 # numpy's dtype names -> the IR's (`ir.types.DType`; a test checks they agree)
 DTYPE_NAMES = {"float32": "f32", "float16": "f16", "float64": "f64", "int8": "i8",

@@ -29,7 +29,7 @@ import torch
 from cuvil.errors import CuvilError
 from cuvil.ir.outputs import OutputTree
 from cuvil.ir.structure import flatten, unflatten
-from cuvil.lower.physical import from_tensor, to_tensor
+from cuvil.lower.bf16 import from_tensor, to_tensor
 from cuvil.lower.report import CompileReport
 from cuvil.runtime.calling import DTYPE_NAMES, CallSpec, logical_view
 from cuvil.runtime.fast_path import MISS, bind, calling

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from cuvil.lower.physical import BF16_BITS, to_tensor
+from cuvil.lower.bf16 import BF16_BITS, to_tensor
 
 if TYPE_CHECKING:
     from cuvil.runtime.workspaces import ShapePlan

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from cuvil.ir.graph import Node
 from cuvil.ir.types import DType, TensorType
-from cuvil.lower.physical import dim_code, np_name
+from cuvil.lower.dim_code import dim_code
+from cuvil.lower.physical import np_name
 from cuvil.lower.templates.loops import (
     FIXED,
     FULL,

@@ -8,7 +8,8 @@ physical arrays, so a layout conversion (`to_layout` NCHW -> NHWC) is one transp
 
 from __future__ import annotations
 
-from cuvil.lower.physical import dim_code, is_identity_layout, layout_perm
+from cuvil.lower.dim_code import dim_code
+from cuvil.lower.physical import is_identity_layout, layout_perm
 from cuvil.lower.templates.spec import KernelSpec, Unsupported
 from cuvil.ops.reduce import norm_dims
 
