@@ -45,12 +45,43 @@ def functional(program: ExportedProgram, name: str) -> ExportedProgram:
     """`program` with every in-place op replaced by its functional form (see above)."""
     if first_mutation(program.graph) is None:
         return program
+    refuse_overlapping_writes(program.graph, name)
     try:
         return program.run_decompositions({})
     except Exception as e:  # torch raises many kinds; the first line says it
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CuvilError(f"cannot functionalize {name}'s program (it writes a tensor in "
                          f"place): {first}") from None
+
+
+def refuse_overlapping_writes(graph: fx.Graph, name: str) -> None:
+    """A CuvilError for an in-place op that writes a tensor whose elements share memory (a
+    view through `expand`): eager writes each shared location once, while functionalization
+    computes the write as if the copies were distinct, a different value."""
+    for node in filter(mutating, graph.nodes):
+        for arg in _written(node):
+            value = arg.meta.get("val") if isinstance(arg, fx.Node) else None
+            if isinstance(value, torch.Tensor) and _overlaps(value):
+                raise CuvilError(
+                    f"cannot compile {name}: {node.target} at {_where(node)} writes in "
+                    f"place into {arg.name}, a view whose elements share memory (shape "
+                    f"{tuple(value.shape)}, strides {tuple(value.stride())}, as `expand` "
+                    "makes); clone() it before writing")
+
+
+def _written(node: fx.Node) -> list:
+    """The arguments an in-place op writes (its schema's `Tensor(a!)` ones)."""
+    schema = node.target._schema
+    return [node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
+            for i, a in enumerate(schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write]
+
+
+def _overlaps(value: torch.Tensor) -> bool:
+    try:
+        return torch._debug_has_internal_overlap(value) == 1  # 1: yes; 2: too hard to tell
+    except Exception:  # a symbolic size torch cannot decide: assume no overlap
+        return False
 
 
 def written_inputs(program: ExportedProgram, name: str) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Import makes a program functional: in-place ops become functional ones on every route
 in (a module, an ExportedProgram); a write into an input is the graph's `mutations`; a
-written buffer, and an in-place op in a GraphModule that only a retrace imports, are
-one-line errors; an in-place op that reaches the importer is an internal error."""
+written buffer, a write into a view whose elements share memory (`expand`), and an
+in-place op in a GraphModule that only a retrace imports, are one-line errors; an in-place
+op that reaches the importer is an internal error."""
 
 from __future__ import annotations
 
@@ -66,6 +67,49 @@ def test_a_written_buffer_is_refused_naming_it():
     with pytest.raises(cuvil.CuvilError, match=r"^cannot compile CountsCalls: its forward "
                                                r"writes buffer 'calls' in place"):
         cuvil.from_torch(CountsCalls(), X)
+
+
+class ZeroesExpanded(nn.Module):
+    """Eager zeroes `y`; functionalization computes `-y` (it sums the copies' changes)."""
+
+    def forward(self, x):
+        y = x - torch.sigmoid(x)
+        y.unsqueeze(1).expand(-1, 2, -1).zero_()
+        return y
+
+
+class FillsSliceOfExpanded(nn.Module):
+    def forward(self, x):
+        y = torch.sigmoid(x).unsqueeze(1).expand(-1, 3, -1)
+        y[:, :, :4].fill_(2.0)
+        return y
+
+
+@pytest.mark.parametrize("model", [ZeroesExpanded(), FillsSliceOfExpanded()],
+                         ids=["zero_ of expand", "fill_ of a slice of expand"])
+def test_a_write_into_a_view_sharing_memory_is_refused_at_its_line(model):
+    line = r"expand\(-1, 2, -1\)\.zero_\(\)" if isinstance(model, ZeroesExpanded) \
+        else r"y\[:, :, :4\]\.fill_\(2\.0\)"
+    with pytest.raises(cuvil.CuvilError, match=r"^cannot compile \w+: aten\.\w+_\S* at "
+                                               rf"\S+test_functional\.py:\d+ \(.*{line}\)"
+                                               r" writes .* share memory"):
+        cuvil.compile(model, X)
+
+
+class AddsToOneCopy(nn.Module):
+    """A write into one copy of an expand (no overlap) changes all copies, as in eager."""
+
+    def forward(self, x):
+        y = torch.sigmoid(x).unsqueeze(1).expand(-1, 3, -1)
+        y[:, 1, :4].add_(1.0)
+        return y
+
+
+def test_a_write_into_one_copy_of_an_expand_matches_eager():
+    x = torch.randn(2, 8)
+    got = cuvil.compile(AddsToOneCopy(), (x,))(x)
+    torch.testing.assert_close(got, AddsToOneCopy()(x))
+    assert (got[:, 0, :4] > 1).all()  # every copy saw the write
 
 
 def test_an_in_place_op_in_a_retraced_graph_module_is_refused(monkeypatch):
