@@ -6,7 +6,8 @@ or a tuple of values for an op with several results (`None` for a result Cuvil d
 build). Primitive ops carry no bias: `linear(x, W, b)` becomes `add(matmul(x, W.T), b)` with
 `W.T` a constant computed at import. A converter that meets arguments it cannot map raises
 `Fallback` (`converter.py`), and the op runs through torch as an opaque `torch_op`. Shape
-ops have their own module, `aten_shape`; the table below holds them too.
+ops have their own module, `aten_shape`, and so do `nn.LSTM` and `nn.GRU`, `aten_recurrent`;
+the table below holds them too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from cuvil.frontend.aten_recurrent import RECURRENT_OPS
 from cuvil.frontend.aten_shape import SHAPE_OPS
 from cuvil.frontend.converter import Args, Fallback, Value, need
 from cuvil.ops.nn import pair
@@ -367,7 +369,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "max_pool2d": max_pool2d, "max_pool2d_with_indices": max_pool2d,
     "avg_pool2d": avg_pool2d, "adaptive_avg_pool2d": adaptive_avg_pool2d,
     "_adaptive_avg_pool2d": adaptive_avg_pool2d, "embedding": embedding,
-    "scaled_dot_product_attention": attention,
+    "scaled_dot_product_attention": attention, **RECURRENT_OPS,
     # reductions
     "sum": reduction("sum"), "mean": reduction("mean"), "amax": reduction("amax"),
     # shape ops

@@ -110,7 +110,8 @@ class CpuTarget(Target):
                 ("elementwise", "elementwise"), ("gemm", "gemm"), ("rows", "reduction"),
                 ("conv", "conv"), ("pool", "pool"), ("attention", "attention"),
                 ("concat", "movement"), ("gather", "movement"), ("source", "movement"),
-                ("qgemm", "qgemm"), ("qconv", "qconv"), ("mlp", "mlp")]}
+                ("recurrent", "recurrent"), ("qgemm", "qgemm"), ("qconv", "qconv"),
+                ("mlp", "mlp")]}
 
 
 register_target(CpuTarget, "cpu")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import opcases_math
 import opcases_quantized
+import opcases_recurrent
 import opcases_tensor
 import pytest
 import torch
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 from cuvil.ir.types import DType, TensorType, sym
 from cuvil.ops import all_ops, element, registry
 
-CASES = {**opcases_math.CASES, **opcases_tensor.CASES, **opcases_quantized.CASES}
+CASES = {**opcases_math.CASES, **opcases_tensor.CASES, **opcases_quantized.CASES,
+         **opcases_recurrent.CASES}
 LEAVES = {"input", "const", "scalar", "torch_op"}  # tested in test_leaf_ops.py
 
 

@@ -1,5 +1,6 @@
 """Shape generators of the neural-network ops: convolution and pooling (input sizes worked
-back from the wanted output through torch's window formula), embedding, attention."""
+back from the wanted output through torch's window formula), embedding, attention, and the
+recurrent layers."""
 
 from __future__ import annotations
 
@@ -95,6 +96,25 @@ def attention(ctx, want, attrs, args):
         mask = cover(full, {}, {0: rng.randint(2, len(full))}, rng)[0]
         dtype = DType.bool if rng.random() < 0.3 else q.dtype
         yield Want(mask, dtype, None, q.device)
+
+
+@generator("lstm_layer", "gru_layer")
+def recurrent(ctx, want, attrs, args):
+    """x [T, B, I], states [B, H], w_ih [G*H, I], w_hh [G*H, H], biases [G*H], for an
+    output [states + T, B, H]."""
+    attrs.get("reverse", lambda: ctx.rng.random() < 0.5)
+    states = 2 if attrs.opdef.name == "lstm_layer" else 1
+    rows, batch, hidden = ctx.fill(want.shape, 3)
+    if want.shape is None or want.shape[0] is None:
+        rows = states + ctx.dim()
+    if rows <= states or (want.dtype is not None and not want.dtype.is_float):
+        raise Invalid("a recurrent layer gives its states, then one row per step")
+    x = yield Want((rows - states, batch, ctx.dim()), want.dtype or DType.f32, None,
+                   want.device)
+    gates = hidden * (4 if states == 2 else 3)
+    for shape in [(batch, hidden)] * states + [(gates, x.shape[2]), (gates, hidden),
+                                               (gates,), (gates,)]:
+        yield Want(shape, x.dtype, None, x.device)
 
 
 def _int8_product(inner: Generator) -> Generator:
