@@ -122,7 +122,8 @@ class Graph:
             dtype = DType.bool if isinstance(value, bool) else (
                 DType.i64 if isinstance(value, int) else DType.f32)
         attrs = {"value": value, "dtype": str(dtype)}
-        return self._put(Node(name or self.fresh("s"), "scalar", (), attrs, TensorType((), dtype)))
+        return self._put(Node(name or self.fresh("s"), "scalar", (), attrs,
+                                    TensorType((), dtype, weak=True)))
 
     def add(self, op: str, inputs: Iterable[str], attrs: dict[str, Any] | None = None, *,
             type: TensorType | None = None, name: str | None = None, source: str = "",

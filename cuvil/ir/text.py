@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+from dataclasses import replace
 from typing import Any
 
 import sympy
@@ -126,7 +127,10 @@ def _parse_line(graph: Graph, line: str, constants: dict[str, torch.Tensor]) -> 
     attrs = {kw.arg: _attr_value(kw.value) for kw in call.keywords}
     notes = dict(part.split(": ", 1) for part in comment.split(" | ") if ": " in part)
     origin = tuple(notes["origin"].split(" <- ")) if "origin" in notes else ()
-    node = Node(lhs.strip(), call.func.id, tuple(inputs), attrs, TensorType.parse(type_text),
+    type_ = TensorType.parse(type_text)
+    if call.func.id == "scalar":
+        type_ = replace(type_, weak=True)
+    node = Node(lhs.strip(), call.func.id, tuple(inputs), attrs, type_,
                 notes.get("src", ""), origin)
     if node.op == "const" and node.attrs.get("ref") in constants:
         graph.constants[node.attrs["ref"]] = constants[node.attrs["ref"]]

@@ -164,12 +164,20 @@ def eval_dim(d: Dim, env: dict[str, int]) -> int:
 
 @dataclass(frozen=True)
 class TensorType:
-    """Shape (logical order), dtype, physical layout tag and device tag of a value."""
+    """Shape (logical order), dtype, physical layout tag and device tag of a value.
+
+    `weak` marks a number standing for a tensor (a `scalar` node: a Python number in a
+    model, a number in a rule). As in torch's promotion, it is weaker than any tensor: its
+    dtype counts only when of a higher category (float > int > bool) than the tensors it
+    meets, and then as the default dtype of its category. Values computed from it are not
+    weak; the text form does not show it (a `scalar` node's type is always weak).
+    """
 
     shape: tuple[Dim, ...]
     dtype: DType
     layout: str = ""
     device: str = "cpu"
+    weak: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(dim(d) for d in self.shape))
@@ -190,6 +198,7 @@ class TensorType:
         return all(is_static(d) for d in self.shape)
 
     def with_(self, **changes) -> TensorType:
+        changes.setdefault("weak", False)
         if "shape" in changes and "layout" not in changes:
             changes["layout"] = default_layout(len(changes["shape"]))
         return replace(self, **changes)

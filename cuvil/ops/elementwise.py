@@ -1,7 +1,8 @@
 """Elementwise ops: broadcasting binary arithmetic, unary math and activations, where.
 
 Type rule: the shape broadcasts (numpy rules, symbolic dims allowed); the dtype follows
-torch promotion, a 0-d operand not promoting a dimensioned one of the same category; the
+torch promotion, a 0-d operand not promoting a dimensioned one of the same category and a
+weak one (a number) not promoting any tensor of the same category; the
 layout is that of the first input with the output's shape; all non-scalar inputs share one
 device.
 """
@@ -34,12 +35,27 @@ def _fmt(shape) -> str:
 
 def result_dtype(types: list[TensorType]) -> DType:
     """torch's promotion: dimensioned operands decide within their category; 0-d operands
-    only count when of a higher category (a float 0-d makes an integer result float)."""
-    dimensioned = [t.dtype for t in types if t.rank > 0]
-    zero_dim = [t.dtype for t in types if t.rank == 0]
-    if not dimensioned or not zero_dim:
-        return promote(*(dimensioned or zero_dim))
-    higher, lower = promote(*dimensioned), promote(*zero_dim)
+    only count when of a higher category (a float 0-d makes an integer result float), and
+    weak ones (numbers) only when of a higher category than every tensor, as the default
+    dtype of their category (f32, i64, bool)."""
+    tiers = ([t.dtype for t in types if t.rank > 0 and not t.weak],
+             [t.dtype for t in types if t.rank == 0 and not t.weak],
+             [_weak_dtype(t.dtype) for t in types if t.weak])
+    result = None
+    for dtypes in reversed(tiers):
+        if dtypes:
+            higher = promote(*dtypes)
+            result = higher if result is None else _combine(higher, result)
+    return result
+
+
+def _weak_dtype(dtype: DType) -> DType:
+    return DType.f32 if dtype.is_float else DType.bool if dtype is DType.bool else DType.i64
+
+
+def _combine(higher: DType, lower: DType) -> DType:
+    """torch's `combine_categories`: the stronger tier's dtype unless the weaker one is of
+    a higher category."""
     if higher.is_float:
         return higher
     if higher is DType.bool or lower.is_float:

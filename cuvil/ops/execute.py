@@ -87,7 +87,10 @@ def evaluate(graph: Graph, inputs: tuple[Any, ...]) -> dict[str, torch.Tensor]:
             continue
         opdef = registry.get(node.op, graph.defs)
         args = [values[i] for i in node.inputs]
-        values[node.name] = opdef.ref(args, resolve_attrs(node.attrs, env))
+        value = opdef.ref(args, resolve_attrs(node.attrs, env))
+        if any(graph[i].type.weak for i in node.inputs):
+            value = registry.weak_result(value, node.type)
+        values[node.name] = value
     return values
 
 

@@ -31,9 +31,10 @@ def _leaf(name: str, attrs: tuple[AttrSpec, ...], doc: str, constant: bool) -> N
 _leaf("input", (), "a graph input", constant=False)
 _leaf("const", (AttrSpec("ref", "str"),), "a constant tensor, held by reference", constant=True)
 register(OpDef("scalar", (), (AttrSpec("value", "number"), AttrSpec("dtype", "dtype", "f32")),
-               lambda ts, a: TensorType((), DType(a["dtype"])),
+               lambda ts, a: TensorType((), DType(a["dtype"]), weak=True),
                lambda xs, a: torch.tensor(a["value"], dtype=DType(a["dtype"]).torch), LEAF,
-               doc="a 0-d constant"))
+               doc="a number standing for a tensor: 0-d and weak (its dtype follows the "
+                   "tensors it meets, as a Python number's does in torch)"))
 
 
 def _arange(a) -> torch.Tensor:

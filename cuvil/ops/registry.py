@@ -193,6 +193,15 @@ def flops(op: str, types: list[TensorType], out: TensorType, attrs: dict[str, An
     return 0 if opdef.kind in (SHAPE, LEAF) else opdef.work * numel(out.shape)
 
 
+def weak_result(value: Any, t: TensorType) -> Any:
+    """A reference's result over a weak operand in its inferred dtype: torch, given the
+    number as a 0-d tensor, promotes to the number's dtype where a Python number would
+    not (the value is the same: torch computes both in the wider type)."""
+    if isinstance(value, torch.Tensor) and value.dtype != t.dtype.torch:
+        return value.to(t.dtype.torch)
+    return value
+
+
 def check(cond: bool, message: str) -> None:
     if not cond:
         raise ShapeError(message)

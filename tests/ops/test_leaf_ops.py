@@ -12,10 +12,10 @@ from cuvil.ops.execute import run
 
 @pytest.mark.parametrize("value, dtype", [(0.5, "f32"), (3, "i64"), (True, "bool"),
                                           (2.0, "f16")])
-def test_scalar_is_a_0d_tensor_of_its_dtype(value, dtype):
+def test_scalar_is_a_weak_0d_tensor_of_its_dtype(value, dtype):
     g = Graph()
     s = g.scalar(value, dtype=DType.f16 if dtype == "f16" else None)
-    assert g[s].type == TensorType((), dtype)
+    assert g[s].type == TensorType((), dtype, weak=True)
     g.set_outputs(s)
     out = run(g)
     assert out.dim() == 0 and out.item() == value and str(out.dtype) == {

@@ -47,7 +47,8 @@ def compare_types(left: TensorType, right: TensorType) -> Mismatch | None:
 
 def _tags(left: TensorType, right: TensorType) -> str:
     parts = [f"{name} {getattr(left, name)} vs {getattr(right, name)}"
-             for name in ("layout", "device") if getattr(left, name) != getattr(right, name)]
+             for name in ("layout", "device", "weak")
+             if getattr(left, name) != getattr(right, name)]
     return f" ({', '.join(parts)})" if parts else ""
 
 

@@ -95,6 +95,8 @@ def value_of(term: Term, inst: Instance, defs: Mapping[str, OpDef],
     args = [value_of(a, inst, defs, seen) for a in term.args]
     with torch.no_grad():
         out = registry.get(term.op, defs).ref(args, attrs_of(term, inst))
+    if any(isinstance(a, Call) and a.op == "scalar" for a in term.args):
+        out = registry.weak_result(out, type_of(term, inst, defs, term.op))
     if seen is not None:
         seen.append(out)
     return out
