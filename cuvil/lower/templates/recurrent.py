@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cuvil.ir.types import DType
 from cuvil.lower.physical import layout_perm
 from cuvil.lower.templates.spec import KernelSpec, Unsupported
 
@@ -20,6 +21,8 @@ def generate(group, ctx) -> KernelSpec:
         raise Unsupported("a recurrent kernel computes one lstm_layer or gru_layer")
     for v in (*node.inputs, node.name):
         t = ctx.type(v)
+        if t.dtype not in (DType.f32, DType.f64):
+            raise Unsupported(f"{node.op}: the recurrent kernel takes f32 or f64, not {t.dtype}")
         if layout_perm(t) != tuple(range(t.rank)):
             raise Unsupported(f"{node.op}: {v} is not in logical order")
     rev = int(bool(node.attrs["reverse"]))
