@@ -45,7 +45,7 @@ class CudaTarget(Target):
             self.generators = {name: _template(module) for name, module in [
                 ("elementwise", "elementwise"), ("gemm", "gemm"), ("rows", "rows"),
                 ("conv", "conv"), ("pool", "pool"), ("attention", "attention"),
-                ("transfer", "transfer")]}
+                ("transfer", "transfer"), ("recurrent", "recurrent")]}
 
     @property
     def cost_params(self) -> dict[str, float]:

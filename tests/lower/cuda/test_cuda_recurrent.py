@@ -1,13 +1,27 @@
-"""nn.LSTM with `target=["cuda", "cpu"]`: the CUDA target has no recurrent kernel and no
-rule offers one there, so each layer stays on the CPU with its own recurrent kernel (no
-torch fallback) while the linear head may move to the GPU."""
+"""Recurrent layers on CUDA: `lstm_layer` and `gru_layer` placed on cuda (both directions)
+are lowered by the CUDA recurrent kernel and match the reference executor; nn.LSTM compiled
+with `target=["cuda", "cpu"]` keeps its layers on the host (no rule offers them on the
+GPU) with the CPU's recurrent kernel, no torch fallback."""
 
 from __future__ import annotations
 
+import pytest
 import torch
+from cuda_support import check, on_cuda
 from torch import nn
 
 import cuvil
+
+T, B, I, H = 3, 2, 3, 4
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("op, gates, states", [("lstm_layer", 4, 2), ("gru_layer", 3, 1)])
+def test_recurrent_layer_on_cuda(lower, op, gates, states, reverse):
+    shapes = [(T, B, I), *[(B, H)] * states, (gates * H, I), (gates * H, H), (gates * H,),
+              (gates * H,)]
+    g = on_cuda(shapes, lambda g, *xs: g.add(op, list(xs), {"reverse": reverse}))
+    check(g, shapes, lower, {"recurrent"})
 
 
 class Tagger(nn.Module):
