@@ -4,7 +4,7 @@ Type rule: the shape broadcasts (numpy rules, symbolic dims allowed); the dtype 
 torch promotion, a 0-d operand not promoting a dimensioned one of the same category and a
 weak one (a number) not promoting any tensor of the same category; the
 layout is that of the first input with the output's shape; all non-scalar inputs share one
-device.
+device (a 0-d result is on the first's that is not a number).
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ def _combine(higher: DType, lower: DType) -> DType:
 
 def elementwise_type(types: list[TensorType], dtype: DType | None = None) -> TensorType:
     shape = broadcast_shapes(*(t.shape for t in types))
-    devices = {t.device for t in types if t.rank > 0} or {types[0].device}
+    strong = [t for t in types if not t.weak] or types  # a number has no device
+    devices = {t.device for t in strong if t.rank > 0} or {strong[0].device}
     check(len(devices) == 1, f"inputs on different devices: {', '.join(sorted(devices))}")
     same = [t.layout for t in types if t.shape == shape]
     layout = same[0] if same else default_layout(len(shape))
