@@ -87,8 +87,12 @@ def evaluate(graph: Graph, inputs: tuple[Any, ...]) -> dict[str, torch.Tensor]:
             continue
         opdef = registry.get(node.op, graph.defs)
         args = [values[i] for i in node.inputs]
+        weak = [i for i, name in enumerate(node.inputs) if graph[name].type.weak]
+        for i in weak:
+            number = graph[node.inputs[i]].attrs.get("value")
+            args[i] = registry.weak_operand(args[i], number, node.type)
         value = opdef.ref(args, resolve_attrs(node.attrs, env))
-        if any(graph[i].type.weak for i in node.inputs):
+        if weak:
             value = registry.weak_result(value, node.type)
         values[node.name] = value
     return values

@@ -202,6 +202,15 @@ def weak_result(value: Any, t: TensorType) -> Any:
     return value
 
 
+def weak_operand(value: Any, number: Any, out: TensorType) -> Any:
+    """A weak operand's tensor as its consumer's reference takes it: a float number meets
+    an f64 result at full precision (torch computes in double with the Python number),
+    other results in the number's own dtype."""
+    if out.dtype is DType.f64 and isinstance(number, float):
+        return torch.tensor(number, dtype=torch.float64)
+    return value
+
+
 def check(cond: bool, message: str) -> None:
     if not cond:
         raise ShapeError(message)

@@ -60,3 +60,19 @@ def test_reference_follows_torch_eager(dtype, number):
                                 g.scalar(number)]))
     got, want = run(g, x), x * number
     assert got.dtype == want.dtype and torch.equal(got, want)
+
+
+def test_number_decides_no_device():
+    from cuvil.ops.elementwise import elementwise_type
+
+    x = TensorType((), DType.f32, device="cuda")
+    assert elementwise_type([TensorType((), DType.f32, weak=True), x]).device == "cuda"
+    assert elementwise_type([x, TensorType((), DType.f32, weak=True)]).device == "cuda"
+
+
+@pytest.mark.parametrize("shape", [(), (2, 3)])
+def test_f64_reference_takes_the_number_at_full_precision(shape):
+    x = torch.randn(shape, dtype=torch.float64)
+    g = Graph()
+    g.set_outputs(g.add("mul", [g.input("x", TensorType(shape, DType.f64)), g.scalar(0.1)]))
+    assert torch.equal(run(g, x), x * 0.1)

@@ -93,10 +93,15 @@ def value_of(term: Term, inst: Instance, defs: Mapping[str, OpDef],
     if isinstance(term, Wildcard):
         return inst.tensors[leaf_key(term)]
     args = [value_of(a, inst, defs, seen) for a in term.args]
+    weak = [i for i, a in enumerate(term.args) if isinstance(a, Call) and a.op == "scalar"]
+    out_type = type_of(term, inst, defs, term.op) if weak else None
+    for i in weak:
+        number = attrs_of(term.args[i], inst).get("value")
+        args[i] = registry.weak_operand(args[i], number, out_type)
     with torch.no_grad():
         out = registry.get(term.op, defs).ref(args, attrs_of(term, inst))
-    if any(isinstance(a, Call) and a.op == "scalar" for a in term.args):
-        out = registry.weak_result(out, type_of(term, inst, defs, term.op))
+    if weak:
+        out = registry.weak_result(out, out_type)
     if seen is not None:
         seen.append(out)
     return out
