@@ -1,10 +1,30 @@
-"""Files written atomically: a reader sees the old file or the new one, never half of it."""
+"""Files written atomically: a reader sees the old file or the new one, never half of it.
+A written file gets the mode `open()` would give it: 0666 less the process's umask."""
 
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from pathlib import Path
+
+_UMASK_LOCK = threading.Lock()
+
+
+def _umask() -> int:
+    """The process's umask, read from /proc where it is shown, else set and restored
+    under a lock (os.umask has no read-only form)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -18,6 +38,7 @@ def write_chunks(path: str | os.PathLike, chunks) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.writelines(chunks)
         os.replace(tmp, path)

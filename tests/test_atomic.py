@@ -1,11 +1,14 @@
 """`cuvil.atomic`: a file written from chunks holds them one after another, and a failed
 write leaves the old file and no temporary behind; `digest_of` chunks is the digest of
-their bytes joined."""
+their bytes joined; a written file has the mode the umask gives, as `open()` would."""
+
+import os
+import stat
 
 import numpy as np
 import pytest
 
-from cuvil.atomic import write_chunks
+from cuvil.atomic import write_chunks, write_text
 from cuvil.cache.key import digest, digest_of
 
 
@@ -33,3 +36,15 @@ def test_a_failed_write_keeps_the_old_file(tmp_path):
     with pytest.raises(TypeError):
         write_chunks(path, [b"new", "not bytes"])
     assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["entry.bin"]
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o077])
+def test_a_written_file_has_the_mode_the_umask_gives(tmp_path, mask):
+    old = os.umask(mask)
+    try:
+        write_text(tmp_path / "report.txt", "hello")
+        (tmp_path / "plain.txt").write_text("hello")
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE((tmp_path / "report.txt").stat().st_mode)
+    assert mode == 0o666 & ~mask == stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode)
