@@ -10,7 +10,9 @@ compiled kernels with a `lap(i)` after step i, and runs it on a shallow copy of 
 compiled graph (same plans, buffers and lock). With `CUVIL_TRACE=trace.json` in the
 environment every compiled graph of the process runs that function (for its first
 `MAX_TRACED_CALLS` calls), and the trace of all their calls (with each compile's pass
-timings, on one clock) is written at exit, with one summary table per graph on stderr.
+timings, on one clock) is written at exit, with one summary table per graph on stderr. A
+graph's first call is cold (it loads kernels and warms caches): it is in the trace and its
+time is shown on its own, but the table's means are of the calls after it.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ class Profile:
     origin_ns: int = field(default=0)
     row: int = 0  # trace rows 2*row (compile) and 2*row + 1 (runtime): one pair per graph
     kernels: list[KernelRow] = field(default_factory=list)  # with the cost model's prices
+    first: Call | None = None  # the cold first call: in the trace, not in the means
 
     def step_means_us(self) -> list[float]:
         """Mean time of each step over the calls, in microseconds."""
@@ -161,10 +164,17 @@ class Profile:
 
 
 def summary_table(prof: Profile) -> str:
+    head = f"{prof.name}: {len(prof.steps)} step(s), {len(prof.calls)} timed call(s)"
+    if prof.calls:
+        head += f", {prof.call_us():.1f} us per call"
+    if prof.first is not None:
+        cold_us = (prof.first.end_ns - prof.first.start_ns) / 1e3
+        head += f"; first (cold) call {cold_us:.1f} us, not in the means"
+    if not prof.calls:
+        return head
     rows = prof.summary_rows()
     width = max([len(r.op) for r in rows] + [2])
-    lines = [f"{prof.name}: {len(prof.steps)} step(s), {len(prof.calls)} timed call(s), "
-             f"{prof.call_us():.1f} us per call",
+    lines = [head,
              f"  {'op':<{width}}  {'kernel':<12} {'count':>5} {'mean us':>10} {'share':>7}"]
     for r in rows:
         lines.append(f"  {r.op:<{width}}  {r.template:<12} {r.count:>5} {r.mean_us:>10.1f} "
@@ -187,8 +197,10 @@ def runtime_events(prof: Profile) -> list[dict[str, Any]]:
     """One event per call, and one per step inside it."""
     tid = 2 * prof.row + 1
     events = [_thread_name(tid, f"run {prof.name}")]
-    for i, call in enumerate(prof.calls):
-        events.append(_complete(f"call {i}", "call", (call.start_ns, call.end_ns), prof,
+    calls = ([prof.first] if prof.first is not None else []) + prof.calls
+    for i, call in enumerate(calls):
+        name = "call 0 (cold)" if call is prof.first else f"call {i}"
+        events.append(_complete(name, "call", (call.start_ns, call.end_ns), prof,
                                 {"steps": len(call.spans)}))
         for step_index, start, end in call.spans:
             step = prof.steps[step_index]
@@ -238,7 +250,8 @@ def _origin_ns(prof: Profile) -> int:
     """Time zero of the trace: the compile's start if it was traced, else the first call."""
     if prof.compile_trace is not None:
         return round(prof.compile_trace.origin * 1e9)
-    return prof.calls[0].start_ns if prof.calls else time.perf_counter_ns()
+    calls = ([prof.first] if prof.first is not None else []) + prof.calls
+    return calls[0].start_ns if calls else time.perf_counter_ns()
 
 
 # -- CUVIL_TRACE: every call of every compiled graph, written at exit ------------------------
@@ -256,9 +269,11 @@ def trace_every_call(compiled, path: str) -> None:
 
 
 def session_profiles() -> list[Profile]:
-    """A `Profile` of each compiled graph traced through `CUVIL_TRACE`, on one clock."""
-    profiles = [Profile(c.report.steps, list(t.calls), None, getattr(c, "compile_trace", None),
-                        c.graph.name) for c, t in _traced]
+    """A `Profile` of each compiled graph traced through `CUVIL_TRACE`, on one clock; its
+    first call is `first` (cold), the rest are `calls`."""
+    profiles = [Profile(c.report.steps, list(t.calls[1:]), None,
+                        getattr(c, "compile_trace", None), c.graph.name,
+                        first=t.calls[0] if t.calls else None) for c, t in _traced]
     origins = [_origin_ns(p) for p in profiles]
     for row, prof in enumerate(profiles):
         prof.origin_ns, prof.row = min(origins), row
@@ -271,6 +286,6 @@ def write_session_trace(path: str) -> None:
     events = [e for prof in profiles for e in prof.trace_events()]
     write_text(path, chrome_trace(events))
     for prof in profiles:
-        if prof.calls:
+        if prof.calls or prof.first is not None:
             print(prof, file=sys.stderr)
     print(f"cuvil: runtime trace written to {path}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """Runtime traces: `compiled.profile` and `CUVIL_TRACE` time every kernel, fallback and copy
 as Chrome-trace JSON matching the report's steps; profiled calls compute what normal calls
-compute; the summary's shares sum to 100%; steps map back to the optimized graph's nodes.
+compute; the summary's shares sum to 100%; steps map back to the optimized graph's nodes;
+`CUVIL_TRACE`'s means leave out each graph's cold first call, which is shown on its own.
 No assertion is about how long anything took (the machine is noisy)."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from runtime_support import B, t
 import cuvil
 from cuvil.errors import CuvilError
 from cuvil.ir import Graph
+from cuvil.runtime import profile as profile_module
 
 REFERENCE = str(Path(__file__).parents[1] / "cvr" / "pass" / "reference.cvr")
 
@@ -156,9 +158,29 @@ def test_cuvil_trace_times_every_call_of_the_process(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=600, check=True)
     assert f"runtime trace written to {path}" in done.stderr
-    assert "3 timed call(s)" in done.stderr and "share" in done.stderr
+    assert "2 timed call(s)" in done.stderr and "share" in done.stderr
+    assert "first (cold) call" in done.stderr
     trace = json.loads(path.read_text())
     assert_chrome_trace(trace)
     events = kernel_events(trace)
     assert len(events) == 3 * 5
     assert [e["cat"] for e in events[:5]] == ["kernel", "kernel", "fallback", "kernel", "copy"]
+
+
+def test_cuvil_trace_means_leave_out_the_cold_first_call(mixed, monkeypatch):
+    _, compiled = mixed
+    steps = len(compiled.report.steps)
+
+    def call(start: int, step_ns: int) -> profile_module.Call:
+        spans = [(i, start + i * step_ns, start + (i + 1) * step_ns) for i in range(steps)]
+        return profile_module.Call(start, start + steps * step_ns, spans)
+
+    timed = profile_module.TimedEntry(compiled)
+    timed.calls = [call(0, 9_000_000), call(10**9, 3_000), call(2 * 10**9, 3_000)]
+    monkeypatch.setattr(profile_module, "_traced", [(compiled, timed)])
+    (prof,) = profile_module.session_profiles()
+    assert prof.first is timed.calls[0] and prof.calls == timed.calls[1:]
+    assert prof.step_means_us() == [3.0] * steps and prof.call_us() == 3.0 * steps
+    assert "2 timed call(s)" in str(prof) and f"cold) call {9_000 * steps:.1f} us" in str(prof)
+    calls = [e["name"] for e in prof.trace_events() if e.get("cat") == "call"]
+    assert calls == ["call 0 (cold)", "call 1", "call 2"]
