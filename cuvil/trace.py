@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,8 @@ class Tracer:
     totals: dict[str, float] = field(default_factory=dict)  # stage -> seconds
     origin: float = field(default_factory=time.perf_counter)
     steps: int = 0
-    listener: Any = None  # `listener(stage, finished)` at each stage's start and end
+    # each `listener(stage, finished)` is called at each stage's start and end
+    listeners: list[Callable[[str, bool], None]] = field(default_factory=list)
 
     def _event(self, name: str, start: float, seconds: float, **args: Any) -> None:
         self.events.append({"name": name, "ph": "X", "pid": os.getpid(), "tid": 0,
@@ -33,9 +35,22 @@ class Tracer:
                             "dur": round(seconds * 1e6, 1), "args": args})
 
     @contextmanager
+    def listening(self, *listeners: Callable[[str, bool], None]):
+        """Call `listeners` at each stage's start and end while the block runs."""
+        self.listeners.extend(listeners)
+        try:
+            yield
+        finally:
+            for listener in listeners:
+                self.listeners.remove(listener)
+
+    def _tell(self, name: str, finished: bool) -> None:
+        for listener in list(self.listeners):
+            listener(name, finished)
+
+    @contextmanager
     def stage(self, name: str, **args: Any):
-        if self.listener is not None:
-            self.listener(name, False)
+        self._tell(name, False)
         start = time.perf_counter()
         try:
             yield
@@ -43,8 +58,7 @@ class Tracer:
             seconds = time.perf_counter() - start
             self.totals[name] = self.totals.get(name, 0.0) + seconds
             self._event(name, start, seconds, **args)
-            if self.listener is not None:
-                self.listener(name, True)
+            self._tell(name, True)
 
     def add(self, name: str, start: float, seconds: float, **args: Any) -> None:
         """Record a stage that has finished already: one whose name its outcome decides
