@@ -65,18 +65,21 @@ class DimTable:
     def shape(self, sizes) -> tuple[Dim, ...]:
         return tuple(self.dim(s) for s in sizes)
 
-    def narrowed(self, ranges: dict) -> dict[str, tuple[int | None, int | None]]:
+    def narrowed(self, ranges: dict, from_two: bool = False
+                 ) -> dict[str, tuple[int | None, int | None]]:
         """The input dims whose sizes torch.export narrowed, from its `range_constraints`
         (torch's symbol -> ValueRanges): name -> (least, most), None where unbounded. A
         least of 2 or less is no bound: torch specializes sizes 0 and 1 and traces them as
-        2, which Cuvil's graphs serve (`frontend/export.py`)."""
+        2, which Cuvil's graphs serve (`frontend/export.py`), unless `from_two` says the
+        program's memory sharing differs at those sizes."""
         found = {}
-        for symbol, r in ranges.items():
-            name = self.names.get(symbol)
-            least, most = _finite(r.lower), _finite(r.upper)  # torch's int_oo: no bound
-            least = least if least is not None and least > 2 else None
-            if name is not None and (least, most) != (None, None):
-                found[str(name)] = (least, most)
+        for symbol, name in self.names.items():
+            r = ranges.get(symbol)
+            least = _finite(r.lower) if r is not None else None  # int_oo: no bound
+            most = _finite(r.upper) if r is not None else None
+            least = 2 if from_two else (least if least is not None and least > 2 else None)
+            if (least, most) != (None, None):
+                found[str(name)] = (max(least, 2) if from_two else least, most)
         return found
 
 

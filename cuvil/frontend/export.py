@@ -15,6 +15,7 @@ passed through (refined once with torch's suggested fixes if it contradicts the 
 from __future__ import annotations
 
 import inspect
+import operator
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,12 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
 from cuvil.errors import CuvilError
-from cuvil.frontend.functional import functional, refuse_mutation, written_inputs
+from cuvil.frontend.functional import (
+    functional,
+    refuse_mutation,
+    size_dependent_alias,
+    written_inputs,
+)
 from cuvil.frontend.training import refuse_training
 
 
@@ -56,6 +62,9 @@ class Traced:
     notes: list[str] = field(default_factory=list)
     # input placeholder name -> the node whose value the model writes into it, in place
     writes: dict[str, fx.Node] = field(default_factory=dict)
+    # where a write in place meets a view-or-copy op (`functional.size_dependent_alias`):
+    # its dynamic dims hold for sizes of 2 and up alone
+    size_alias: str | None = None
 
 
 def trace(model, example_inputs, dynamic_shapes) -> Traced:
@@ -130,9 +139,14 @@ def export_module(model: torch.nn.Module, args: tuple, dynamic_shapes) -> Traced
         spec, traced_args = batch_spec(args)
         if spec is not None:
             try:
-                return _export_default(model, traced_args, spec)
+                traced = _export_default(model, traced_args, spec)
             except CuvilError as e:
                 notes.append(f"the batch dim could not stay dynamic, imported static: {e}")
+            else:
+                if traced.size_alias is None or all(map(operator.is_, traced_args, args)):
+                    return traced
+                notes.append(f"imported static: {traced.size_alias} at batch 1 alone (the "
+                             "trace at batch 2 has a copy there)")
         else:
             notes.append("no tensor input with a batch dim >= 1, imported static")
         dynamic_shapes = False
@@ -305,6 +319,7 @@ def _leaf_specs(arg, spec):
 def from_program(program: ExportedProgram, name: str = "") -> Traced:
     """The functional form of `program` (`functional.py`), with what its placeholders and
     outputs stand for."""
+    size_alias = size_dependent_alias(program.graph)
     program = functional(program, name or "the program")
     writes = written_inputs(program, name or "the program")
     leaves: dict[str, UserInput | Weight] = {}
@@ -324,7 +339,7 @@ def from_program(program: ExportedProgram, name: str = "") -> Traced:
     flat = [v for v, s in zip(output.args[0], program.graph_signature.output_specs, strict=True)
             if s.kind is OutputKind.USER_OUTPUT]
     return Traced(name or "exported", program.graph, leaves, flat, program.call_spec.out_spec,
-                  ranges=dict(program.range_constraints), writes=writes)
+                  ranges=dict(program.range_constraints), writes=writes, size_alias=size_alias)
 
 
 def trace_graph_module(gm: fx.GraphModule, args: tuple) -> Traced:

@@ -10,6 +10,12 @@ USER_INPUT_MUTATION naming that input: the compiled call writes that value into 
 caller's tensor, as the model does (`written_inputs`). A program without an in-place op is
 returned as it is, so its import is unchanged.
 
+Whether `contiguous` or `reshape` returns a view or a copy depends on the sizes: the
+transpose of a 1 x n tensor is contiguous already. torch.export traces a dynamic dim of
+size 1 as 2, so a model that writes in place into such a result, or into what it came from
+after it, may share memory with the other at size 1 where the trace did not
+(`size_dependent_alias`): `frontend/export.py` compiles such a model for sizes of 2 and up.
+
 A module that writes its own buffer in forward (a running count, a cache) is refused:
 eager changes the module's buffer on every call, which a compiled call does not do.
 """
@@ -67,6 +73,62 @@ def refuse_overlapping_writes(graph: fx.Graph, name: str) -> None:
                     f"place into {arg.name}, a view whose elements share memory (shape "
                     f"{tuple(value.shape)}, strides {tuple(value.stride())}, as `expand` "
                     "makes); clone() it before writing")
+
+
+# ops that return a view of their input at some sizes and a copy at others
+_MAYBE_VIEW = {"aten::contiguous", "aten::reshape", "aten::flatten", "aten::reshape_as"}
+
+
+def size_dependent_alias(graph: fx.Graph) -> str | None:
+    """Where a tensor is read after an in-place op wrote memory it may share through an
+    earlier op of `_MAYBE_VIEW` (its input and result, through views on either side), the
+    caller's input among them; None where no read can tell whether that op made a view or
+    a copy."""
+    base: dict[fx.Node, fx.Node] = {}  # a view -> the tensor whose memory it shares
+    sides: dict[fx.Node, frozenset] = {}  # a tensor -> the maybe-views between it and its root
+    writes: list[tuple[fx.Node, fx.Node, frozenset]] = []  # (write, root, side written)
+
+    def root(node):
+        while node in base:
+            node = base[node]
+        return node
+
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    for node in graph.nodes:
+        for read in node.all_input_nodes:
+            hit = next((w for w, r, side in writes if root(read) is r and any(
+                order[v] < order[w] for v in sides.get(read, frozenset()) ^ side)), None)
+            if hit is not None and read is not hit:
+                return f"{hit.target} at {_where(hit)} writes memory that {read.name} may share"
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        viewed = [a for a in _aliased(node) if isinstance(a, fx.Node)]
+        for arg in viewed:
+            if root(arg) is not root(node):
+                base[root(node)] = root(arg)
+        own = frozenset({node}) if node.target._schema.name in _MAYBE_VIEW else frozenset()
+        sides[node] = (sides.get(viewed[0], frozenset()) if viewed else frozenset()) | own
+        if mutating(node) and not _no_op(node):
+            writes += [(node, root(a), sides.get(a, frozenset()))
+                       for a in _written(node) if isinstance(a, fx.Node)]
+    hit = next((w for w, r, side in writes if r.op == "placeholder" and any(
+        order[v] < order[w] for v in side)), None)
+    return None if hit is None else (
+        f"{hit.target} at {_where(hit)} writes memory that input {root(hit).name} may share")
+
+
+def _no_op(node: fx.Node) -> bool:
+    """An in-place op that leaves its tensor as it is: dropout outside training."""
+    return node.target._schema.name.endswith("dropout_") and node.args[2:3] == (False,)
+
+
+def _aliased(node: fx.Node) -> list:
+    """The arguments whose memory `node`'s result shares (its schema's `Tensor(a)` ones)."""
+    schema = node.target._schema
+    sets = {s for r in schema.returns if r.alias_info is not None for s in r.alias_info.before_set}
+    return [node.args[i] if i < len(node.args) else node.kwargs.get(a.name)
+            for i, a in enumerate(schema.arguments)
+            if a.alias_info is not None and sets & set(a.alias_info.before_set)]
 
 
 def _written(node: fx.Node) -> list:

@@ -63,8 +63,11 @@ class Importer:
         self.graph.set_outputs(self.output_structure())
         self.graph.set_mutations(self.written_inputs())
         graph = self.graph.prune()
-        graph.dim_ranges = self.dims.narrowed(self.traced.ranges)
+        alias = self.traced.size_alias
+        graph.dim_ranges = self.dims.narrowed(self.traced.ranges, from_two=alias is not None)
         self.report.dynamic_dims = dict(self.dims.origin)
+        if alias is not None and graph.dim_ranges:
+            self.report.notes.append(f"{alias} at size 1 alone: sizes of 1 are refused")
         self.report.notes += [f"torch.export traced {d} for sizes {range_text(*r)} alone (the "
                               "spec says so, or the code branches on it): other sizes are refused"
                               for d, r in graph.dim_ranges.items()]

@@ -77,7 +77,8 @@ def _check_ranges(params: Sequence[tuple[str, Dims, str]], env: dict[str, int],
         name = next(p for p, dims, _ in params if dim in dims)
         raise CuvilError(f"input {name!r}: {dim} = {n} is outside {range_text(least, most)}, "
                          "the sizes torch.export traced the model for (the dynamic_shapes "
-                         "spec's, or narrowed where the code branches on the size); compile "
+                         "spec's, narrowed where the code branches on the size or where eager "
+                         "shares memory differently at size 1); compile "
                          "it with example inputs of this size")
 
 

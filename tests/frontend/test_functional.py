@@ -112,6 +112,53 @@ def test_a_write_into_one_copy_of_an_expand_matches_eager():
     assert (got[:, 0, :4] > 1).all()  # every copy saw the write
 
 
+class ScalesTransposed(nn.Module):
+    """`contiguous` copies a transposed 2 x 8 tensor but returns a 1 x 8 one itself: at
+    batch 1 eager's write reaches the caller's x."""
+
+    def forward(self, x):
+        y = x.transpose(0, 1).contiguous()
+        y *= 2.0
+        return y + 1.0
+
+
+class FlattensAfterWrite(nn.Module):
+    def forward(self, x):
+        y = torch.relu_(x * 2.0)
+        return y.flatten(1).sum(1)
+
+
+def _call_both(model, compiled, x):
+    """(compiled result, eager result, caller's x after each call)."""
+    mine, theirs = x.clone(), x.clone()
+    return compiled(mine), model(theirs), mine, theirs
+
+
+def test_a_write_through_contiguous_holds_from_batch_2_and_a_batch_1_compile_is_static():
+    model = ScalesTransposed()
+    compiled = cuvil.compile(model, (torch.randn(4, 8),))
+    got, want, mine, theirs = _call_both(model, compiled, torch.randn(3, 8))
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(mine, theirs)
+    with pytest.raises(cuvil.CuvilError, match="batch = 1 is outside 2.., .*shares memory"):
+        compiled(torch.randn(1, 8))
+    one = cuvil.compile(model, (torch.randn(1, 8),))
+    got, want, mine, theirs = _call_both(model, one, torch.randn(1, 8))
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(mine, theirs)  # eager's write into x, done by the call too
+    graph = cuvil.from_torch(model, (torch.randn(1, 8),))
+    assert not graph.import_report.dynamic
+    assert any("imported static: aten.mul_.Tensor" in n for n in graph.import_report.notes)
+
+
+def test_a_flatten_before_no_write_keeps_batch_1():
+    model = FlattensAfterWrite()
+    compiled = cuvil.compile(model, (torch.randn(4, 2, 3),))
+    got, want, mine, theirs = _call_both(model, compiled, torch.randn(1, 2, 3))
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(mine, theirs)
+
+
 def test_an_in_place_op_in_a_retraced_graph_module_is_refused(monkeypatch):
     def reject(*args):
         raise cuvil.CuvilError("torch.export failed")

@@ -12,7 +12,7 @@ from fuzz_check import check
 from fuzz_generate import generate
 from fuzz_shrink import Shrinker, reproducer
 
-SEEDS = [*range(100), 2143, 2824]  # and release-run finds: writes into an expand
+SEEDS = [*range(100), 2143, 2824, 4760]  # and release-run finds: writes into an expand
 SHRINKS = 3  # failures shrunk per run (each try is a compile); later ones print as drawn
 _shrunk = []
 
