@@ -223,6 +223,8 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
             key = compile_cache.key_of(graph, settings.rules, settings.key_options())
             hit = compile_cache.load(key, graph, settings.defs)
         if hit is not None:
+            if hit.report is not None:  # the stages that ran: no optimizer stage
+                hit.report.timings = dict(tracer.totals)
             if ahead is not None:
                 ahead.cancel()  # an optimizer child started for nothing: end it before lowering
             return hit

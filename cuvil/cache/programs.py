@@ -309,6 +309,7 @@ class StoredOptimizeReport:
 
             self._report = report_of(self._data)
             self._report.cache = self.cache
+            self._report.timings = {}  # no optimizer stage ran
         return self._report
 
     def __getattr__(self, name: str):

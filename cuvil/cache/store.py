@@ -92,9 +92,10 @@ def _finish(graph: Graph, imported: Graph, status: str) -> Graph:
     for attr, value in vars(imported).items():
         if attr not in OPTIMIZED:
             setattr(graph, attr, value)
-    if graph.report is not None:
+    if graph.report is not None:  # the stored report, less the stages this hit skipped
         graph.report.graph = graph
         graph.report.cache = status
+        graph.report.timings = {}
     return graph
 
 

@@ -41,7 +41,8 @@ class OptimizeReport:
     extraction: str = ""
     gap: float | None = None
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (rule chain, reason)
-    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+    # stage -> seconds, of the stages this compile ran (a cache hit ran no optimizer stage)
+    timings: dict[str, float] = field(default_factory=dict)
     nodes_before: int = 0
     nodes_after: int = 0
     notes: list[str] = field(default_factory=list)
@@ -104,11 +105,12 @@ class OptimizeReport:
         return "\n".join(lines)
 
     def __str__(self) -> str:
+        made = " (when the cached graph was made)" if self.cache.startswith("hit") else ""
         lines = [f"cost {self.cost_before:.1f} us -> {self.cost_after:.1f} us "
                  f"({self.nodes_before} -> {self.nodes_after} nodes); "
                  f"extraction: {self.extraction}"
                  + (f", gap {self.gap:.2%}" if self.gap is not None else ""),
-                 f"stopped: {self.stop_reason} after {len(self.iterations)} iteration(s), "
+                 f"stopped{made}: {self.stop_reason} after {len(self.iterations)} iteration(s), "
                  f"e-graph {self.iterations[-1].size if self.iterations else 0} e-nodes"]
         fired = self.fired
         if fired:
@@ -133,6 +135,7 @@ class OptimizeReport:
             lines.append(f"rules: {self.rule_check}")
         if self.cache:
             lines.append(f"compile cache: {self.cache}")
-        stages = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in self.timings.items())
-        lines.append(f"time: {stages}")
+        if self.timings:
+            stages = ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in self.timings.items())
+            lines.append(f"time: {stages}")
         return "\n".join(lines)

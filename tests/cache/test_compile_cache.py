@@ -1,6 +1,7 @@
 """The compile cache keys on the traced program: models that differ only in a Python
 attribute, a constructor argument or a run-time choice of op never share an entry, in one
-process or across two; a damaged entry is rebuilt; a miss says what changed."""
+process or across two; a damaged entry is rebuilt; a miss says what changed; a hit's report
+times only the stages that ran (no encode, saturate or extract)."""
 
 from __future__ import annotations
 
@@ -190,3 +191,27 @@ def test_a_damaged_constant_made_by_the_optimizer_is_rebuilt(fresh_cache):
     again, status = compiled_state(TwoScales(), x)
     torch.testing.assert_close(again, 6.0 * x)
     assert status == "miss: the entry for 'TwoScales' is missing or damaged"
+
+
+def time_line(report) -> str:
+    """The report's `time:` line ("" if it has none)."""
+    return next((ln for ln in str(report).splitlines() if ln.startswith("time:")), "")
+
+
+def test_a_cache_hit_reports_no_optimizer_stage(fresh_cache):
+    torch.manual_seed(0)
+    x = torch.randn(4, 8)
+    model = Act(torch.relu)
+    missed = cuvil.compile(model, (x,)).report.optimizer
+    assert {"encode", "saturate", "extract"} <= set(missed.timings)
+    with torch.no_grad():
+        model.lin.weight.mul_(-3.0)
+    hit = cuvil.compile(model, (x,)).report.optimizer
+    assert hit.cache.startswith("hit (local")
+    assert "cache lookup" in hit.timings and "cache lookup" in time_line(hit)
+    assert not {"encode", "saturate", "extract"} & set(hit.timings)
+    assert "stopped (when the cached graph was made)" in str(hit)
+    stored = cuvil.compile(model, (x,)).report
+    assert stored.program_cache.startswith("hit")
+    assert stored.optimizer.timings == {} and time_line(stored.optimizer) == ""
+    assert not any(ln.startswith("time:") for ln in str(stored).splitlines())
