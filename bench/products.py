@@ -9,7 +9,7 @@ uses (`blas._blas_split`: column blocks below COLUMN_SPLIT_ROWS rows), the regis
 a constant weight (`blas.gemm_weight`), and ONNX Runtime's MatMul with the weight as an
 initializer (its session call costs ~13 us here; the column `ort - call` takes off the
 time of an Identity session on the same input). Microseconds, then `gemm_weight / ORT`.
-These figures set `COLUMN_SPLIT_ROWS` and `PANEL_MAX_ROWS` (docs/performance.md).
+These figures set `COLUMN_SPLIT_ROWS` and `PANEL_MAX_ROWS` (docs/performance.md, "Kernels").
 """
 
 from __future__ import annotations

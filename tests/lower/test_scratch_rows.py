@@ -1,8 +1,8 @@
 """A thread's row of scratch (`Scratch.rows`) ends at least `ROW_GAP` bytes before the next
 thread's: two threads rewriting rows that lie within a few KiB of each other run 8-9%
-slower (docs/performance.md, "Stop 39"). The rows are lengthened, never shortened, and the
-drivers use only the start of theirs: the CNN compiled with padded rows still matches
-torch."""
+slower (docs/performance.md, "Where the time goes"). The rows are lengthened, never
+shortened, and the drivers use only the start of theirs: the CNN compiled with padded rows
+still matches torch."""
 
 from __future__ import annotations
 

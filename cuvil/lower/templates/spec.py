@@ -43,8 +43,8 @@ class Scratch:
         its shape: the row lengthened (its first dim) by at least `ROW_GAP` bytes. Two
         threads each rewriting and rereading their own row ran 8-9% slower when the rows
         lay within 4-12 KiB of each other than 20 KiB or more apart (the CNN's 3x3 layer on
-        16 images; the whole CNN 13-17%: "Stop 39" in docs/performance.md). A symbolic
-        row of two dims or more stays as it is."""
+        16 images; the whole CNN 13-17%: docs/performance.md, "Where the time goes"). A
+        symbolic row of two dims or more stays as it is."""
         first, rest = row[0], math.prod(row[1:])
         if isinstance(rest, int):
             first = first + -(-ROW_GAP // (rest * dtype.itemsize))
