@@ -1,9 +1,12 @@
 """Which precision extraction chose for each product it could have computed in int8, and why.
 
 An e-class that holds an int8 e-node (`matmul_i8`, `conv2d_i8`, or a `.cvr` op whose body
-computes one) also holds the float e-nodes it is equal to. Extraction took the cheaper;
-this reads the choice back: the op chosen, the cheapest int8 and float alternatives with
-their costs, the rule that made the int8 one and the error it declares (`approx`).
+computes one) also holds the float e-nodes it is equal to. Extraction priced the whole
+graph; this reads its choice back: the op chosen, the cheapest int8 and float alternatives
+with their costs (each down to the float values both read, so the int8 one pays for
+quantizing its activations), the rule that made the int8 one and the error it declares
+(`approx`). The line compares the two costs as they are: where extraction chose the dearer
+one here (the graph around it paid for it), it says so.
 
     v3 (digits.py:54): int8 qlinear_relu 3.1 us < fp32 linear_relu 6.2 us
         by linear_relu_int8 (rules/quantize/int8.cvr:26), |error| <= dim(x, -1) * (...)
@@ -41,10 +44,23 @@ class PrecisionChoice:
         where = f" ({self.source})" if self.source else ""
         alt = f"fp32 {self.fp32.op} {self.fp32.cost:.1f} us" if self.fp32 else "no fp32 form"
         q = f"int8 {self.int8.op} {self.int8.cost:.1f} us"
-        line = f"{self.node}{where}: " + (f"{q} < {alt}" if self.chosen == "int8" else
-                                          f"{alt} kept: {q} is dearer")
+        line = f"{self.node}{where}: " + self._comparison(q, alt)
         bound = f", |error| <= {self.tolerance}" if self.tolerance else ""
         return f"{line}\n    by {self.int8.rule} ({self.rule_where}){bound}"
+
+    def _comparison(self, q: str, alt: str) -> str:
+        """The choice and the two costs, compared as printed (to 0.1 us)."""
+        if self.fp32 is None:
+            return f"{q}, {alt}" if self.chosen == "int8" else f"{alt} kept, not {q}"
+        int8, fp32 = round(self.int8.cost, 1), round(self.fp32.cost, 1)
+        whole = "(extraction priced the whole graph)"
+        if self.chosen == "int8":
+            if int8 > fp32:
+                return f"{q} chosen though {alt} is cheaper here {whole}"
+            return f"{q} {'<' if int8 < fp32 else '='} {alt}"
+        if int8 < fp32:
+            return f"{alt} kept though {q} is cheaper here {whole}"
+        return f"{alt} kept: {q} is {'dearer' if int8 > fp32 else 'no cheaper'}"
 
 
 def precision_choices(session, selection, costs) -> list[PrecisionChoice]:
@@ -64,7 +80,7 @@ def precision_choices(session, selection, costs) -> list[PrecisionChoice]:
         quantized = [n for n in nodes if _is_int8(typer.ctors[n.ctor][0], session.defs)]
         if not quantized or cls not in imported:
             continue
-        stop = frozenset(c for n in quantized for c in n.children)
+        stop = _float_inputs(snap, typer, quantized)
         options = [(own.alternative(n, stop), n in quantized) for n in nodes]
         int8 = [a for a, q in options if a and q]
         fp32 = [a for a, q in options if a and not q]
@@ -144,6 +160,20 @@ class _Costs:
         op, attrs = typer.decode(node)
         ins = [typer.table.types[snap.ty[c]] for c in node.children]
         return self.costs.node_cost(op, attrs, ins, out)
+
+
+def _float_inputs(snap, typer, quantized) -> frozenset[str]:
+    """Where the alternatives' costs stop: the classes the int8 e-nodes read, with each
+    class that quantizes a value replaced by that value (its quantize is the int8 form's
+    to pay, as extraction pays it)."""
+    stop = set()
+    for node in quantized:
+        for c in node.children:
+            quantizes = [snap.nodes[i].children[0] for i in snap.classes[c]
+                         if typer.ctors[snap.nodes[i].ctor][0].name == "quantize"
+                         and snap.nodes[i].children]
+            stop.add(quantizes[0] if quantizes else c)
+    return frozenset(stop)
 
 
 def _is_int8(opdef, defs: dict[str, Any]) -> bool:
