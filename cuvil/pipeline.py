@@ -121,7 +121,8 @@ def _compile(model: Any, example_inputs: Any, options: dict, tracer: Tracer, cac
             compiled = compile_graph(optimized, target=settings.targets,
                                      fallback=options["fallback"], threads=options["threads"],
                                      fuse_elementwise=options["fuse_elementwise"],
-                                     fallback_policy=options["fallback_policy"])
+                                     fallback_policy=options["fallback_policy"],
+                                     sizes=settings.hints)
     compiled.pricing = functools.partial(pricing_of, optimized, settings)
     return compiled, graph
 

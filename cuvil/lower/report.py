@@ -56,7 +56,8 @@ class CompileReport:
     memory_slots: int = 0
     memory_bytes: int = 0  # planned bytes at `memory_env`
     naive_bytes: int = 0  # bytes if every intermediate had its own buffer
-    memory_env: dict[str, int] = field(default_factory=dict)
+    memory_env: dict[str, int] = field(default_factory=dict)  # the example inputs' sizes
+    memory_assumed: list[str] = field(default_factory=list)  # dims no example input sized
     threads: int = 1
     threading_layer: str = ""
     lower_s: float = 0.0  # partitioning and code generation
@@ -123,11 +124,18 @@ class CompileReport:
         lines += [f"  {w}" for w in self.writes]
         lines += [f"  fused: {d}" for d in self.fused]
         lines += [f"  composed of its parts' kernels: {c}" for c in self.composed]
-        env = ", ".join(f"{k}={v}" for k, v in self.memory_env.items())
         lines.append(f"  memory plan: {self.memory_slots} buffer(s), "
                      f"{_mb(self.memory_bytes)} (unshared {_mb(self.naive_bytes)})"
-                     + (f" at {env}" if env else ""))
+                     + self._memory_sizes())
         return "\n".join(lines)
+
+    def _memory_sizes(self) -> str:
+        """` at batch=4` (the example inputs' sizes), with the dims no example sized."""
+        if not self.memory_env:
+            return ""
+        env = ", ".join(f"{k}={v}" for k, v in self.memory_env.items())
+        assumed = ", ".join(self.memory_assumed)
+        return f" at {env}" + (f" ({assumed} assumed: no example input)" if assumed else "")
 
 
 def _mb(n: int) -> str:

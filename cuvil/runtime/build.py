@@ -46,9 +46,11 @@ from cuvil.runtime.threads import active_layer, choose_layer, thread_count
 
 def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
                   threads: int | None = None, cache_dir=None,
-                  fuse_elementwise: bool = True, fallback_policy: str = "cpu") -> CompiledGraph:
+                  fuse_elementwise: bool = True, fallback_policy: str = "cpu",
+                  sizes: dict[str, int] | None = None) -> CompiledGraph:
     """Lower `graph` to kernels for `target` (a name, a `Target`, or several: each node is
-    lowered by the target of its device); see the module docstring."""
+    lowered by the target of its device); see the module docstring. `sizes`: the symbolic
+    dims' sizes in the example inputs, at which the report sizes the memory plan."""
     start = time.perf_counter()
     tgt = Targets(target, fallback_policy)
     choose_layer()
@@ -74,7 +76,7 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
     for k in report.kernels:
         k.module = str(paths[k.name])
     plan = MemoryPlan(_buffers(program))
-    _describe(report, graph, program, ctx, tgt, plan, n_threads)
+    _describe(report, graph, program, ctx, tgt, plan, n_threads, sizes or {})
     done: dict = {}
     consts = [_const(program, ctx, v, done) for v in program.entry_params
               if program.arrays[v].kind == "const"]
@@ -84,13 +86,14 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
 
 
 def _describe(report: CompileReport, graph: Graph, program: Program, ctx, tgt: Targets,
-              plan: MemoryPlan, n_threads: int) -> None:
-    """The report's placement, steps and memory figures (intermediates sized with every
-    symbolic dim at SYMBOLIC_DIM_SIZE)."""
+              plan: MemoryPlan, n_threads: int, sizes: dict[str, int]) -> None:
+    """The report's placement, steps and memory figures (intermediates sized with each
+    symbolic dim at its size in `sizes`, else at SYMBOLIC_DIM_SIZE, said as assumed)."""
     report.placement, report.uploads = placement(program, tgt), len(program.uploads)
     report.steps, report.graph = step_reports(program, ctx, graph), graph
-    env = {s: SYMBOLIC_DIM_SIZE for s in program.symbols}
+    env = {s: sizes.get(s, SYMBOLIC_DIM_SIZE) for s in sorted(program.symbols)}
     report.memory_slots, report.memory_env = plan.slots, env
+    report.memory_assumed = [s for s in env if s not in sizes]
     report.memory_bytes = plan.nbytes(env, n_threads)
     report.naive_bytes = plan.naive_nbytes(env, n_threads)
     report.optimizer = graph.report

@@ -1,5 +1,6 @@
 """`CompiledGraph` calls: inputs (torch, numpy, strided), output structure, fresh outputs,
-errors on shapes and dtypes the compile does not cover, buffers reused across calls."""
+errors on shapes and dtypes the compile does not cover, buffers reused across calls; the
+report sizes the memory plan at the example inputs' sizes and says which dims it assumed."""
 
 from __future__ import annotations
 
@@ -189,3 +190,27 @@ def test_a_repeated_call_takes_the_short_path_and_any_change_leaves_it(mlp):
         compiled(torch.randn(4, 16, dtype=torch.float64).to(torch.int16))
     with pytest.raises(CuvilError, match="expected 1 input"):
         compiled(x, x)
+
+
+def memory_line(report) -> str:
+    return next(ln for ln in str(report).splitlines() if "memory plan" in ln)
+
+
+def test_memory_plan_is_labelled_with_the_sizes_it_was_planned_at(lower):
+    g = Graph("chain")
+    h = g.input("x", t(B, 8))
+    for op in ("neg", "exp", "tanh"):
+        h = g.add(op, [h])
+    g.set_outputs(h)
+    sized = lower(g, fuse_elementwise=False, sizes={"batch": 4})
+    assert sized.report.memory_bytes == sized.memory_bytes(batch=4)
+    assert memory_line(sized.report).endswith(" at batch=4")
+    assumed = lower(g, fuse_elementwise=False)
+    assert memory_line(assumed.report).endswith(" at batch=64 (batch assumed: no example input)")
+
+
+def test_a_compile_sizes_its_memory_plan_at_the_example_batch():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 4)).eval()
+    compiled = cuvil.compile(model, (torch.randn(4, 8),), cache=False)
+    assert memory_line(compiled.report).endswith(" at batch=4")
