@@ -35,8 +35,11 @@ FORMAT = 3
 
 @dataclass(frozen=True)
 class Key:
-    name: str  # the graph's name, to compare a miss with the last compile of that name
+    name: str  # the graph's name, said in a miss's explanation
     parts: dict[str, str]
+    # the model's identity: its name and its constants' refs, dtypes and shapes (not their
+    # values); a miss is compared only with the last compile of the same identity
+    identity: str = ""
 
     @property
     def digest(self) -> str:
@@ -50,7 +53,8 @@ def key_of(graph: Graph, rules: Any, options: dict[str, Any]) -> Key:
              "calibration": digest(json.dumps(graph.facts, sort_keys=True)) if graph.facts
              else "none",
              "rules": rules_hash(rules), "options": digest(repr(sorted(options.items())))}
-    return Key(graph.name, parts)
+    identity = digest(f"{graph.name}\x00{constants_hash(graph, False)}", 24)
+    return Key(graph.name, parts, identity)
 
 
 def any_values(key: Key, graph: Graph) -> Key:
@@ -58,7 +62,8 @@ def any_values(key: Key, graph: Graph) -> Key:
     optimizer reads no tensor's values (guards see scalars, which are attributes, and
     constness); only folding does. So an optimized graph that made no constant of its own
     serves every version of the model that differs in weights alone."""
-    return Key(key.name, {**key.parts, "constants": "any values " + constants_hash(graph, False)})
+    return Key(key.name, {**key.parts, "constants": "any values " + constants_hash(graph, False)},
+               key.identity)
 
 
 def constants_hash(graph: Graph, values: bool = True) -> str:

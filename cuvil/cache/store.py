@@ -66,7 +66,7 @@ def store(key: Key, optimized: Graph, imported: Graph) -> None:
         remote.put(k.digest, data)
         stored += len(data)
     with contextlib.suppress(OSError):
-        write_text(_last_of(key.name), json.dumps(key.parts, sort_keys=True))
+        write_text(_last_of(key), json.dumps(key.parts, sort_keys=True))
     evict.after_store(stored)
 
 
@@ -100,15 +100,27 @@ def _finish(graph: Graph, imported: Graph, status: str) -> Graph:
 
 
 def why_missed(key: Key) -> str:
-    """Which parts of the key differ from the last compile of a graph with the same name."""
+    """Which parts of the key differ from the last compile of the same model (its name and
+    its constants' refs, dtypes and shapes: `Key.identity`), each said as it applies."""
     try:
-        last = json.loads(_last_of(key.name).read_text())
+        last = json.loads(_last_of(key).read_text())
     except (OSError, ValueError):
-        return f"no earlier compile of {key.name!r} in this cache"
-    changed = [part for part, value in key.parts.items() if last.get(part) != value]
+        return f"no earlier compile of {key.name!r} with these parameters in this cache"
+    changed = [_change(part, value, last.get(part)) for part, value in key.parts.items()
+               if last.get(part) != value]
     if not changed:
         return f"the entry for {key.name!r} is missing or damaged"
-    return f"{', '.join(changed)} changed since the last compile of {key.name!r}"
+    return f"{', '.join(changed)} since the last compile of {key.name!r}"
+
+
+def _change(part: str, now: str, then: str | None) -> str:
+    """What changed in one part of the key: calibration is said as added or dropped when
+    one of the two compiles had none."""
+    if part == "calibration" and now == "none":
+        return "no calibration now (the last compile was calibrated)"
+    if part == "calibration" and then == "none":
+        return "calibration added"
+    return f"{part} changed"
 
 
 def entry_path(key: Key) -> Path:
@@ -136,5 +148,6 @@ def _touch(path: Path) -> None:
         os.utime(path)
 
 
-def _last_of(name: str) -> Path:
-    return graphs_dir() / "last" / f"{digest(name, 24)}.json"
+def _last_of(key: Key) -> Path:
+    """Where the parts of the last key of `key`'s model are kept."""
+    return graphs_dir() / "last" / f"{key.identity or digest(key.name, 24)}.json"

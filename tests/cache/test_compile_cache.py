@@ -1,6 +1,7 @@
 """The compile cache keys on the traced program: models that differ only in a Python
 attribute, a constructor argument or a run-time choice of op never share an entry, in one
-process or across two; a damaged entry is rebuilt; a miss says what changed; a hit's report
+process or across two; a damaged entry is rebuilt; a miss says what changed since the last
+compile of the same model (never of another of that class name); a hit's report
 times only the stages that ran (no encode, saturate or extract)."""
 
 from __future__ import annotations
@@ -215,3 +216,33 @@ def test_a_cache_hit_reports_no_optimizer_stage(fresh_cache):
     assert stored.program_cache.startswith("hit")
     assert stored.optimizer.timings == {} and time_line(stored.optimizer) == ""
     assert not any(ln.startswith("time:") for ln in str(stored).splitlines())
+
+
+def named_net(width: int) -> torch.nn.Module:
+    """A model of class `Net` with a hidden layer of `width`: another model per width."""
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = torch.nn.Linear(8, width), torch.nn.Linear(width, 4)
+
+        def forward(self, x):
+            return self.fc2(torch.relu(self.fc1(x)))
+
+    return Net().eval()
+
+
+def test_a_miss_is_never_compared_with_another_model_of_the_same_name(fresh_cache):
+    x = torch.randn(4, 8)
+    assert compiled_state(named_net(16), x)[1].startswith("miss: no earlier compile")
+    status = compiled_state(named_net(32), x)[1]
+    assert status == "miss: no earlier compile of 'Net' with these parameters in this cache"
+
+
+def test_a_miss_without_calibration_names_no_calibration_change(fresh_cache):
+    torch.manual_seed(0)
+    model, x = named_net(16), torch.randn(4, 8)
+    cuvil.compile(model, (x,), quantize=cuvil.Quantize(calibration=[(x,), (x * 0.5,)]))
+    status = compiled_state(model, x)[1]
+    assert status.startswith("miss: ") and "calibration changed" not in status
+    assert "no calibration now (the last compile was calibrated)" in status
