@@ -21,6 +21,6 @@ def run(args: argparse.Namespace) -> int:
     if args.node:
         print(graph.report.explain(args.node))
         return 0
-    shown = [graph.report.explain(n) for n in graph if n.origin]
-    print("\n".join(shown) if shown else "no node was rewritten: the graph is as imported")
+    shown = graph.report.explain_all(graph)
+    print(shown or "no node was rewritten: the graph is as imported")
     return 0

@@ -49,9 +49,7 @@ def run(args: argparse.Namespace) -> int:
     print(graph.to_text())
     print(graph.report)
     if args.explain:
-        for node in graph:
-            if node.origin:
-                print(graph.report.explain(node))
+        print(graph.report.explain_all(graph))
     if args.emit_egglog:
         from cuvil.atomic import write_text
 

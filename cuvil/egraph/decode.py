@@ -2,7 +2,8 @@
 
 Nodes keep the name and source line of the imported node whose e-class they stand for
 (when they are the same op), and `origin` lists the rules that produced them. Chosen
-e-nodes whose inputs are all constants are evaluated here, once, into new constants.
+e-nodes whose inputs are all constants are evaluated here, once, into new constants; the
+graph keeps only the nodes its outputs use (not the constants a fold read).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class _Decoder:
         self.out.set_mutations({x: self.name_of[self.class_of[v]]
                                 for x, v in self.graph.mutations.items()})
         self.out.defs = _used_defs(self.out, self.out.defs)
-        return self.out
+        return self.out.prune()  # a fold's inputs, folded into its result, are not used
 
     def emit(self, cls: str) -> str:
         snap, typer = self.session.snapshot, self.session.typer

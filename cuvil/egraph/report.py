@@ -96,13 +96,35 @@ class OptimizeReport:
         head = f"{node.name} = {node.op}" + (f"  (from {node.source})" if node.source else "")
         if not node.origin:
             return head + "\n  imported unchanged (no rule produced it)"
-        chain = " ← ".join([node.op, *(self.rule_line(lb) for lb in node.origin)])
-        lines = [head, f"  {chain}"]
-        for label in dict.fromkeys(node.origin):
-            stat = self.rules.get(label)
-            if stat and stat.description:
-                lines.append(f"    {label}: {stat.description}")
+        return "\n".join([head, *self._chain(node.op, node.origin, set())])
+
+    def explain_all(self, nodes) -> str:
+        """The chains of the rewritten `nodes`: nodes with the same op and chain share one
+        entry, and each rule's description is given once, where the rule first appears
+        ("" when no node was rewritten)."""
+        groups: dict[tuple[str, tuple[str, ...]], list[Node]] = {}
+        for node in nodes:
+            if node.origin:
+                groups.setdefault((node.op, tuple(node.origin)), []).append(node)
+        told: set[str] = set()
+        lines = []
+        for (op, origin), members in groups.items():
+            sources = ", ".join(dict.fromkeys(n.source for n in members if n.source))
+            lines.append(f"{', '.join(n.name for n in members)} = {op}"
+                         + (f"  (from {sources})" if sources else ""))
+            lines += self._chain(op, origin, told)
         return "\n".join(lines)
+
+    def _chain(self, op: str, origin, told: set[str]) -> list[str]:
+        """The chain line, then the description of each of its rules not in `told` (which
+        gains them)."""
+        lines = ["  " + " ← ".join([op, *(self.rule_line(lb) for lb in origin)])]
+        for label in dict.fromkeys(origin):
+            stat = self.rules.get(label)
+            if stat and stat.description and label not in told:
+                told.add(label)
+                lines.append(f"    {label}: {stat.description}")
+        return lines
 
     def __str__(self) -> str:
         made = " (when the cached graph was made)" if self.cache.startswith("hit") else ""

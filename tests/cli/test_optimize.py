@@ -1,5 +1,6 @@
 """`cuvil optimize` and `cuvil explain`: the optimized graph, the report, the provenance,
-the egglog program and the pass timings; bad input is one line and exit 1."""
+the egglog program and the pass timings; bad input is one line and exit 1; `--explain`
+gives each rule's description once and groups nodes of one chain."""
 
 from __future__ import annotations
 
@@ -52,3 +53,16 @@ def test_bad_inputs_are_one_line_errors(capsys, tmp_path):
         code, out, err = cuvil(capsys, *argv)
         assert code == 1, argv
         assert "Traceback" not in err and err.strip(), argv
+
+
+def test_explain_gives_each_rule_once_and_the_graph_only_used_constants(capsys):
+    code, out, err = cuvil(capsys, "optimize", "zoo:cnn", "--explain")
+    assert code == 0, err
+    graph = Graph.from_text(out.split("}\n", 1)[0] + "}\n")
+    used = {x for node in graph for x in node.inputs} | set(graph.outputs)
+    assert all(n.name in used for n in graph if n.op in ("const", "scalar"))
+    explained = out.split("}\n", 1)[1]
+    paragraphs = [ln.strip() for ln in explained.splitlines() if ln.startswith("    ")]
+    assert paragraphs and len(paragraphs) == len(set(paragraphs))
+    folded = [ln for ln in explained.splitlines() if ln.endswith(" = const")]
+    assert folded and all(", " in ln for ln in folded)  # constants of one chain: one entry
