@@ -104,13 +104,15 @@ class LinearEpilogues(nn.Module):
 
 
 class ElementwiseChains(nn.Module):
-    """activations written as chains: x * sigmoid(x), hardtanh(0, 6), clamp(min=0), and
-    GPT-2's tanh GELU as HuggingFace writes it (`NewGELUActivation`)."""
+    """activations written as chains: x * sigmoid(x), hardtanh(0, 6), clamp(min=0), h-swish
+    and h-sigmoid through relu6, and GPT-2's tanh GELU as HuggingFace writes it
+    (`NewGELUActivation`)."""
 
     def forward(self, x):
         a = x * torch.sigmoid(x) + torch.sigmoid(x) * x
         b = nn.functional.hardtanh(a, 0.0, 6.0)
         c = torch.clamp(b, min=0.0)
+        c = c * nn.functional.relu6(c + 3.0) / 6.0 + nn.functional.relu6(a + 3.0) / 6.0
         return 0.5 * c * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (c + 0.044715 *
                                                                         torch.pow(c, 3.0))))
 

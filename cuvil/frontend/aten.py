@@ -342,6 +342,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "sin": unary("sin"), "cos": unary("cos"),
     "sigmoid": unary("sigmoid"), "silu": unary("silu"), "reciprocal": unary("reciprocal"),
     "relu": unary("relu"), "relu6": unary("relu6"), "abs": unary("abs"),
+    "hardsigmoid": unary("hardsigmoid"), "hardswish": unary("hardswish"),
     "gelu": lambda ix, a: ix.add("gelu", [ix.tensor(a["input"])],
                                  {"approximate": a["approximate"]}),
     "hardtanh": hardtanh, "clamp": clamp, "clamp_min": clamp, "clamp_max": clamp,

@@ -147,6 +147,12 @@ for _name, _fn, _element in [("neg", torch.neg, "-x"), ("relu", torch.relu, "max
                              ("relu6", lambda x: F.hardtanh(x, 0.0, 6.0), "min(max(x, 0), 6)")]:
     _unary(_name, _fn, _element, float_out=False)
 
+# MobileNetV3's activations, defined by the chains they replace (torch's order of operations;
+# their reference and kernel are these expressions, as `fusion/activations.cvr` relies on)
+register(elementwise_op("hardsigmoid", "min(max(x + 3, 0), 6) / 6", work=3, float_only=True,
+                        doc="relu6(x + 3) / 6"))
+register(elementwise_op("hardswish", "x * min(max(x + 3, 0), 6) / 6", work=4,
+                        float_only=True, doc="x * relu6(x + 3) / 6"))
 register(OpDef("logical_not", ("x",), (), lambda ts, a: ts[0].with_(dtype=DType.bool),
                lambda xs, a: torch.logical_not(xs[0]), ELEMENTWISE, doc="not x",
                element="not x", out_dtype="bool", shapes="unary"))

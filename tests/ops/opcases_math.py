@@ -143,6 +143,8 @@ CASES: dict[str, Case] = {
     "relu": Case(_unary(NUMERIC), lambda xs, a: F.relu(xs[0])),
     "abs": Case(_unary(NUMERIC), lambda xs, a: torch.abs(xs[0])),
     "relu6": Case(_unary(FLOATS), lambda xs, a: F.relu6(xs[0])),
+    "hardsigmoid": Case(_unary(FLOATS), lambda xs, a: F.hardsigmoid(xs[0])),
+    "hardswish": Case(_unary(FLOATS), lambda xs, a: F.hardswish(xs[0])),
     "logical_not": Case(_unary(ALL), lambda xs, a: torch.logical_not(xs[0])),
     "hardtanh": Case(_unary(FLOATS, min_val=st.floats(-2, 0), max_val=st.floats(0.1, 2)),
                      lambda xs, a: F.hardtanh(xs[0], a["min_val"], a["max_val"])),

@@ -44,7 +44,8 @@ OPINFO_NAMES = (
     "neg", "sqrt", "rsqrt", "exp", "log", "tanh", "erf", "sigmoid", "reciprocal", "abs",
     "sin", "cos",
     "nn.functional.relu", "nn.functional.relu6", "nn.functional.silu", "nn.functional.gelu",
-    "nn.functional.hardtanh", "clamp", "clamp_min", "clamp_max", "where", "masked_fill",
+    "nn.functional.hardtanh", "nn.functional.hardsigmoid", "nn.functional.hardswish",
+    "clamp", "clamp_min", "clamp_max", "where", "masked_fill",
     # tensors made from sizes
     "arange",
     # conversions

@@ -17,39 +17,39 @@ from cuvil.ops.elementwise import elementwise_op
 from cuvil.rules import load
 from cuvil.rules.verify import UNSOUND, VERIFIED, verify_rule
 
-HARDSIGMOID = elementwise_op("hardsigmoid", "min(max(x / 6 + 0.5, 0), 1)", float_only=True,
-                             doc="relu6(x + 3) / 6")
+MISH = elementwise_op("mish", "x * tanh(log(exp(x) + 1))", float_only=True, work=24,
+                      doc="x * tanh(softplus(x))")
 
 SOUND = """\
 ruleset fusion
 
-# relu6(x + 3) / 6 == hardsigmoid(x)
-rule hardsigmoid_from_relu6: div(relu6(add(x, 3.0)), 6.0) => hardsigmoid(x)
-    where is_float(x) and rank(x) >= 1
+# x * tanh(log(exp(x) + 1)) == mish(x)
+rule mish_written_out: mul(x, tanh(log(add(exp(x), 1.0)))) => mish(x)
+    where is_float(x)
 """
-WRONG = SOUND.replace("div(relu6(add(x, 3.0)), 6.0)", "div(relu6(add(x, 3.0)), 5.0)")
+WRONG = SOUND.replace("add(exp(x), 1.0)", "add(exp(x), 2.0)")
 
 
 @pytest.fixture
 def new_op(monkeypatch):
     """The op, registered the way a catalog module registers its ops, and its mapping."""
-    monkeypatch.setitem(registry.CATALOG, HARDSIGMOID.name, HARDSIGMOID)
-    monkeypatch.setitem(ATEN, "hardsigmoid", unary("hardsigmoid"))
-    return HARDSIGMOID
+    monkeypatch.setitem(registry.CATALOG, MISH.name, MISH)
+    monkeypatch.setitem(ATEN, "mish", unary("mish"))
+    return MISH
 
 
 def rule_file(tmp_path, text: str):
-    path = tmp_path / "hardsigmoid.cvr"
+    path = tmp_path / "mish.cvr"
     path.write_text(text)
     return load(path)
 
 
 def test_its_reference_is_its_element_expression(new_op):
     x = torch.linspace(-5, 5, 101)
-    torch.testing.assert_close(new_op.ref([x], {}), F.hardsigmoid(x))
+    torch.testing.assert_close(new_op.ref([x], {}), F.mish(x))
     t = TensorType((3, 4), DType.i64)
     with pytest.raises(cuvil.ShapeError, match="must be float"):
-        registry.infer("hardsigmoid", [t], {})
+        registry.infer("mish", [t], {})
 
 
 def test_rules_about_it_are_parsed_and_verified_against_its_definition(new_op, tmp_path):
@@ -61,28 +61,28 @@ def test_rules_about_it_are_parsed_and_verified_against_its_definition(new_op, t
 
 def test_it_is_costed_and_extraction_picks_it(new_op, tmp_path):
     t = TensorType((64, 256), DType.f32)
-    cost = CostModel({}).node_cost("hardsigmoid", {}, [t], t)
+    cost = CostModel({}).node_cost("mish", {}, [t], t)
     assert cost > 0
     library_dir = tmp_path / "rules"
     library_dir.mkdir()
-    (library_dir / "hardsigmoid.cvr").write_text(SOUND)
+    (library_dir / "mish.cvr").write_text(SOUND)
 
     def written_out(x):
-        return F.relu6(x + 3.0) / 6.0
+        return x * torch.tanh(torch.log(torch.exp(x) + 1.0))
 
     x = torch.randn(8, 32)
     graph = cuvil.optimize(written_out, (x,), rules=library_dir)
-    assert [n.op for n in graph if n.op not in ("input", "const", "scalar")] == ["hardsigmoid"]
+    assert [n.op for n in graph if n.op not in ("input", "const", "scalar")] == ["mish"]
 
 
 def test_it_is_lowered_to_a_kernel_and_matches_torch(new_op, lower):
     class Model(torch.nn.Module):
         def forward(self, x):
-            return F.hardsigmoid(x) * 2.0
+            return F.mish(x) * 2.0
 
     x = torch.randn(16, 40) * 4
     graph = cuvil.from_torch(Model(), (x,))
-    assert "hardsigmoid" in [n.op for n in graph]
+    assert "mish" in [n.op for n in graph]
     compiled = lower(graph)
     assert compiled.report.fallbacks == []
     torch.testing.assert_close(compiled(x), Model()(x))

@@ -28,6 +28,8 @@ ELEMENTWISE = {
         g.add("mul", [x, g.add("cos", [p])]), g.add("mul", [x, g.add("sin", [p])])])),
     "minimum_clamp": ([(4, 6), (4, 1)], lambda g, x, c: g.add("minimum", [
         g.add("maximum", [x, g.add("neg", [c])]), c])),
+    "hardswish_hardsigmoid": ([(3, 8)], lambda g, x: g.add("mul", [
+        g.add("hardswish", [x]), g.add("hardsigmoid", [x])])),
 }
 
 
