@@ -4,6 +4,7 @@
     cuvil.run(graph, x)                                  # reference semantics
     best = cuvil.optimize(graph, rules="rules/")         # equality saturation + extraction
     fn = cuvil.compile(model, example_inputs)            # ... lowered to Numba kernels
+    fn = cuvil.compile("model.onnx")                     # an ONNX model, the same way
     cuvil.register_target("cpu1", params={...})          # a target of your own
     cuvil.graph_dump(fn, "model.svg")                    # DOT/SVG coloured by latency
 
@@ -24,6 +25,7 @@ _LAZY = {
     "DType": "cuvil.ir",
     "run": "cuvil.ops.execute",
     "from_torch": "cuvil.frontend",
+    "from_onnx": "cuvil.onnx",
     "optimize": "cuvil.pipeline",
     "compile": "cuvil.pipeline",
     "register_target": "cuvil.lower.custom",

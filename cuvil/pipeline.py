@@ -338,6 +338,12 @@ def import_model(model: Any, example_inputs: Sequence[Any] | None, dynamic_shape
 def as_graph(model: Any, example_inputs: Sequence[Any] | None, dynamic_shapes: Any) -> Graph:
     if _is_graph(model):
         return model
+    from cuvil.onnx.load import is_onnx
+
+    if is_onnx(model):  # a .onnx path or an onnx.ModelProto: the ONNX frontend
+        from cuvil.onnx import from_onnx
+
+        return from_onnx(model)
     from cuvil.frontend import from_torch
 
     return from_torch(model, example_inputs, dynamic_shapes=dynamic_shapes)

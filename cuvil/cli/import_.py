@@ -8,9 +8,11 @@ from cuvil.cli.models import FORMS, load_model
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("import", help="import a PyTorch model and print its Cuvil IR",
-                              description="Import a PyTorch model (via torch.export) and "
-                                          "print its Cuvil IR and the import report.")
+    p = subparsers.add_parser("import", help="import a PyTorch or ONNX model and print its "
+                              "Cuvil IR",
+                              description="Import a PyTorch model (via torch.export) or an "
+                                          ".onnx file and print its Cuvil IR and the import "
+                                          "report.")
     p.add_argument("model", metavar="MODEL", help=FORMS)
     p.add_argument("--static", action="store_true",
                    help="static shapes (default: dim 0 of each input is a symbolic batch)")
@@ -21,10 +23,14 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cuvil.frontend import from_torch
+    from cuvil.onnx import from_onnx, is_onnx
 
     model, inputs = load_model(args.model)
-    graph = from_torch(model, inputs, dynamic_shapes=False if args.static else None,
-                       strict=args.strict)
+    if is_onnx(model):  # its shapes are the file's (dim_params are symbolic): no --static
+        graph = from_onnx(model)
+    else:
+        graph = from_torch(model, inputs, dynamic_shapes=False if args.static else None,
+                           strict=args.strict)
     print(graph.to_text(), end="")
     print(graph.import_report)
     return 0

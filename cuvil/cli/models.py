@@ -2,6 +2,7 @@
 
     zoo:mlp                   a model of cuvil.zoo (with its example inputs)
     model.pt2                 a file saved by torch.export.save
+    model.onnx                an ONNX model (read by cuvil.onnx)
     package.module:factory    a function returning (model, example_inputs); the module is
                               found on sys.path or in the current directory
     path/to/file.py:factory   the same, from a Python file
@@ -18,16 +19,17 @@ from typing import Any
 
 from cuvil.errors import CuvilError
 
-FORMS = "zoo:NAME, a .pt2 file, package.module:factory or file.py:factory"
+FORMS = "zoo:NAME, a .pt2 or .onnx file, package.module:factory or file.py:factory"
 
 
 def load_model(spec: str) -> tuple[Any, tuple]:
-    """`(model, example_inputs)` for `spec`; a .pt2 file has no examples (it needs none)."""
+    """`(model, example_inputs)` for `spec`; a .pt2 or .onnx file has no examples (it needs
+    none)."""
     if spec.startswith("zoo:"):
         from cuvil import zoo
 
         return zoo.get(spec[4:])
-    if spec.endswith(".pt2"):
+    if spec.endswith((".pt2", ".onnx")):
         if not os.path.isfile(spec):
             raise CuvilError(f"{spec}: no such file")
         return spec, ()

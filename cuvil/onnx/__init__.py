@@ -1,0 +1,16 @@
+"""The ONNX frontend: an `.onnx` file (or an `onnx.ModelProto`) in, a Cuvil graph out.
+
+    graph = cuvil.onnx.from_onnx("model.onnx")   # dim_params become symbolic dims
+    compiled = cuvil.compile("model.onnx")       # the same import, then the pipeline
+
+Stages: `load` reads and checks the file (one-line errors for a malformed file or an opset
+older than Cuvil reads), `importer` walks the graph, `fold` computes shape arithmetic at
+import, `ops` and `ops_shape` map each ONNX op onto catalog ops.
+"""
+
+from __future__ import annotations
+
+from cuvil.onnx.importer import from_onnx
+from cuvil.onnx.load import MIN_OPSET, is_onnx, read_model
+
+__all__ = ["MIN_OPSET", "from_onnx", "is_onnx", "read_model"]
