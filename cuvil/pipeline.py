@@ -6,18 +6,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from cuvil import gc_pause
-from cuvil.egraph.limits import check_strategy
 from cuvil.errors import CuvilError
+from cuvil.options import CompileOptions
 from cuvil.trace import Tracer
 
 if TYPE_CHECKING:
@@ -33,29 +31,31 @@ def optimize(graph: Any, example_inputs: Sequence[Any] | None = None, *, rules: 
     `strategy` says what cheapest is: one call's `"latency"`, or `"throughput"` of a stream
     of calls (`cuvil/egraph/strategy.py`). Rules not in the stock library are verified
     first (`cuvil/rules/gate.py`); `verify=False` uses them unverified."""
-    strategy = check_strategy(strategy)
+    options = CompileOptions.of(rules=rules, target=target, limits=limits, disable=disable,
+                                dynamic_shapes=dynamic_shapes, extract=extract, trace=trace,
+                                quantize=quantize, strategy=strategy, verify=verify,
+                                cache=False)
     tracer = Tracer()
-    checked = check_rules(rules, tuple(disable), verify, tracer)
+    checked = check_rules(options, tracer)
     with tracer.stage("import"):
         imported = as_graph(graph, example_inputs, dynamic_shapes)
-    imported = _calibrated(imported, quantize, tracer)
-    settings = Settings(rules, _targets(target), as_limits(limits), tuple(disable), extract,
-                        _hints(imported, example_inputs), strategy, verify)
-    result = optimize_imported(imported, settings, tracer, cache=False)
+    imported = calibrate(imported, options, tracer)
+    result = optimize_imported(imported, options, _hints(imported, example_inputs), tracer)
     if result.report is not None:
         result.report.rule_check = checked
     _write_trace(tracer, trace)
     return result
 
 
-def check_rules(rules: Any, disable: tuple[str, ...], verify: bool, tracer: Tracer) -> str:
-    """Verify the user rules of `rules` (or not, with `verify=False`); what the report says
-    of them. A one-line `CuvilError` for a rule found unsound or that cannot be verified."""
-    if rules is None:  # the stock library, verified by CI: nothing imported, nothing read
+def check_rules(options: CompileOptions, tracer: Tracer) -> str:
+    """Verify the user rules of `options.rules` (unless `verify=False`); what the report
+    says of them. A one-line `CuvilError` for a rule found unsound or that cannot be
+    verified."""
+    if options.rules is None:  # the stock library, verified by CI: nothing read
         return ""
     from cuvil.rules.gate import check_rules as gate
 
-    return str(gate(rules, disable, verify, tracer))
+    return str(gate(options.rules, options.disable, options.verify, tracer))
 
 
 def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: Any = None,
@@ -80,19 +80,19 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     from cuvil.frontend.training import refuse_training
     from cuvil.progress import compile_progress, display_name
 
-    options = {"rules": rules, "target": target, "dynamic_shapes": dynamic_shapes,
-               "fallback": fallback, "threads": threads, "limits": limits,
-               "disable": tuple(disable), "fuse_elementwise": fuse_elementwise,
-               "quantize": quantize, "fallback_policy": fallback_policy,
-               "strategy": check_strategy(strategy), "verify": verify}
+    options = CompileOptions.of(
+        rules=rules, target=target, dynamic_shapes=dynamic_shapes, fallback=fallback,
+        threads=threads, limits=limits, disable=disable, fuse_elementwise=fuse_elementwise,
+        quantize=quantize, fallback_policy=fallback_policy, strategy=strategy, verify=verify,
+        cache=cache, trace=trace)
     tracer = Tracer()
     with gc_pause.paused(), compile_progress(tracer, display_name(model)):
-        checked = check_rules(rules, options["disable"], verify, tracer)
+        checked = check_rules(options, tracer)
         refuse_training(model)  # before the caches: a warm compile refuses it too
-        key, compiled = _stored_program(model, example_inputs, options, tracer, cache)
+        key, compiled = _stored_program(model, example_inputs, options, tracer)
         if compiled is None:
-            compiled, imported = _compile(model, example_inputs, options, tracer, cache,
-                                          key[1] if key else None)
+            compiled, imported = build(model, example_inputs, options, tracer,
+                                       key[1] if key else None)
             _store_program(key, compiled, imported, tracer)
     compiled.report.rule_check = checked
     compiled.compile_trace = tracer  # a runtime trace merges these pass timings
@@ -100,39 +100,31 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     return compiled
 
 
-def _compile(model: Any, example_inputs: Any, options: dict, tracer: Tracer, cache: bool,
-             fp=None):
-    """Stages import, optimize, lower: (the compiled graph, the imported graph). `fp`: the
-    model's fingerprint, if the program cache computed it already."""
+def build(model: Any, example_inputs: Any, options: CompileOptions, tracer: Tracer,
+          fp=None):
+    """The passes: import, calibrate, optimize, lower; (the compiled graph, the imported
+    graph). `fp`: the model's fingerprint, if the program cache computed it already."""
     from cuvil.egraph.handoff import OptimizerAhead
 
-    with OptimizerAhead(options["rules"], options["disable"]) as ahead:
+    with OptimizerAhead(options.rules, options.disable) as ahead:
         from cuvil.runtime import compile_graph
 
-        graph = import_model(model, example_inputs, options["dynamic_shapes"], tracer, cache,
-                             ahead.start, ahead.defer, fp)
-        graph = _calibrated(graph, options["quantize"], tracer)
-        settings = Settings(options["rules"], _targets(options["target"]),
-                            as_limits(options["limits"]), options["disable"], "auto",
-                            _hints(graph, example_inputs), options["strategy"],
-                            options["verify"])
-        optimized = optimize_imported(graph, settings, tracer, cache, ahead)
+        graph = import_model(model, example_inputs, options.dynamic_shapes, tracer,
+                             options.cache, ahead.start, ahead.defer, fp)
+        graph = calibrate(graph, options, tracer)
+        hints = _hints(graph, example_inputs)
+        optimized = optimize_imported(graph, options, hints, tracer, ahead)
         with tracer.stage("lower"):
-            compiled = compile_graph(optimized, target=settings.targets,
-                                     fallback=options["fallback"], threads=options["threads"],
-                                     fuse_elementwise=options["fuse_elementwise"],
-                                     fallback_policy=options["fallback_policy"],
-                                     sizes=settings.hints)
-    compiled.pricing = functools.partial(pricing_of, optimized, settings)
+            compiled = compile_graph(optimized, sizes=hints, **options.lowering())
+    compiled.pricing = functools.partial(pricing_of, optimized, options, hints)
     return compiled, graph
 
 
-def _stored_program(model: Any, example_inputs: Any, options: dict, tracer: Tracer,
-                    cache: bool):
+def _stored_program(model: Any, example_inputs: Any, options: CompileOptions, tracer: Tracer):
     """(the program cache's key, the compiled graph it holds under it), or None for
     either: the cache serves an `nn.Module` compiled for the CPU without quantization
     (`cuvil/cache/programs.py`)."""
-    if not (cache and options["target"] == "cpu" and options["quantize"] is None
+    if not (options.cache and options.targets == ("cpu",) and options.quantize is None
             and isinstance(model, torch.nn.Module)):
         return None, None
     from cuvil.cache import programs
@@ -141,26 +133,19 @@ def _stored_program(model: Any, example_inputs: Any, options: dict, tracer: Trac
 
     with tracer.stage("program cache"):
         try:
-            fp = fingerprint(model, example_inputs, options["dynamic_shapes"])
+            fp = fingerprint(model, example_inputs, options.dynamic_shapes)
         except Exception:  # refused, or a model it did not foresee: the import cache says why
             return None, None
-        threads = thread_count(options["threads"])
-        parts = programs.key(fp, options["rules"], _key_options(options, threads))
+        threads = thread_count(options.threads)
+        parts = programs.key(fp, options.rules, options.program_key(threads))
 
         def details():
-            return _compile(model, example_inputs, options, Tracer(), True)[0]
+            return build(model, example_inputs, options, Tracer())[0]
 
         compiled = programs.load(parts, fp.tensors, threads, details, fp.shapes)
     if compiled is not None:
         compiled.pricing = lambda: compiled.detailed().pricing()
     return (parts, fp), compiled
-
-
-def _key_options(options: dict, threads: int) -> dict[str, str]:
-    """What the program depends on besides the model and the rules, as text."""
-    known = {k: repr(v) for k, v in options.items()
-             if k not in ("rules", "dynamic_shapes", "quantize", "threads", "limits")}
-    return {**known, "limits": repr(as_limits(options["limits"])), "threads": str(threads)}
 
 
 def _store_program(key, compiled, imported: Graph, tracer: Tracer) -> None:
@@ -176,53 +161,18 @@ def _store_program(key, compiled, imported: Graph, tracer: Tracer) -> None:
         programs.store(key[0], key[1].tensors, compiled)
 
 
-@dataclass(frozen=True)
-class Settings:
-    """What the optimizer is asked for, besides the graph: all of it is in the cache key."""
-
-    rules: Any
-    targets: tuple[str, ...]
-    limits: Any
-    disable: tuple[str, ...]
-    extract: str
-    hints: dict[str, int]
-    strategy: str = "latency"
-    verify: bool = True  # the user rules were verified (`cuvil/rules/gate.py`)
-
-    def key_options(self) -> dict[str, Any]:
-        return {"targets": _target_params(self.targets), "limits": repr(self.limits),
-                "extract": self.extract, "disable": self.disable,
-                "hints": sorted(self.hints.items()), "strategy": self.strategy,
-                "verify": self.verify}
-
-    def options(self):
-        """The optimizer's `Options` for these settings."""
-        from cuvil.egraph.cost import DEVICE_TARGET
-        from cuvil.egraph.options import Options
-
-        return Options(targets=self.targets, limits=self.limits, extract=self.extract,
-                       hints=self.hints, strategy=self.strategy,
-                       device_params=device_costs(self.targets,
-                                                  (*DEVICE_TARGET.values(), *self.targets)))
-
-    def defs(self) -> dict[str, Any]:
-        """The composite ops of the rules, by name (a cached graph names those it uses)."""
-        from cuvil.rules import load
-
-        return dict(load(self.rules).ops)
-
-
-def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: bool,
-                      ahead=None) -> Graph:
-    """Stages parse, check, encode, saturate, extract, decode; or one cache lookup. `ahead`:
-    an `egraph.handoff.OptimizerAhead` whose child, if started, does the optimizing."""
+def optimize_imported(graph: Graph, options: CompileOptions, hints: dict[str, int],
+                      tracer: Tracer, ahead=None) -> Graph:
+    """Stages parse, check, encode, saturate, extract, decode; or, with `options.cache`, one
+    compile-cache lookup. `ahead`: an `egraph.handoff.OptimizerAhead` whose child, if
+    started, does the optimizing."""
     from cuvil import cache as compile_cache
 
     key = None
-    if cache:
+    if options.cache:
         with tracer.stage("cache lookup"):
-            key = compile_cache.key_of(graph, settings.rules, settings.key_options())
-            hit = compile_cache.load(key, graph, settings.defs)
+            key = compile_cache.key_of(graph, options.rules, options.optimizer_key(hints))
+            hit = compile_cache.load(key, graph, functools.partial(_defs, options))
         if hit is not None:
             if hit.report is not None:  # the stages that ran: no optimizer stage
                 hit.report.timings = dict(tracer.totals)
@@ -230,29 +180,36 @@ def optimize_imported(graph: Graph, settings: Settings, tracer: Tracer, cache: b
                 ahead.cancel()  # an optimizer child started for nothing: end it before lowering
             return hit
     with gc_pause.resumed():  # the optimizer makes garbage at scale
-        return _optimize_and_store(graph, settings, tracer, key, ahead)
+        return _optimize_and_store(graph, options, hints, tracer, key, ahead)
 
 
-def _optimize_and_store(graph: Graph, settings: Settings, tracer: Tracer, key,
-                        ahead) -> Graph:
+def _defs(options: CompileOptions) -> dict[str, Any]:
+    """The composite ops of the rules, by name (a cached graph names those it uses)."""
+    from cuvil.rules import load
+
+    return dict(load(options.rules).ops)
+
+
+def _optimize_and_store(graph: Graph, options: CompileOptions, hints: dict[str, int],
+                        tracer: Tracer, key, ahead) -> Graph:
     from cuvil import cache as compile_cache
     from cuvil.rules import load
 
     def library():
-        return load(settings.rules, tracer).without(settings.disable)
+        return load(options.rules, tracer).without(options.disable)
 
     pending = ahead.take(graph) if ahead is not None else None
     if pending is not None:  # forked before torch.export, egglog imported and rules loaded
         from cuvil.egraph.handoff import optimize_ahead
 
-        result = optimize_ahead(pending, graph, library, settings.options(), tracer,
+        result = optimize_ahead(pending, graph, library, options.optimizer(hints), tracer,
                                 meanwhile=ahead.run_deferred)
     else:
         from cuvil.egraph.optimizer import optimize_graph  # egglog, scipy: on a miss
 
         if ahead is not None:
             ahead.run_deferred()
-        result = optimize_graph(graph, library(), settings.options(), tracer)
+        result = optimize_graph(graph, library(), options.optimizer(hints), tracer)
     if key is not None and result.report is not None:
         result.report.cache = f"miss: {compile_cache.why_missed(key)}"
         with tracer.stage("cache store"):
@@ -260,55 +217,26 @@ def _optimize_and_store(graph: Graph, settings: Settings, tracer: Tracer, key,
     return result
 
 
-def pricing_of(graph: Graph, settings: Settings):
+def pricing_of(graph: Graph, options: CompileOptions, hints: dict[str, int]):
     """(`graph`, the cost model extraction priced it with): a profile's predictions."""
     from cuvil.egraph.optimizer import cost_model
     from cuvil.rules import load
 
-    library = load(settings.rules).without(settings.disable)
-    return graph, cost_model(graph, library, settings.options())
+    library = load(options.rules).without(options.disable)
+    return graph, cost_model(graph, library, options.optimizer(hints))
 
 
-def _target_params(names: tuple[str, ...]) -> list[tuple[str, Any]]:
-    """Each target with the cost parameters it registered (they steer extraction)."""
-    params = device_params(names)
-    return [(name, sorted(params[name].items()) if name in params else None)
-            for name in names]
-
-
-def device_params(names: tuple[str, ...]) -> dict[str, dict[str, float]]:
-    """The cost parameters of each of the `names` that is a registered compile target: the
-    optimizer's cost model receives targets as data."""
-    from cuvil.lower.target import get_target
-
-    out = {}
-    for name in names:
-        with contextlib.suppress(CuvilError):
-            out[name] = dict(get_target(name).cost_params)
-    return out
-
-
-def device_costs(chosen: tuple[str, ...], names: tuple[str, ...]) -> dict[str, dict]:
-    """`device_params(names)`, where each IR device is priced by the first chosen target
-    that computes it (`target="cpu1"` prices the `cpu` device with cpu1's parameters)."""
-    from cuvil.lower.target import get_target
-
-    params = device_params(names)
-    for name in reversed(chosen):
-        params[get_target(name).device] = params[name]
-    return params
-
-
-def _calibrated(graph: Graph, quantize: Any, tracer: Tracer) -> Graph:
-    """`graph` with the calibration facts `quantize` observes (unchanged without it)."""
-    if quantize is None:
+def calibrate(graph: Graph, options: CompileOptions, tracer: Tracer) -> Graph:
+    """`graph` with the calibration facts `options.quantize` observes (as it is without)."""
+    if options.quantize is None:
         return graph
     from cuvil.quantize import Quantize
 
-    if not isinstance(quantize, Quantize):
-        raise CuvilError(f"quantize= takes a cuvil.Quantize, not {type(quantize).__name__}")
+    if not isinstance(options.quantize, Quantize):
+        raise CuvilError("quantize= takes a cuvil.Quantize, not "
+                         f"{type(options.quantize).__name__}")
     with tracer.stage("calibrate"), gc_pause.resumed():
-        return quantize.annotate(graph)
+        return options.quantize.annotate(graph)
 
 
 def _write_trace(tracer: Tracer, path: str | Path | None) -> None:
@@ -353,38 +281,6 @@ def _is_graph(model: Any) -> bool:
     from cuvil.ir.graph import Graph  # sympy: not on the program cache's warm path
 
     return isinstance(model, Graph)
-
-
-def as_limits(limits: Any):
-    from cuvil.egraph.limits import Limits
-
-    if limits is None:
-        return Limits()
-    if isinstance(limits, Limits):
-        return limits
-    if isinstance(limits, dict):
-        known = {f.name for f in fields(Limits)}
-        unknown = set(limits) - known
-        if unknown:
-            raise CuvilError(f"unknown limit(s) {', '.join(sorted(unknown))}; "
-                             f"known: {', '.join(sorted(known))}")
-        return Limits(**limits)
-    raise CuvilError(f"limits must be a dict or cuvil Limits, not {type(limits).__name__}")
-
-
-def _targets(target: str | Sequence[str]) -> tuple[str, ...]:
-    """The target names, each one registered (a target with no backend is an error)."""
-    from cuvil.lower.custom import available_targets
-
-    names = (target,) if isinstance(target, str) else tuple(target)
-    if not names:
-        raise CuvilError("at least one target is needed")
-    known = available_targets()
-    for name in names:
-        if name not in known:
-            raise CuvilError(f"no backend for target {name!r}; available targets: "
-                             f"{', '.join(known)} (cuvil.register_target adds one)")
-    return names
 
 
 def _hints(graph: Graph, example_inputs: Sequence[Any] | None) -> dict[str, int]:

@@ -1,7 +1,7 @@
 """tests/test_layers.py: the packages form one-way layers; no module imports upward.
 
     ir <- ops <- dsl <- rules <- egraph <- lower <- runtime <- quantize <- frontend, zoo, cache
-       <- pipeline <- dump <- cli, demo <- the `cuvil` package itself
+       <- options <- pipeline <- dump, dynamo <- cli, demo <- the `cuvil` package itself
 
 with the utilities (`errors`, `atomic`, `aligned`, `paths`, `trace`, `progress`,
 `gc_pause`) below them all. Every import of every module counts, those inside functions
@@ -23,7 +23,8 @@ ROOT = Path(cuvil.__file__).parent
 LAYERS = [
     {"errors", "atomic", "aligned", "paths", "trace", "progress", "gc_pause"},
     {"ir"}, {"ops"}, {"dsl"}, {"rules"}, {"egraph"}, {"lower"}, {"runtime"}, {"quantize"},
-    {"frontend"}, {"zoo"}, {"cache"}, {"pipeline"}, {"dump"}, {"cli", "demo"}, {"cuvil"},
+    {"frontend"}, {"zoo"}, {"cache"}, {"options"}, {"pipeline"}, {"dump", "dynamo"},
+    {"cli", "demo"}, {"cuvil"},
     {"__main__"},
 ]
 RANK = {package: rank for rank, layer in enumerate(LAYERS) for package in layer}

@@ -17,7 +17,7 @@ import torch
 
 import cuvil
 from cuvil import cache, zoo
-from cuvil.pipeline import Settings, as_limits
+from cuvil.options import CompileOptions
 from cuvil.rules import load as load_rules
 
 
@@ -112,15 +112,15 @@ def test_weights_folded_by_the_optimizer_are_never_reused_for_new_weights(fresh_
 
 def test_key_depends_on_rules_options_and_input_shapes(zoo_graph):
     model, graph = zoo_graph("mlp")
-    settings = Settings(None, ("cpu",), as_limits(None), (), "auto", {"batch": 2})
-    key = cache.key_of(graph, None, settings.key_options())
-    assert key == cache.key_of(graph.copy(), None, settings.key_options())
-    other_rules = cache.key_of(graph, "rule r: relu(x) => x\n", settings.key_options())
+    settings = CompileOptions().optimizer_key({"batch": 2})
+    key = cache.key_of(graph, None, settings)
+    assert key == cache.key_of(graph.copy(), None, settings)
+    other_rules = cache.key_of(graph, "rule r: relu(x) => x\n", settings)
     assert other_rules.parts["rules"] != key.parts["rules"]
-    disabled = Settings(None, ("cpu",), as_limits(None), ("fusion",), "auto", {"batch": 2})
-    assert cache.key_of(graph, None, disabled.key_options()).digest != key.digest
+    disabled = CompileOptions(disable=("fusion",)).optimizer_key({"batch": 2})
+    assert cache.key_of(graph, None, disabled).digest != key.digest
     static = cuvil.from_torch(model, (torch.randn(3, 784),), dynamic_shapes=False)
-    assert cache.key_of(static, None, settings.key_options()).parts["program"] != \
+    assert cache.key_of(static, None, settings).parts["program"] != \
         key.parts["program"]
 
 
