@@ -146,6 +146,27 @@ def _expand(attrs: Attrs, xs: list) -> list:
     return [np.broadcast_to(xs[0], shape).copy()]
 
 
+def _same(x: Any, y: Any) -> bool:
+    """Whether two sizes are equal: a symbolic dim (positive) is never a number below 1;
+    two expressions that differ in form may be equal for some sizes (`NotFoldable`)."""
+    if isinstance(x, sympy.Basic) or isinstance(y, sympy.Basic):
+        x, y = sympy.sympify(x), sympy.sympify(y)
+        if x == y:
+            return True
+        if any(v.is_Integer and v < 1 for v in (x, y)):
+            return False
+        raise NotFoldable
+    return bool(x == y)
+
+
+def _equal(attrs: Attrs, xs: list) -> list:
+    if not any(is_symbolic(x) for x in xs):
+        return [np.equal(xs[0], xs[1])]
+    a, b = np.broadcast_arrays(*(np.asarray(x, dtype=object) for x in xs))
+    return [np.array([_same(x, y) for x, y in zip(a.flat, b.flat, strict=True)],
+                     dtype=bool).reshape(a.shape)]
+
+
 def _binary(fn: Callable) -> Callable:
     return lambda attrs, xs: [tidy(fn(xs[0], xs[1]))]
 
@@ -169,6 +190,9 @@ FOLD: dict[str, Callable[[Attrs, list], list]] = {
     "Identity": lambda attrs, xs: [xs[0]],
     "Cast": _cast,
     "Gather": lambda attrs, xs: [np.take(xs[0], xs[1], axis=attrs.get("axis", 0))],
+    "GatherElements": lambda attrs, xs: [np.take_along_axis(xs[0], xs[1],
+                                                            axis=attrs.get("axis", 0))],
+    "IsNaN": _symbolic_safe(_unary(np.isnan)),
     "Concat": lambda attrs, xs: [tidy(np.concatenate([np.asarray(x, dtype=object)
                                                       if any(is_symbolic(y) for y in xs)
                                                       else x for x in xs],
@@ -178,10 +202,10 @@ FOLD: dict[str, Callable[[Attrs, list], list]] = {
     "ConstantOfShape": _constant_of_shape, "Range": _range, "Expand": _expand,
     "Add": _binary(np.add), "Sub": _binary(np.subtract), "Mul": _binary(np.multiply),
     "Div": _binary(_int_div), "Neg": _unary(np.negative),
-    "Equal": _symbolic_safe(_binary(np.equal)), "Less": _symbolic_safe(_binary(np.less)),
+    "Equal": _equal, "Less": _symbolic_safe(_binary(np.less)),
     "Greater": _symbolic_safe(_binary(np.greater)), "Not": _unary(np.logical_not),
     "And": _binary(np.logical_and), "Or": _binary(np.logical_or),
-    "Where": _symbolic_safe(lambda attrs, xs: [np.where(xs[0], xs[1], xs[2])]),
+    "Where": lambda attrs, xs: [tidy(np.where(xs[0], xs[1], xs[2]))],
     "Min": _symbolic_safe(lambda attrs, xs: [np.minimum.reduce(np.broadcast_arrays(*xs))]),
     "Max": _symbolic_safe(lambda attrs, xs: [np.maximum.reduce(np.broadcast_arrays(*xs))]),
 }

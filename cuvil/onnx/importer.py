@@ -21,7 +21,7 @@ from cuvil.frontend.converter import Value
 from cuvil.frontend.report import ImportReport
 from cuvil.ir.graph import Graph, _ident
 from cuvil.ir.types import DType, TensorType, sym
-from cuvil.onnx.fold import FOLD, NotFoldable, dims_array, is_symbolic
+from cuvil.onnx.fold import FOLD, NotFoldable, dims_array, is_symbolic, tidy
 from cuvil.onnx.load import DEFAULT_DOMAINS, opset_of, read_model
 
 # ONNX TensorProto element types -> Cuvil dtypes
@@ -146,7 +146,7 @@ class OnnxImporter:
     def set_known(self, names: Any, values: list) -> None:
         for name, value in zip(names, values, strict=False):
             if name:
-                self.known[name] = np.asarray(value)
+                self.known[name] = tidy(value)
 
     # -- what converters use ---------------------------------------------------------------
     def where(self) -> str:

@@ -133,12 +133,12 @@ def gemm(ix: OnnxImporter, xs: Names) -> Value:
 
 
 # -- neural-network ops ----------------------------------------------------------------------
-def pads2d(ix: OnnxImporter) -> tuple[int, int]:
+def pads2d(ix: OnnxImporter, rank: int = 2) -> tuple[int, ...]:
     need(ix.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID"),
          f"auto_pad={ix.attrs.get('auto_pad')} is not mapped")
-    pads = list(ix.attrs.get("pads", [0, 0, 0, 0]))
-    need(len(pads) == 4 and pads[:2] == pads[2:], f"asymmetric pads {pads} are not mapped")
-    return tuple(pads[:2])
+    pads = list(ix.attrs.get("pads", [0] * 2 * rank))
+    need(pads[:rank] == pads[rank:], f"asymmetric pads {pads} are not mapped")
+    return tuple(pads[:rank])
 
 
 def channel_bias(ix: OnnxImporter, name: str) -> Value:
@@ -150,13 +150,23 @@ def channel_bias(ix: OnnxImporter, name: str) -> Value:
 
 
 def conv(ix: OnnxImporter, xs: Names) -> Value:
+    """A 2-d convolution is `conv2d`; a 1-d one is `conv2d` over a height of 1."""
     x, w = ix.tensor(xs[0]), ix.tensor(xs[1])
-    need(ix.type(w).rank == 4, f"a {ix.type(w).rank - 2}-d convolution is not mapped")
-    attrs = {"stride": tuple(ix.attrs.get("strides", (1, 1))), "padding": pads2d(ix),
-             "dilation": tuple(ix.attrs.get("dilations", (1, 1))),
+    rank = ix.type(w).rank - 2
+    need(rank in (1, 2), f"a {rank}-d convolution is not mapped")
+    attrs = {"stride": tuple(ix.attrs.get("strides", (1,) * rank)), "padding": pads2d(ix, rank),
+             "dilation": tuple(ix.attrs.get("dilations", (1,) * rank)),
              "groups": ix.attrs.get("group", 1)}
+    if rank == 1:
+        x = ix.add("unsqueeze", [x], {"dim": 2})
+        w = ix.tensor(known_as(ix, xs[1] + ".2d", ix.known[xs[1]][:, :, None])) \
+            if xs[1] in ix.known else ix.add("unsqueeze", [w], {"dim": 2})
+        attrs = {"stride": (1, *attrs["stride"]), "padding": (0, *attrs["padding"]),
+                 "dilation": (1, *attrs["dilation"]), "groups": attrs["groups"]}
     y = ix.add("conv2d", [x, w], attrs)
-    return y if ix.value(xs, 2) is None else ix.add("add", [y, channel_bias(ix, xs[2])])
+    if ix.value(xs, 2) is not None:
+        y = ix.add("add", [y, channel_bias(ix, xs[2])])
+    return ix.add("squeeze", [y], {"dim": (2,)}) if rank == 1 else y
 
 
 def batch_norm(ix: OnnxImporter, xs: Names) -> Value:
@@ -246,6 +256,7 @@ ONNX: dict[str, Callable[[OnnxImporter, Names], Any]] = {
     "Greater": binary("gt"), "GreaterOrEqual": binary("ge"), "And": binary("logical_and"),
     "Or": binary("logical_or"), "Not": unary("logical_not"),
     "Max": variadic("maximum"), "Min": variadic("minimum"), "Sum": variadic("add"),
+    "IsNaN": lambda ix, xs: ix.add("ne", [ix.tensor(xs[0]), ix.tensor(xs[0])]),
     "Where": where, "Cast": cast, "Identity": identity, "Dropout": dropout,
     # unary math and activations
     "Neg": unary("neg"), "Sqrt": unary("sqrt"), "Exp": unary("exp"), "Log": unary("log"),

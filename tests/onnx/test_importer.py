@@ -30,6 +30,7 @@ def _at_batch(inputs: tuple[torch.Tensor, ...], batch: int) -> tuple[torch.Tenso
     return tuple(torch.randn(batch, *x.shape[1:], dtype=x.dtype) for x in inputs)
 
 
+@pytest.mark.slow  # each model compiles in 5-60 s on two shared cores
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_model_compiles_from_onnx_and_matches_ort(name, tmp_path):
     path, inputs = export_zoo(name, tmp_path, batch=2, **SMALL.get(name, {}))

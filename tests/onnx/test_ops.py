@@ -72,6 +72,14 @@ CASES = {
                     const("m", np.full(4, 0.1, F)), const("v", np.linspace(1, 3, 4, dtype=F))]),
     "avg_pool": ([node("AveragePool", ["x"], kernel_shape=[3, 3], strides=[2, 2],
                        pads=[1, 1, 1, 1])], X, ()),
+    "conv1d": ([node("Conv", ["x", "w", "b"], strides=[2], pads=[1, 1], dilations=[1])], M,
+               [const("w", np.random.default_rng(3).standard_normal((4, 5, 3)).astype(F)),
+                const("b", np.arange(4.0, dtype=F))]),
+    "conv2d_groups": ([node("Conv", ["x", "w"], group=2, pads=[1, 1, 1, 1])], X,
+                      [const("w", np.random.default_rng(4).standard_normal((6, 2, 3, 3))
+                             .astype(F))]),
+    "isnan": ([helper.make_node("IsNaN", ["x"], ["n"]), node("Where", ["n", "z", "x"])],
+              np.where(X > 1, np.nan, X).astype(F), [const("z", F(0))]),
     "max_pool": ([node("MaxPool", ["x"], kernel_shape=[2, 2], strides=[2, 2])], X, ()),
     "global_max_pool": ([node("GlobalMaxPool", ["x"])], X, ()),
     "layer_norm_no_bias": ([node("LayerNormalization", ["x", "s"], axis=-1)], M,
@@ -108,6 +116,19 @@ def test_embedding_and_shape_arithmetic_on_a_symbolic_batch():
                            [tensor("y", None)], inits))
     assert graph.ops() == ["embedding", "reshape"]
     assert str(graph.type_of(graph.outputs[0])) == "f32[batch,12]"
+
+
+def test_equal_and_where_on_a_symbolic_shape_fold():
+    """The exporters' `Expand` to a shape with -1 holes (timm's cls token): `Equal(shape,
+    -1)` on a shape holding the symbolic batch folds (a batch is never -1)."""
+    nodes = [helper.make_node("Shape", ["x"], ["sh"]),
+             helper.make_node("Equal", ["sh", "neg"], ["hole"]),
+             helper.make_node("Where", ["hole", "ones", "sh"], ["target"]),
+             helper.make_node("Expand", ["t", "target"], ["e"]),
+             node("Add", ["x", "e"])]
+    inits = [const("neg", [-1, -1, -1]), const("ones", [1, 1, 1]),
+             const("t", np.arange(8.0, dtype=F).reshape(1, 1, 8))]
+    check(nodes, M, inits)
 
 
 def test_constant_of_shape_on_a_symbolic_batch():

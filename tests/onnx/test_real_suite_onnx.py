@@ -1,0 +1,59 @@
+"""The library models of `bench/real_suite.py` that `torch.onnx.export` writes and Cuvil
+maps (torchvision, timm, transformers encoders) import from their `.onnx` file, compile,
+and match ONNX Runtime on the same file at the suite's larger batch."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("torchvision")
+pytest.importorskip("timm")
+pytest.importorskip("transformers")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from onnx_models import ort_run  # noqa: E402
+
+import cuvil  # noqa: E402
+from bench.real_suite import build  # noqa: E402
+
+pytestmark = pytest.mark.slow  # each model exports and compiles in 15-60 s on two cores
+TOL = 1e-4
+TORCHSCRIPT = ["resnet18", "mobilenet_v3_small", "efficientnet_b0", "regnet_x_400mf",
+               "convnext_atto", "deit_tiny", "t5_encoder", "whisper_encoder"]
+DYNAMO = ["bert"]  # the TorchScript exporter cannot call BertModel with positional inputs
+
+
+def export(name: str, directory: Path) -> tuple[Path, tuple[torch.Tensor, ...]]:
+    model, small, big = build(name)
+    path = directory / f"{name}.onnx"
+    names = [f"x{i}" for i in range(len(small))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if name in DYNAMO:  # from the larger batch: torch.export specializes a batch of 1
+            batch = torch.export.Dim("batch")
+            torch.onnx.export(model, big, str(path), dynamo=True, input_names=names,
+                              dynamic_shapes=tuple({0: batch} for _ in big))
+        else:
+            torch.onnx.export(model, small, str(path), dynamo=False, opset_version=17,
+                              input_names=names, dynamic_axes={n: {0: "batch"} for n in names})
+    return path, big
+
+
+@pytest.mark.parametrize("name", TORCHSCRIPT + DYNAMO)
+def test_real_model_from_onnx_matches_ort(name, tmp_path):
+    path, inputs = export(name, tmp_path)
+    want = ort_run(path, *inputs)
+    got = cuvil.compile(str(path))(*inputs)
+    got = got if isinstance(got, tuple | list) else (got,)
+    for g, w in zip(got, want, strict=True):
+        scale = max(1.0, float(np.abs(w).max()))
+        np.testing.assert_allclose(np.asarray(g), w, atol=TOL * scale, rtol=TOL)
