@@ -5,7 +5,8 @@ graph values through `ix.tensor`, as known arrays through `ix.constant`) and the
 input names, and returns a `Value` (or a tuple, one per output). Attributes it cannot map
 make it raise `Unsupported` (`need` says why), which the importer reports as a one-line
 error naming the node. Ops map onto the catalog ops the aten frontend uses for the same
-computation, so the same rules fire. Shape ops are in `ops_shape`.
+computation, so the same rules fire. Shape ops are in `ops_shape`, LSTM and GRU in
+`ops_recurrent`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 
 from cuvil.frontend.converter import Value
 from cuvil.onnx.importer import dtype_of, need
+from cuvil.onnx.ops_recurrent import RECURRENT_OPS
 from cuvil.onnx.ops_shape import SHAPE_OPS, axes, known_as
 
 if TYPE_CHECKING:
@@ -273,5 +275,5 @@ ONNX: dict[str, Callable[[OnnxImporter, Names], Any]] = {
     # reductions
     "ReduceMean": reduction("mean"), "ReduceSum": reduction("sum"),
     "ReduceMax": reduction("amax"),
-    **SHAPE_OPS,
+    **SHAPE_OPS, **RECURRENT_OPS,
 }
