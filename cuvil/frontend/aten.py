@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from cuvil.frontend.aten_index import INDEX_OPS
 from cuvil.frontend.aten_recurrent import RECURRENT_OPS
 from cuvil.frontend.aten_shape import SHAPE_OPS
 from cuvil.frontend.converter import Args, Fallback, Value, need
@@ -375,4 +376,6 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "sum": reduction("sum"), "mean": reduction("mean"), "amax": reduction("amax"),
     # shape ops
     **SHAPE_OPS,
+    # scans and advanced indexing
+    **INDEX_OPS,
 }

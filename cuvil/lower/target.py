@@ -110,7 +110,8 @@ class CpuTarget(Target):
                 ("elementwise", "elementwise"), ("gemm", "gemm"), ("rows", "reduction"),
                 ("conv", "conv"), ("pool", "pool"), ("attention", "attention"),
                 ("concat", "movement"), ("gather", "movement"), ("source", "movement"),
-                ("recurrent", "recurrent"), ("qgemm", "qgemm"), ("qconv", "qconv"),
+                ("recurrent", "recurrent"), ("scan", "indexing"), ("index", "indexing"),
+                ("qgemm", "qgemm"), ("qconv", "qconv"),
                 ("mlp", "mlp")]}
 
 

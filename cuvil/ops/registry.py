@@ -47,10 +47,11 @@ ELEMENTWISE, REDUCTION, GEMM, CONV, POOL, NORM, SHAPE, CONVERT, LEAF, OPAQUE, CO
 # Kernel families (`OpDef.lowering`): which kernel template computes an op. `alias`: a free
 # view of its input; `move`: an elementwise copy that only moves elements; `transfer`: a
 # device move (an alias within one device); `source`: made from attributes alone (`arange`);
-# `recurrent`: an RNN layer's loop over time; `fallback`: no kernel, the op runs in torch.
+# `recurrent`: an RNN layer's loop over time; `scan`: `cumsum`, `diff`; `index`: advanced
+# indexing; `fallback`: no kernel, the op runs in torch.
 FAMILIES = ("elementwise", "move", "alias", "transfer", "gemm", "conv", "rows", "pool",
-            "attention", "concat", "gather", "source", "recurrent", "qgemm", "qconv", "leaf",
-            "composite", "fallback")
+            "attention", "concat", "gather", "source", "recurrent", "scan", "index", "qgemm",
+            "qconv", "leaf", "composite", "fallback")
 _FAMILY_OF_KIND = {ELEMENTWISE: "elementwise", REDUCTION: "rows", GEMM: "gemm", CONV: "conv",
                    POOL: "pool", NORM: "rows", LEAF: "leaf", COMPOSITE: "composite"}
 
@@ -234,6 +235,7 @@ def _load() -> None:
         from cuvil.ops import (  # noqa: F401
             convert,
             elementwise,
+            indexing,
             linalg,
             misc,
             nn,

@@ -13,27 +13,27 @@ import cuvil
 from cuvil.ops.execute import run
 
 
-class CumsumSort(torch.nn.Module):
+class CumprodSort(torch.nn.Module):
     def forward(self, x):
-        y = torch.cumsum(x, dim=1)
+        y = torch.cumprod(x, dim=1)
         z = torch.sort(y, dim=-1).values
         return torch.relu(z) * 2.0
 
 
 def line_of(code: str) -> str:
-    """`file:line` of the line of CumsumSort that contains `code`."""
-    lines, start = inspect.getsourcelines(CumsumSort)
+    """`file:line` of the line of CumprodSort that contains `code`."""
+    lines, start = inspect.getsourcelines(CumprodSort)
     offset = next(i for i, line in enumerate(lines) if code in line)
     path = os.path.abspath(__file__)
     cwd = os.getcwd() + os.sep
     return f"{path[len(cwd):] if path.startswith(cwd) else path}:{start + offset}"
 
 
-def test_cumsum_and_sort_become_two_torch_ops_and_match_eager():
-    model = CumsumSort()
+def test_cumprod_and_sort_become_two_torch_ops_and_match_eager():
+    model = CumprodSort()
     graph = cuvil.from_torch(model, (torch.randn(4, 6),))
     fallbacks = [n for n in graph if n.op == "torch_op"]
-    assert [n.attrs["target"] for n in fallbacks] == ["aten.cumsum.default",
+    assert [n.attrs["target"] for n in fallbacks] == ["aten.cumprod.default",
                                                       "aten.sort.default"]
     assert fallbacks[1].attrs["index"] == 0
     for batch in (1, 5):
@@ -42,24 +42,24 @@ def test_cumsum_and_sort_become_two_torch_ops_and_match_eager():
 
 
 def test_report_lists_each_fallback_with_its_source_line():
-    report = cuvil.from_torch(CumsumSort(), (torch.randn(4, 6),)).import_report
+    report = cuvil.from_torch(CumprodSort(), (torch.randn(4, 6),)).import_report
     assert [(op, src.where) for op, src in report.fallbacks] == [
-        ("aten.cumsum.default", line_of("cumsum")), ("aten.sort.default", line_of("sort"))]
+        ("aten.cumprod.default", line_of("cumprod")), ("aten.sort.default", line_of("sort"))]
     text = str(report)
     assert "2 op(s) without a catalog entry" in text
-    assert f"aten.cumsum.default at {line_of('cumsum')} (y = torch.cumsum(x, dim=1))" in text
+    assert f"aten.cumprod.default at {line_of('cumprod')} (y = torch.cumprod(x, dim=1))" in text
 
 
 def test_strict_import_is_one_error_naming_every_unsupported_op():
     with pytest.raises(cuvil.UnsupportedOpsError) as caught:
-        cuvil.from_torch(CumsumSort(), (torch.randn(4, 6),), strict=True)
+        cuvil.from_torch(CumprodSort(), (torch.randn(4, 6),), strict=True)
     error = caught.value
     assert isinstance(error, cuvil.CuvilError)
     message = str(error)
     assert message.startswith("2 unsupported op(s): ") and "\n" not in message
-    assert f"aten.cumsum.default at {line_of('cumsum')}" in message
+    assert f"aten.cumprod.default at {line_of('cumprod')}" in message
     assert f"aten.sort.default at {line_of('sort')}" in message
-    assert [op for op, _ in error.unsupported] == ["aten.cumsum.default", "aten.sort.default"]
+    assert [op for op, _ in error.unsupported] == ["aten.cumprod.default", "aten.sort.default"]
 
 
 class SortBoth(torch.nn.Module):

@@ -63,6 +63,8 @@ OPINFO_NAMES = (
     "reshape", "view", "unflatten", "expand", "expand_as", "view_as", "reshape_as",
     "permute", "flatten", "unsqueeze", "squeeze", "cat", "split", "split_with_sizes",
     "chunk", "narrow", "select",
+    # scans and advanced indexing
+    "cumsum", "diff", "__getitem__",
 )
 MODES = ("reference", "compiled", "nonfinite")
 # Samples per OpInfo: the sweep stays a few minutes on two cores (more: set the variable).

@@ -4,6 +4,7 @@ stands for computes, and inference over symbolic dims agrees with inference on s
 
 from __future__ import annotations
 
+import opcases_index
 import opcases_math
 import opcases_quantized
 import opcases_recurrent
@@ -17,7 +18,7 @@ from cuvil.ir.types import DType, TensorType, sym
 from cuvil.ops import all_ops, element, registry
 
 CASES = {**opcases_math.CASES, **opcases_tensor.CASES, **opcases_quantized.CASES,
-         **opcases_recurrent.CASES}
+         **opcases_recurrent.CASES, **opcases_index.CASES}
 LEAVES = {"input", "const", "scalar", "torch_op"}  # tested in test_leaf_ops.py
 
 

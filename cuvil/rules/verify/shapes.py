@@ -152,4 +152,9 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from cuvil.rules.verify import shapes_math, shapes_movement, shapes_nn  # noqa: F401
+        from cuvil.rules.verify import (  # noqa: F401
+            shapes_index,
+            shapes_math,
+            shapes_movement,
+            shapes_nn,
+        )

@@ -1,0 +1,42 @@
+"""Scans and advanced indexing as plain numpy code: `cumsum`, `diff` and `index`. Like the
+movement kernels they need no compiling; each is one numpy call over logical-order arrays.
+
+`cumsum` accumulates a float in f64 and an integer or bool in i64, as torch's CPU kernel
+does, and stores the result in out's dtype. `index` checks its indices against the indexed
+dims (numpy raises IndexError as torch does) and wraps negative ones.
+"""
+
+from __future__ import annotations
+
+from cuvil.lower.templates.spec import KernelSpec, Unsupported
+from cuvil.ops.reduce import norm_dims
+
+
+def generate(group, ctx) -> KernelSpec:
+    nodes = group.node_list(ctx)
+    if len(nodes) != 1:
+        raise Unsupported(f"{nodes[-1].op} takes one op")
+    node = nodes[0]
+    if node.op == "cumsum":
+        rank = node.type.rank
+        d = norm_dims(node.attrs["dim"], rank, "cumsum")[0] if rank else None  # 0-d: 1 value
+        wide = "np.float64" if node.type.dtype.is_float else "np.int64"
+        return _scan(node, f"np.cumsum(x0, axis={d}, dtype={wide}).reshape(out.shape)")
+    if node.op == "diff":
+        d = norm_dims(node.attrs["dim"], node.type.rank, "diff")[0]
+        return _scan(node, f"np.diff(x0, axis={d})")
+    if node.op == "index":
+        params = [f"x{i}" for i in range(len(node.inputs))]
+        key = ", ".join([":"] * node.attrs["start"] + params[1:])
+        return _spec("index", params, [*node.inputs, node.name], [f"out[...] = x0[{key}]"])
+    raise Unsupported(f"no numpy form for {node.op}")
+
+
+def _scan(node, expr: str) -> KernelSpec:
+    """out = expr; NaN and inf pass through silently, as in torch (inf - inf is NaN)."""
+    body = ["with np.errstate(all='ignore'):", f"    out[...] = {expr}"]
+    return _spec("scan", ["x0"], [*node.inputs, node.name], body)
+
+
+def _spec(template: str, params, args, body) -> KernelSpec:
+    return KernelSpec(template, [*params, "out"], args, body, parallel=False, python=True)
