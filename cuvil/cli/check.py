@@ -17,7 +17,8 @@ def add_parser(subparsers) -> None:
         "check", help="check .cvr rule files",
         description="Parse and check .cvr rule files and directories (every *.cvr under a "
                     "directory, recursively), loaded together as one rule set.")
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="a .cvr file or a directory")
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="a .cvr file or a directory, or `stock` (the stock library)")
     parser.set_defaults(run=run)
 
 

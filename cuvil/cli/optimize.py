@@ -11,7 +11,8 @@ def add_common(p: argparse.ArgumentParser) -> None:
     """Options shared by every command that optimizes a model."""
     p.add_argument("model", metavar="MODEL", help=FORMS)
     p.add_argument("--rules", action="append", metavar="PATH",
-                   help=".cvr file or directory (repeatable; default: the stock library)")
+                   help=".cvr file or directory, or `stock` (repeatable: --rules stock --rules "
+                        "my.cvr extends the stock library; default: the stock library)")
     p.add_argument("--target", action="append", metavar="NAME",
                    help="compile target (repeatable; default: cpu)")
     p.add_argument("--disable", action="append", default=[], metavar="NAME",

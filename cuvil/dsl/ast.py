@@ -105,6 +105,7 @@ class Rule:
     description: str
     pos: Pos
     tolerance: Expr | None = None  # `approx EXPR`: |lhs - rhs| may reach this (quantization)
+    override: bool = False  # `override rule NAME`: replaces the rule NAME loaded before it
 
     def tolerance_pos(self) -> Pos:
         e = self.tolerance
@@ -168,7 +169,15 @@ class Schedule:
     pos: Pos
 
 
-Item = Rule | OpDecl | RulesetDecl | TargetDecl | CostDecl | Schedule
+@dataclass(frozen=True)
+class Include:
+    """`include "PATH"`: `cuvil.dsl.sources` reads PATH (or the stock library) first."""
+
+    path: str
+    pos: Pos
+
+
+Item = Rule | OpDecl | RulesetDecl | TargetDecl | CostDecl | Schedule | Include
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Parse `.cvr` text into the AST of `cuvil.dsl.ast`, with Lark (grammar: `cvr.lark`).
 
-A file is split into its top-level items (a line starting with `rule`, `op`, `ruleset`,
-`target`, `cost` or `schedule` at column 0 starts one; continuation lines are indented) and
-each item is parsed on its own, so one file reports all its syntax errors. Rules get the
-ruleset they follow and the comment right above them as their description.
+A file is split into its top-level items (a line starting with `rule`, `override`, `op`,
+`ruleset`, `target`, `cost`, `schedule` or `include` at column 0 starts one; continuation
+lines are indented) and each item is parsed on its own, so one file reports all its syntax
+errors. Rules get the ruleset they follow and the comment right above them as their
+description.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from cuvil.dsl import ast
 from cuvil.dsl.diagnostics import CvrError, Diagnostic, Reporter
 
-ITEM_KEYWORDS = ("rule", "op", "ruleset", "target", "cost", "schedule")
+ITEM_KEYWORDS = ("rule", "override", "op", "ruleset", "target", "cost", "schedule", "include")
 _ITEM_START = re.compile(rf"({'|'.join(ITEM_KEYWORDS)})(?![\w.])")
 MAX_DEPTH = 100  # terms and expressions nest at most this deeply
 DEFAULT_RULESET = "default"  # the ruleset of leading rules in source text (no file stem)
@@ -186,13 +187,16 @@ class _ToAst(Transformer):
 
     # items
     def rule(self, c):
-        name, lhs, arrow, rhs, _where, guard, _approx, tolerance = c
+        override, name, lhs, arrow, rhs, _where, guard, _approx, tolerance = c
         return ast.Rule(str(name), lhs, rhs, guard, arrow.type == "BOTH", "", "", self.pos(name),
-                        tolerance)
+                        tolerance, override is not None)
 
     def op_decl(self, c):
         name, *params, body = c
         return ast.OpDecl(str(name), self._names(params), body, "", self.pos(name))
+
+    def include(self, c):
+        return ast.Include(self.string(c).value, self.pos(c[0]))
 
     def ruleset_decl(self, c):
         return ast.RulesetDecl(str(c[0]), self.pos(c[0]))

@@ -1,15 +1,19 @@
 """Reading `.cvr` sources: the files (or text) a `rules=` argument names, in load order.
 
-A source is `None` (the stock library: the top-level `rules/`, shipped inside the package as
-`cuvil/stock_rules`), a string containing a newline (`.cvr` text, shown as `<string>`), any
-other string or a `Path` (a file, or a directory whose `*.cvr` files load sorted and
-recursively; it must exist), or a list/tuple of sources loaded together. Nothing is parsed
-here: the compile caches hash these texts without loading the rules.
+A source is `None` or `"stock"` (the stock library: the top-level `rules/`, shipped inside
+the package as `cuvil/stock_rules`), a string containing a newline (`.cvr` text, shown as
+`<string>`), any other string or a `Path` (a file, or a directory whose `*.cvr` files load
+sorted and recursively; it must exist), or a list/tuple of sources loaded together:
+`["stock", "my.cvr"]` extends the stock library. A file's `include "PATH"` lines (PATH
+relative to the file, or `"stock"`) load PATH before the file; every file loads once.
+Nothing is parsed here: the compile caches hash these texts without loading the rules.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from pathlib import Path
 
 from cuvil.dsl.diagnostics import Reporter
@@ -19,6 +23,8 @@ from cuvil.paths import PACKAGE
 Source = str | Path | None | list | tuple
 
 STRING_PATH = "<string>"
+STOCK = "stock"  # a source that names the stock library (like None), in a list with others
+_INCLUDE = re.compile(r"^include[ \t]+(\"[^\"\n]*\"|'[^'\n]*')", re.M)
 
 
 def stock_rules_dir() -> Path:
@@ -26,29 +32,67 @@ def stock_rules_dir() -> Path:
 
 
 def read_sources(source: Source, reporter: Reporter) -> list[tuple[str, str]]:
-    """`(path, text)` of every file `source` names, in load order; problems to `reporter`."""
-    if source is None:  # shown as `rules/...`, wherever the package is installed
+    """`(path, text)` of every file `source` names, in load order, each once; a file's
+    `include "PATH"` lines put PATH's files before it. Problems go to `reporter`."""
+    return _read(source, reporter, set())
+
+
+def _read(source: Source, reporter: Reporter, seen: set[str]) -> list[tuple[str, str]]:
+    if source is None or source == STOCK:  # shown as `rules/...`, wherever it is installed
+        if STOCK in seen:
+            return []
+        seen.add(STOCK)
         root = stock_rules_dir()
         files = sorted(root.rglob("*.cvr"), key=lambda p: p.relative_to(root).as_posix())
         return [pair for f in files
                 if (pair := read_file(f, f"rules/{f.relative_to(root).as_posix()}", reporter))]
     if isinstance(source, list | tuple):
-        return [pair for s in source for pair in read_sources(s, reporter)]
+        return [pair for s in source for pair in _read(s, reporter, seen)]
     if isinstance(source, str) and "\n" in source:
         count = sum(1 for path in reporter.lines if path.startswith("<string"))
         name = STRING_PATH if count == 0 else f"<string {count + 1}>"
         reporter.add_source(name, source)
-        return [(name, source)]
+        return [*_includes((name, source), Path(), reporter, seen), (name, source)]
     if not isinstance(source, str | Path):
-        raise TypeError(f"rules must be a path, .cvr text, a list of them or None, "
+        raise TypeError(f"rules must be a path, .cvr text, \"stock\", a list of them or None, "
                         f"not {type(source).__name__}")
     path = Path(source)
     if path.is_dir():
         files = sorted(path.rglob("*.cvr"), key=lambda p: p.relative_to(path).as_posix())
-        return [pair for f in files if (pair := read_file(f, str(f), reporter))]
-    shown = str(source)
+        return [pair for f in files for pair in _file(f, str(f), reporter, seen)]
+    return _file(path, str(source), reporter, seen)
+
+
+def _file(path: Path, shown: str, reporter: Reporter, seen: set[str]) -> list[tuple[str, str]]:
+    """The files `path` includes, then `path`; nothing if it was read already."""
+    key = os.path.realpath(path)
+    if key in seen:
+        return []
+    seen.add(key)
     pair = read_file(path, shown, reporter)
-    return [pair] if pair else []
+    return [*_includes(pair, path.parent, reporter, seen), pair] if pair else []
+
+
+def _includes(pair: tuple[str, str], folder: Path, reporter: Reporter,
+              seen: set[str]) -> list[tuple[str, str]]:
+    """The files of each `include "PATH"` line of `pair` (PATH relative to `folder`, or
+    `"stock"`), in order."""
+    shown, text = pair
+    out = []
+    for match in _INCLUDE.finditer(text):
+        target = match.group(1)[1:-1]
+        if target == STOCK:
+            out += _read(None, reporter, seen)
+            continue
+        path = Path(os.path.normpath(folder / target))
+        if not path.exists():
+            line = text.count("\n", 0, match.start()) + 1
+            col = match.start(1) - match.start() + 1
+            reporter.error(Pos(shown, line, col), f"cannot include '{target}': no such file or "
+                                                  f"directory (a path is relative to this file)")
+            continue
+        out += _read(path, reporter, seen)
+    return out
 
 
 def read_file(path: Path, shown: str, reporter: Reporter) -> tuple[str, str] | None:

@@ -84,13 +84,7 @@ class _Checker:
             case ast.OpDecl():
                 self.decls[item.name] = item
             case ast.Rule():
-                self.rulesets.setdefault(item.ruleset, [])
-                first = next((r for r in self.rules if r.name == item.name), None)
-                if first:
-                    self.duplicate("rule", item, first)
-                else:
-                    self.rules.append(item)
-                    self.rulesets[item.ruleset].append(item.name)
+                self.collect_rule(item)
             case ast.RulesetDecl():
                 self.rulesets.setdefault(item.name, [])
             case ast.TargetDecl() if item.name in self.targets:
@@ -107,6 +101,27 @@ class _Checker:
                                               "at most one", (note,))
             case ast.Schedule():
                 self.schedule = item
+            case ast.Include():  # its file was read before this one (cuvil/dsl/sources.py)
+                pass
+
+    def collect_rule(self, item: ast.Rule) -> None:
+        """A rule; `override rule` takes the place (ruleset, turn) of the one it names."""
+        self.rulesets.setdefault(item.ruleset, [])
+        first = next((r for r in self.rules if r.name == item.name), None)
+        if first and item.override:
+            item = dataclasses.replace(item, ruleset=first.ruleset)
+            self.rules[self.rules.index(first)] = item
+        elif first:
+            self.reporter.error(item.pos, f"duplicate rule '{item.name}' (first defined at "
+                                          f"{first.pos}); to replace it, write `override rule "
+                                          f"{item.name}`")
+        elif item.override:
+            self.reporter.error(item.pos, f"override rule '{item.name}' replaces no rule: none "
+                                          f"of that name is loaded before it (load the library "
+                                          f"it overrides first: rules=[\"stock\", ...])")
+        else:
+            self.rules.append(item)
+            self.rulesets[item.ruleset].append(item.name)
 
     # -- ops ------------------------------------------------------------------------------------
     def ops_in_dependency_order(self) -> list[str]:

@@ -3,8 +3,9 @@
 The stock library's rules are verified by CI (`tests/rules/test_stock_rules.py`), so a
 rule equal to a stock rule (same verdict key: `cuvil/rules/verdicts.py`) passes as it is.
 Every other rule of `rules=`, wherever it comes from (a file, a directory, `.cvr` text, a
-list of them with the stock library), is verified on random instances as `cuvil rules
-verify` does, once per installation: sound verdicts are kept by key. A rule found unsound
+list of them with the stock library: `["stock", "my.cvr"]`, an `override rule` of a stock
+rule), is verified on random instances as `cuvil rules verify` does, once per
+installation: sound verdicts are kept by key. A rule found unsound
 is refused with its counterexample; one the verifier cannot check (an op without a shape
 generator, a guard no instance meets) is refused too, never used unchecked. `verify=False`
 uses the rules unverified, and the report says so. A composite `op` is sound by
@@ -47,7 +48,7 @@ def check_rules(rules: Any, disable: tuple[str, ...] = (), verify: bool = True,
                 tracer=None) -> RuleCheck:
     """Verify the user rules of `rules` (as `cuvil.rules.load` takes it) that remain after
     `disable`; a one-line `CuvilError` naming the first unsound or unverifiable one."""
-    if rules is None:  # the stock library alone
+    if rules is None or rules == "stock":  # the stock library alone
         return RuleCheck()
     stage = tracer.stage("verify rules") if tracer is not None else contextlib.nullcontext()
     with stage:

@@ -1,9 +1,11 @@
 """`cuvil.rules.load(source)`: read, parse and check `.cvr` rules into a `RuleLibrary`.
 
-A source is `None` (the stock library: the top-level `rules/`, shipped inside the package as
-`cuvil/stock_rules`), a string containing a newline (`.cvr` text, shown as `<string>`), any
-other string or a `Path` (a file, or a directory whose `*.cvr` files load sorted and
-recursively; it must exist), or a list/tuple of sources loaded together.
+A source is `None` or `"stock"` (the stock library: the top-level `rules/`, shipped inside
+the package as `cuvil/stock_rules`), a string containing a newline (`.cvr` text, shown as
+`<string>`), any other string or a `Path` (a file, or a directory whose `*.cvr` files load
+sorted and recursively; it must exist), or a list/tuple of sources loaded together:
+`["stock", "my.cvr"]` is the stock library extended. A rule's name is unique in what loads
+together; `override rule NAME` replaces the rule NAME loaded before it (a stock rule).
 """
 
 from __future__ import annotations

@@ -71,7 +71,8 @@ def test_every_problem_of_a_file_is_reported_once():
         "2: unknown op 'relux' (did you mean 'relu'?)",
         "3: unknown op 'g' (did you mean 'gt'?)",
         "5: a guard must be a boolean, got int",
-        "6: duplicate rule 'a'",
+        "6: duplicate rule 'a' (first defined at <string>:1:6); to replace it, write "
+        "`override rule a`",
     ]
 
 

@@ -1,6 +1,7 @@
 """The `.cvr` docs say what the code does: the reference example in the reference is the
 golden pass file, every golden fail case is listed there, and the tutorial's `cuvil check`
-sessions print what the tutorial shows."""
+sessions print what the tutorial shows, and its optimize example (the stock library and
+the tutorial's rules) prints the lines the tutorial quotes."""
 
 from __future__ import annotations
 
@@ -35,12 +36,12 @@ def test_every_fail_case_is_listed_in_the_reference():
 def test_tutorial_sessions(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     sources, sessions = blocks(TUTORIAL, "cvr"), blocks(TUTORIAL, "console")
-    assert len(sources) == len(sessions) == 2
+    assert len(sources) == len(sessions) == 3
     for source, session in zip(sources, sessions, strict=True):
         command, *expected = session.splitlines()
-        assert command == "$ cuvil check my_rules.cvr"
+        assert command.startswith("$ cuvil check ") and command.endswith(" my_rules.cvr")
         (tmp_path / "my_rules.cvr").write_text(source)
-        code = main(["check", "my_rules.cvr"])
+        code = main(command.removeprefix("$ cuvil ").split())
         out, err = capsys.readouterr()
         assert (out + err).splitlines() == expected
         assert code == (1 if err else 0)
@@ -53,3 +54,18 @@ def test_tutorial_python_load(tmp_path, monkeypatch):
     printed = snippet.split("# ")[-1].strip()
     library = load("my_rules.cvr")
     assert str([(rule.name, rule.where) for rule in library.rules]) == printed
+
+
+def test_tutorial_optimize_on_top_of_the_stock_library(tmp_path, monkeypatch, capsys):
+    from cuvil.rules import verdicts
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUVIL_CACHE_DIR", str(tmp_path / "cache"))  # verified afresh
+    monkeypatch.setattr(verdicts, "_IN_PROCESS", {})
+    (tmp_path / "my_rules.cvr").write_text(blocks(TUTORIAL, "cvr")[0])
+    snippet = blocks(TUTORIAL, "python")[1]
+    assert 'rules=["stock", "my_rules.cvr"]' in snippet
+    exec(compile(snippet, "first-rule.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    shown = [line.removeprefix("# ") for line in snippet.splitlines() if line.startswith("# ")]
+    assert shown and all(line in printed for line in shown)

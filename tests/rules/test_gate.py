@@ -121,3 +121,13 @@ def test_the_command_line_refuses_an_unsound_rule(tmp_path, capsys):
     assert err.startswith(f"cuvil: error: {path}:1: rule bad is unsound") and "\n" not in err
     assert main(["optimize", "zoo:mlp", "--rules", str(path), "--no-verify"]) == 0
     assert "rules: 1 user rule used unverified" in capsys.readouterr().out
+
+
+def test_stock_extended_verifies_only_the_user_rules(tmp_path, calls):
+    mine = tmp_path / "my.cvr"
+    mine.write_text(GOOD + "override rule relu_relu: relu(relu(x)) => relu(x)\n"
+                           "    where is_float(x)\n")
+    assert str(gate.check_rules("stock")) == "" and calls == []
+    check = gate.check_rules(["stock", str(mine)])
+    assert sorted(calls) == ["relu_relu", "times_one"]  # the override is a user rule
+    assert (check.user, check.cached, check.verified) == (2, 0, True)
