@@ -62,7 +62,11 @@ class OnnxImporter:
 
         g = self.model.graph
         for init in g.initializer:
-            self.known[init.name] = numpy_helper.to_array(init)
+            try:
+                self.known[init.name] = numpy_helper.to_array(init)
+            except (ValueError, TypeError) as e:
+                raise CuvilError(f"{self.report.model}: initializer {init.name!r} is "
+                                 f"malformed ({e})") from None
             self.weights.add(init.name)
         for value in g.input:
             if value.name not in self.known:

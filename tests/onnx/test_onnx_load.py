@@ -4,6 +4,7 @@ mapping (its node, op type and opset), a custom domain."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import cuvil
@@ -86,3 +87,15 @@ def test_unmappable_attributes_name_the_node():
 def test_not_an_onnx_model():
     with pytest.raises(CuvilError, match="cannot read an ONNX model from a int"):
         from_onnx(3)
+
+
+def test_a_malformed_initializer():
+    from onnx import numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    weight.raw_data = weight.raw_data[:10]  # cut short
+    model = tiny([helper.make_node("MatMul", ["x", "w"], ["y"])], [tensor("x", [2, 4])],
+                 [tensor("y", [2, 4])], [weight])
+    with pytest.raises(CuvilError) as e:
+        from_onnx(model)
+    assert _one_line(e).startswith("tiny: initializer 'w' is malformed")
