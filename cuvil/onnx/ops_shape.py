@@ -1,7 +1,8 @@
 """The ONNX -> Cuvil mapping of shape ops: Reshape, Flatten, Transpose, Concat, Slice,
-Gather, Unsqueeze, Squeeze, Expand, Split, ConstantOfShape. Part of `ops.ONNX` (see `ops`
-for what a converter is). Shapes, axes and indices must be known at import (constants, or
-shape arithmetic `fold` computed); a target shape may hold symbolic dims.
+Gather, Unsqueeze, Squeeze, Expand, Split, ConstantOfShape, Resize (nearest). Part of
+`ops.ONNX` (see `ops` for what a converter is). Shapes, axes and indices must be known at
+import (constants, or shape arithmetic `fold` computed); a target shape may hold symbolic
+dims.
 """
 
 from __future__ import annotations
@@ -175,8 +176,29 @@ def constant_of_shape(ix: OnnxImporter, xs: Names) -> Value:
     return ix.add("expand", [scalar], {"shape": known_dims(ix, xs, 0, "shape")})
 
 
+def resize(ix: OnnxImporter, xs: Names) -> Value:
+    """Nearest-neighbour upsampling by whole factors: each element repeated, written as
+    reshape -> expand -> reshape (every coordinate mode picks the same source there)."""
+    need(ix.attrs.get("mode", "nearest") == "nearest", f"{ix.attrs.get('mode')} resizing")
+    x = ix.tensor(xs[0])
+    shape = ix.type(x).shape
+    scales, sizes = ix.constant(xs, 2), ix.constant(xs, 3)
+    if sizes is not None and sizes.size:
+        need(all(is_static(d) for d in shape), "resizing a symbolic dim to a size")
+        scales = np.asarray(to_dims(sizes), dtype=np.float64) / np.asarray(shape)
+    need(scales is not None and scales.size == len(shape), "scales computed at run time")
+    need(all(float(f).is_integer() and f >= 1 for f in scales), f"scales {list(scales)} are "
+         "not whole upsampling factors")
+    factors = [int(f) for f in scales]
+    split = tuple(d for size, f in zip(shape, factors, strict=True) for d in (size, 1))
+    target = tuple(d for size, f in zip(shape, factors, strict=True) for d in (size, f))
+    y = ix.add("expand", [ix.add("reshape", [x], {"shape": split})], {"shape": target})
+    return ix.add("reshape", [y], {"shape": tuple(s * f for s, f in zip(shape, factors,
+                                                                         strict=True))})
+
+
 SHAPE_OPS: dict[str, Callable[[OnnxImporter, Names], Any]] = {
     "Reshape": reshape, "Flatten": flatten, "Transpose": transpose, "Concat": concat,
     "Slice": slice_, "Gather": gather, "Unsqueeze": unsqueeze, "Squeeze": squeeze,
-    "Expand": expand, "Split": split, "ConstantOfShape": constant_of_shape,
+    "Expand": expand, "Split": split, "ConstantOfShape": constant_of_shape, "Resize": resize,
 }

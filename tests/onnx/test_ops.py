@@ -80,6 +80,11 @@ CASES = {
                              .astype(F))]),
     "isnan": ([helper.make_node("IsNaN", ["x"], ["n"]), node("Where", ["n", "z", "x"])],
               np.where(X > 1, np.nan, X).astype(F), [const("z", F(0))]),
+    "resize_scales": ([node("Resize", ["x", "", "sc"], mode="nearest")], X,
+                      [const("sc", np.array([1, 1, 2, 3], F))]),
+    "resize_sizes": ([node("Resize", ["x", "", "", "sz"], mode="nearest",
+                           coordinate_transformation_mode="half_pixel")], X[:1],
+                     [const("sz", [1, 4, 12, 12])], 17, None, [1, 4, 6, 6]),
     "max_pool": ([node("MaxPool", ["x"], kernel_shape=[2, 2], strides=[2, 2])], X, ()),
     "global_max_pool": ([node("GlobalMaxPool", ["x"])], X, ()),
     "layer_norm_no_bias": ([node("LayerNormalization", ["x", "s"], axis=-1)], M,
@@ -89,8 +94,8 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES)
 def test_op_matches_ort(case):
-    nodes, x, inits, *opset = CASES[case]
-    check(nodes, x, inits, *opset)
+    nodes, x, inits, *rest = CASES[case]
+    check(nodes, x, inits, *rest)
 
 
 def test_split_outputs():
@@ -137,3 +142,12 @@ def test_constant_of_shape_on_a_symbolic_batch():
                               value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.5])),
              node("Add", ["x", "ones"])]
     check(nodes, M)
+
+
+def test_linear_resize_is_refused():
+    model = tiny([node("Resize", ["x", "", "sc"], mode="linear")],
+                 [tensor("x", [1, 1, 2, 2])], [tensor("y", None)],
+                 [const("sc", np.array([1, 1, 2, 2], F))])
+    with pytest.raises(cuvil.CuvilError, match=r"^ONNX node 'resize' \(Resize, opset 17\): "
+                                               "linear resizing$"):
+        from_onnx(model)
