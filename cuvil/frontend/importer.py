@@ -121,8 +121,9 @@ class Importer:
     def getitem(self, node: fx.Node) -> Any:
         source, index = node.args
         value = self.env[source.name]
-        if isinstance(value, _Results):
-            return self.torch_op(value.node, index)
+        if isinstance(value, _Results):  # None where a backward op's mask skips a result
+            return None if source.meta["val"][index] is None else \
+                self.torch_op(value.node, index)
         if isinstance(value, tuple) and value[index] is None:
             self.report.fallbacks.append((str(source.target), self.source))
             return self.torch_op(source, index)

@@ -1,0 +1,55 @@
+"""Cuvil as a `torch.compile` backend: `torch.compile(model, backend="cuvil")`.
+
+Dynamo captures graphs (breaking them where Python cannot be traced, guarding and
+recompiling on new shapes: all Dynamo's); AOTAutograd turns each into a functional aten
+forward graph and, when a gradient is wanted, a backward graph (its min-cut partitioner
+chooses the saved activations); Cuvil compiles each of them (`compiler.py`). Options pass
+through: `torch.compile(model, backend="cuvil", options={"rules": ..., "target": ...})`
+takes `cuvil.compile`'s keyword arguments. `COUNTS` counts the graphs Cuvil compiled
+("compiles") and those it refused, which run in eager PyTorch with a warning ("eager").
+
+The backend is registered by the `torch_dynamo_backends` entry point (pyproject.toml), so
+`backend="cuvil"` works without importing Cuvil, and by importing this module.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from torch import fx
+
+from cuvil.dynamo.graphs import COUNTS
+
+__all__ = ["COUNTS", "backend", "register"]
+
+
+def backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *,
+            options: dict | None = None) -> Callable:
+    """The `torch.compile` backend: each graph through AOTAutograd, then Cuvil."""
+    from functorch.compile import min_cut_rematerialization_partition
+    from torch._dynamo.backends.common import aot_autograd
+
+    from cuvil.dynamo.compiler import compile_graph
+
+    options = dict(options or {})
+    compiled = aot_autograd(
+        fw_compiler=functools.partial(compile_graph, options=options, kind="forward"),
+        bw_compiler=functools.partial(compile_graph, options=options, kind="backward"),
+        inference_compiler=functools.partial(compile_graph, options=options,
+                                             kind="inference"),
+        partition_fn=min_cut_rematerialization_partition)
+    return compiled(gm, example_inputs)
+
+
+def register() -> None:
+    """Register `backend` as "cuvil" with torch._dynamo, unless it is registered or its
+    entry point is being loaded (torch registers what that returns)."""
+    from torch._dynamo.backends import registry
+
+    if "cuvil" not in registry._COMPILER_FNS and registry._BACKENDS.get("cuvil") is None:
+        registry.register_backend(backend, name="cuvil")
+
+
+register()

@@ -1,0 +1,130 @@
+"""`compile_graph`: the compiler AOTAutograd calls for each forward, backward and inference
+graph: a callable with the graph's results, computed by Cuvil, or by the graph itself,
+with one warning, where Cuvil refuses it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import fx
+
+from cuvil.dynamo.graphs import (
+    COUNTS,
+    Expr,
+    GraphForward,
+    Size,
+    Tensor,
+    dynamic_spec,
+    outputs_of,
+    placeholder_metas,
+    sources_of,
+)
+from cuvil.errors import CuvilError
+
+
+def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any], options: dict,
+                  kind: str) -> Callable:
+    """`gm` compiled by Cuvil (boxed: called with one list of inputs); `kind` says which
+    graph it is in the warnings ("forward", "backward", "inference")."""
+    from torch._functorch.aot_autograd import make_boxed_func
+    from torch._guards import tracing
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    try:  # AOTAutograd calls compilers under its fake mode and Dynamo's tracing context:
+        with _disable_current_modes(), tracing(None):  # Cuvil's export has its own
+            program: Callable = Program(gm, example_inputs, options, kind)
+    except Exception as e:  # Cuvil's refusal, or torch.export's: the graph runs as given
+        program = eager(gm, kind, e)
+    return make_boxed_func(program)
+
+
+def eager(gm: fx.GraphModule, kind: str, error: BaseException) -> Callable:
+    """`gm` itself, with one warning that says why."""
+    COUNTS["eager"] += 1
+    warnings.warn(f"cuvil backend: the {kind} graph runs in eager PyTorch: "
+                  f"{_first_line(error)}", UserWarning, stacklevel=2)
+    return gm
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+class Program:
+    """One graph compiled by Cuvil for symbolic dims (or static, per set of shapes)."""
+
+    def __init__(self, gm: fx.GraphModule, example_inputs: Sequence[Any], options: dict,
+                 kind: str):
+        metas = placeholder_metas(gm, example_inputs)
+        sources, dims = sources_of(metas)
+        keep, self.rest = outputs_of(gm, dims)
+        if not keep:
+            raise CuvilError("the graph computes no tensor")
+        self.gm, self.kind, self.options = gm, kind, dict(options)
+        self.tensors = [i for i, s in enumerate(sources) if isinstance(s, Tensor)]
+        self.keep = keep
+        self.module = GraphForward(gm, sources, keep).eval()
+        self.static: dict[tuple, Callable] = {}
+        self.dynamic = None
+        examples = [real(metas[i]) for i in self.tensors]
+        spec = dynamic_spec(metas)
+        if spec is not None:
+            try:
+                self.dynamic = self._compile(examples, spec)
+            except CuvilError as e:
+                warnings.warn(f"cuvil backend: the {kind} graph is compiled static, for each "
+                              f"new shape: {_first_line(e)}", UserWarning, stacklevel=2)
+        if self.dynamic is None:
+            self.static[_shapes(examples)] = self._compile(examples, False)
+
+    def _compile(self, examples: list[torch.Tensor], spec: Any) -> Callable:
+        from cuvil.pipeline import compile as cuvil_compile
+
+        compiled = cuvil_compile(self.module, tuple(examples), dynamic_shapes=spec,
+                                 **self.options)
+        COUNTS["compiles"] += 1
+        return compiled
+
+    def _program(self, tensors: list[torch.Tensor]) -> Callable:
+        if self.dynamic is not None:
+            return self.dynamic
+        key = _shapes(tensors)
+        if key not in self.static:
+            self.static[key] = self._compile(tensors, False)
+        return self.static[key]
+
+    def __call__(self, *args: Any) -> list[Any]:
+        tensors = [args[i].detach() for i in self.tensors]
+        try:
+            outs = self._program(tensors)(*tensors)
+        except CuvilError as e:
+            eager(self.gm, self.kind, e)
+            return list(self.gm(*args))
+        if isinstance(outs, torch.Tensor):
+            outs = (outs,)
+        results = list(self.rest)
+        for i, out in zip(self.keep, outs, strict=True):
+            results[i] = out
+        return [r.of(tensors) if isinstance(r, Size | Expr) else r for r in results]
+
+
+def real(meta: Any) -> torch.Tensor:
+    """A real tensor like `meta` (a fake one has its sizes' hints): values at random."""
+    from torch._subclasses.fake_tensor import is_fake_tensor
+    from torch.fx.experimental.symbolic_shapes import optimization_hint
+
+    if not is_fake_tensor(meta):
+        return meta.detach()
+    shape = [optimization_hint(s) for s in meta.shape]
+    if meta.dtype.is_floating_point:
+        return torch.randn(shape, dtype=meta.dtype)
+    return torch.zeros(shape, dtype=meta.dtype)
+
+
+def _shapes(tensors: Sequence[torch.Tensor]) -> tuple:
+    return tuple((tuple(t.shape), t.dtype) for t in tensors)
