@@ -1,6 +1,7 @@
 """The library models of `bench/real_suite.py` that `torch.onnx.export` writes and Cuvil
-maps (torchvision, timm, transformers encoders, LSTM/GRU) import from their `.onnx` file,
-compile, and match ONNX Runtime on the same file at the suite's larger batch. (GPT-2 and
+maps (torchvision, timm, transformers encoders, LSTM/GRU) import from their `.onnx` file
+and match ONNX Runtime on the same file at the suite's larger batch; some of each kind
+compile and match it too. (GPT-2 and
 Llama are not here: the exporters write their mask code as GatherND/CumSum over a
 symbolic batch, which Cuvil does not map.)"""
 
@@ -26,6 +27,7 @@ from onnx_models import ort_run  # noqa: E402
 
 import cuvil  # noqa: E402
 from bench.real_suite import build  # noqa: E402
+from cuvil.onnx import from_onnx  # noqa: E402
 
 pytestmark = pytest.mark.slow  # each model exports and compiles in 15-60 s on two cores
 TOL = 1e-4
@@ -33,6 +35,7 @@ TORCHSCRIPT = ["resnet18", "mobilenet_v3_small", "efficientnet_b0", "regnet_x_40
                "convnext_atto", "deit_tiny", "t5_encoder", "whisper_encoder", "lstm",
                "gru"]
 DYNAMO = ["bert"]  # the TorchScript exporter cannot call BertModel with positional inputs
+COMPILED = ["resnet18", "bert", "whisper_encoder", "lstm"]  # compiled too (each 1-10 min)
 
 
 def export(name: str, directory: Path) -> tuple[Path, tuple[torch.Tensor, ...]]:
@@ -51,12 +54,24 @@ def export(name: str, directory: Path) -> tuple[Path, tuple[torch.Tensor, ...]]:
     return path, big
 
 
-@pytest.mark.parametrize("name", TORCHSCRIPT + DYNAMO)
-def test_real_model_from_onnx_matches_ort(name, tmp_path):
-    path, inputs = export(name, tmp_path)
-    want = ort_run(path, *inputs)
-    got = cuvil.compile(str(path))(*inputs)
+def _match(got, want: list[np.ndarray]) -> None:
     got = got if isinstance(got, tuple | list) else (got,)
+    assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         scale = max(1.0, float(np.abs(w).max()))
         np.testing.assert_allclose(np.asarray(g), w, atol=TOL * scale, rtol=TOL)
+
+
+@pytest.mark.parametrize("name", TORCHSCRIPT + DYNAMO)
+def test_real_model_from_onnx_imports_and_matches_ort(name, tmp_path):
+    """The imported graph, run by the reference semantics, computes ORT's results."""
+    path, inputs = export(name, tmp_path)
+    graph = from_onnx(path)
+    assert "torch_op" not in graph.ops()
+    _match(cuvil.run(graph, *inputs), ort_run(path, *inputs))
+
+
+@pytest.mark.parametrize("name", COMPILED)
+def test_real_model_from_onnx_compiles_and_matches_ort(name, tmp_path):
+    path, inputs = export(name, tmp_path)
+    _match(cuvil.compile(str(path))(*inputs), ort_run(path, *inputs))
