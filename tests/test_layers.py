@@ -1,7 +1,8 @@
 """tests/test_layers.py: the packages form one-way layers; no module imports upward.
 
-    ir <- ops <- dsl <- rules <- egraph <- lower <- runtime <- quantize <- frontend, zoo, cache
-       <- options <- pipeline <- dump, dynamo <- cli, demo <- the `cuvil` package itself
+    ir <- ops <- dsl <- rules <- egraph <- lower <- runtime <- quantize <- frontend <- onnx
+       <- zoo <- cache <- options <- pipeline <- dump, dynamo <- cli, demo
+       <- the `cuvil` package itself
 
 with the utilities (`errors`, `atomic`, `aligned`, `paths`, `trace`, `progress`,
 `gc_pause`) below them all. Every import of every module counts, those inside functions
@@ -23,7 +24,7 @@ ROOT = Path(cuvil.__file__).parent
 LAYERS = [
     {"errors", "atomic", "aligned", "paths", "trace", "progress", "gc_pause"},
     {"ir"}, {"ops"}, {"dsl"}, {"rules"}, {"egraph"}, {"lower"}, {"runtime"}, {"quantize"},
-    {"frontend"}, {"zoo"}, {"cache"}, {"options"}, {"pipeline"}, {"dump", "dynamo"},
+    {"frontend"}, {"onnx"}, {"zoo"}, {"cache"}, {"options"}, {"pipeline"}, {"dump", "dynamo"},
     {"cli", "demo"}, {"cuvil"},
     {"__main__"},
 ]
