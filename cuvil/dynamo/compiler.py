@@ -72,15 +72,26 @@ class Program:
         self.static: dict[tuple, Callable] = {}
         self.dynamic = None
         examples = [real(metas[i]) for i in self.tensors]
-        spec = dynamic_spec(metas)
-        if spec is not None:
-            try:
-                self.dynamic = self._compile(examples, spec)
-            except CuvilError as e:
-                warnings.warn(f"cuvil backend: the {kind} graph is compiled static, for each "
-                              f"new shape: {_first_line(e)}", UserWarning, stacklevel=2)
+        self.dynamic = self._compile_dynamic(examples, metas)
         if self.dynamic is None:
             self.static[_shapes(examples)] = self._compile(examples, False)
+
+    def _compile_dynamic(self, examples: list[torch.Tensor], metas: list[Any]) -> Any:
+        """Compiled for Dynamo's symbolic dims, named after its symbols, else for dims
+        torch.export infers (`Dim.AUTO`, where a named dim's range is too wide for the
+        graph); None if every dim is static or export keeps none symbolic."""
+        error = None
+        for auto in (False, True):
+            spec = dynamic_spec(metas, auto)
+            if spec is None:
+                return None
+            try:
+                return self._compile(examples, spec)
+            except CuvilError as e:
+                error = e
+        warnings.warn(f"cuvil backend: the {self.kind} graph is compiled static, for each "
+                      f"new shape: {_first_line(error)}", UserWarning, stacklevel=3)
+        return None
 
     def _compile(self, examples: list[torch.Tensor], spec: Any) -> Callable:
         from cuvil.pipeline import compile as cuvil_compile

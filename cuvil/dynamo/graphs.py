@@ -154,9 +154,10 @@ def outputs_of(gm: fx.GraphModule, dims: dict[Any, Size]) -> tuple[list[int], li
     return keep, rest
 
 
-def dynamic_spec(metas: list[Any]) -> tuple | None:
+def dynamic_spec(metas: list[Any], auto: bool = False) -> tuple | None:
     """torch.export's spec: each dim Dynamo left symbolic, as a `Dim` of its symbol's name
-    (a dim of a compound size is `Dim.AUTO`); None if every dim is static."""
+    (a dim of a compound size, and with `auto` every dim, is `Dim.AUTO`); None if every dim
+    is static."""
     named: dict[str, Any] = {}
     spec = []
     for meta in metas:
@@ -167,7 +168,8 @@ def dynamic_spec(metas: list[Any]) -> tuple | None:
             expr = _expr(size)
             if expr is None or expr.is_Integer:
                 continue
-            dims[d] = named.setdefault(str(expr), Dim(str(expr), min=2)) if expr.is_Symbol \
+            named_dim = expr.is_Symbol and not auto
+            dims[d] = named.setdefault(str(expr), Dim(str(expr), min=2)) if named_dim \
                 else Dim.AUTO
         spec.append(dims or None)
     return tuple(spec) if any(spec) else None

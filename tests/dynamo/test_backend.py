@@ -66,3 +66,16 @@ def test_a_graph_cuvil_refuses_runs_in_eager_with_one_warning():
             torch.no_grad():
         out = compiled(x)
     torch.testing.assert_close(out, model(x))
+
+
+def test_a_cnn_at_dynamic_sizes_matches_eager():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(8 * 4 * 4, 10)).eval()
+    compiled = torch.compile(model, backend="cuvil", dynamic=True)
+    before = COUNTS.copy()
+    with torch.no_grad():
+        for batch in (2, 5, 7):
+            x = torch.randn(batch, 3, 8, 8)
+            torch.testing.assert_close(compiled(x), model(x))
+    assert COUNTS["compiles"] - before["compiles"] == 1
