@@ -21,12 +21,12 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from cuvil.cache.key import Key, digest, tensor_bytes
 from cuvil.errors import CuvilError
 
 if TYPE_CHECKING:
+    import torch
+
     from cuvil.ir.graph import Graph
 
 MAGIC = b"CUVIL-GRAPH"
@@ -92,7 +92,7 @@ def decode(data: bytes, key: Key, imported: Graph,
     constants = {ref: imported.constants[ref] for ref in header["shared"]}
     for ref, (dtype, shape, offset, length) in header["made"].items():
         raw = bytearray(blob[offset:offset + length])
-        constants[ref] = _tensor(raw, getattr(torch, dtype), shape)
+        constants[ref] = _tensor(raw, dtype, shape)
     from cuvil.ir.graph import Graph  # sympy: only on a hit of this cache
 
     graph = Graph.from_text(header["graph"], constants)
@@ -102,7 +102,10 @@ def decode(data: bytes, key: Key, imported: Graph,
     return graph
 
 
-def _tensor(raw: bytearray, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
+def _tensor(raw: bytearray, name: str, shape: list[int]) -> torch.Tensor:
+    import torch  # here, so that `cuvil cache info` never imports torch
+
+    dtype = getattr(torch, name)
     if not raw:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)

@@ -21,8 +21,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from cuvil.errors import CuvilError
 from cuvil.paths import cache_dir
 
@@ -103,6 +101,8 @@ def max_bytes() -> int:
 def keep_size(limit: int | None = None, root: Path | None = None) -> list[Unit]:
     """Scan the directory and remove the least recently used units while over `limit`;
     the units removed."""
+    from filelock import FileLock, Timeout  # here: `cuvil --help` imports this module
+
     root = root or cache_dir()
     limit = max_bytes() if limit is None else limit
     try:

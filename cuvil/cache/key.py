@@ -20,14 +20,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
-
-import torch
 
 from cuvil.paths import source_hash as cuvil_source_hash
 
 if TYPE_CHECKING:
+    import torch
+
     from cuvil.ir.graph import Graph
 
 FORMAT = 3
@@ -89,12 +88,18 @@ def rules_hash(rules: Any) -> str:
 @lru_cache(maxsize=1)
 def versions() -> str:
     """Cuvil's source, and the versions of the libraries an optimized graph depends on."""
+    from importlib import metadata  # here, as torch: `cuvil --help` imports this module
+
+    import torch
+
     return digest(f"{cuvil_source_hash()} torch {torch.__version__} "
                   f"egglog {metadata.version('egglog')} numba {metadata.version('numba')}")
 
 
 @lru_cache(maxsize=1)
 def tensor_bytes(tensor: torch.Tensor) -> memoryview:
+    import torch  # here, so that `cuvil cache info` never imports torch
+
     flat = tensor.detach().cpu().contiguous().reshape(-1)
     return memoryview(flat.view(torch.uint8).numpy())
 

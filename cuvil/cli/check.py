@@ -23,10 +23,10 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuvil.rules.loader import load
+    from cuvil.rules.loader import check  # a snapshot of the op catalog: no torch
 
     try:
-        library = load(list(args.paths))
+        library = check(list(args.paths))
     except CvrError as e:
         print(str(e), file=sys.stderr)
         print(_count(len(e.errors), "error") + _warnings(len(e.diagnostics) - len(e.errors)),

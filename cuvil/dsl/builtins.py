@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cuvil.ir.types import TensorType
+if TYPE_CHECKING:
+    from cuvil.ir.types import TensorType
 
 # Value types of expressions; parameter kinds.
 TENSOR, INT, FLOAT, BOOL, STR, TUPLE, ANY, NONE = (

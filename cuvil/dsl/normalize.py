@@ -14,12 +14,15 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cuvil.dsl.ast import Builtin, Call, Literal, Pos, Term
 from cuvil.dsl.builtins import COMPUTED
-from cuvil.ops.registry import OpDef
 
-Lookup = Callable[[str], OpDef | None]
+if TYPE_CHECKING:  # the catalog imports torch; `cuvil check` reads a snapshot of it
+    from cuvil.ops.registry import OpDef
+
+Lookup = Callable[[str], "OpDef | None"]
 
 
 @dataclass

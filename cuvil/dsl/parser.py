@@ -10,7 +10,9 @@ description.
 from __future__ import annotations
 
 import ast as python_ast
+import contextlib
 import functools
+import os
 import re
 import warnings
 from dataclasses import replace
@@ -21,6 +23,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 
 from cuvil.dsl import ast
 from cuvil.dsl.diagnostics import CvrError, Diagnostic, Reporter
+from cuvil.paths import cache_dir
 
 ITEM_KEYWORDS = ("rule", "override", "op", "ruleset", "target", "cost", "schedule", "include")
 _ITEM_START = re.compile(rf"({'|'.join(ITEM_KEYWORDS)})(?![\w.])")
@@ -30,8 +33,18 @@ DEFAULT_RULESET = "default"  # the ruleset of leading rules in source text (no f
 
 @functools.cache
 def _lark() -> Lark:
+    """The parser. Building its tables takes longer than checking a file, so they are kept
+    in the cache directory (Lark's own cache, keyed by a hash of the grammar and options)."""
     grammar = Path(__file__).with_name("cvr.lark").read_text()
-    return Lark(grammar, parser="lalr", lexer="basic", maybe_placeholders=True)
+    return Lark(grammar, parser="lalr", lexer="basic", maybe_placeholders=True,
+                cache=_tables_file() or False)
+
+
+def _tables_file() -> str | None:
+    folder = cache_dir() / "rules"
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True)
+    return str(folder / "cvr-parser.lark") if os.access(folder, os.W_OK) else None
 
 
 def parse(text: str, path: str = "<string>") -> ast.Module:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from cuvil.dsl import ast
 from cuvil.dsl.builtins import COMPUTED
 from cuvil.dsl.diagnostics import Reporter
 from cuvil.dsl.normalize import bind_arguments, suggest
-from cuvil.ir.types import DEVICES, LAYOUTS, DType
-from cuvil.ops.registry import AttrSpec, OpDef
+from cuvil.dsl.signatures import value_names
+
+if TYPE_CHECKING:  # the catalog imports torch; `cuvil check` reads a snapshot of it
+    from cuvil.ops.registry import AttrSpec, OpDef
 
 LHS, RHS, BOTH, BODY = "lhs", "rhs", "both", "body"
 BROKEN = object()  # an `op` whose definition has errors: uses of it are not reported again
@@ -84,7 +87,7 @@ class TermChecker:
                                           f"{suggest(call.op, self.op_names())}")
             self._unknown_arguments(call)
             return
-        assert isinstance(opdef, OpDef)
+        assert opdef is not None
         bound = bind_arguments(opdef, call)
         for pos, message in bound.problems:
             self.reporter.error(pos, message)
@@ -171,10 +174,6 @@ def _describe(value) -> str:
     return f"the tuple {value!r}"
 
 
-_CHOICES = {"dtype": sorted(d.value for d in DType), "layout": sorted(LAYOUTS),
-            "device": sorted(DEVICES)}
-
-
 def attr_problem(value, kind: str) -> str | None:
     """Why a literal does not fit an attribute of `kind` (None when it fits)."""
     is_int = isinstance(value, int) and not isinstance(value, bool)
@@ -190,10 +189,11 @@ def attr_problem(value, kind: str) -> str | None:
         "ints": is_int or is_ints,
         "shape": is_ints,
     }
-    if kind in _CHOICES:
-        if value in _CHOICES[kind]:
+    choices = value_names()
+    if kind in choices:
+        if value in choices[kind]:
             return None
-        return f"must be one of {', '.join(_CHOICES[kind])}, got {value!r}"
+        return f"must be one of {', '.join(choices[kind])}, got {value!r}"
     if fits.get(kind, True):
         return None
     want = {"int": "an int", "float": "a number", "optfloat": "a number or None",

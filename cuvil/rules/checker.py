@@ -10,34 +10,38 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from cuvil.dsl import ast
 from cuvil.dsl.builtins import ROOFLINE_PARAMS
 from cuvil.dsl.diagnostics import NOTE, Reporter
 from cuvil.dsl.expressions import ANY, ATTR_TYPES, BOOL, NUMBER, TENSOR, UNKNOWN, ExprTyper
 from cuvil.dsl.normalize import normalize, suggest
+from cuvil.dsl.signatures import Catalog, Signature, catalog
 from cuvil.dsl.terms import BODY, BOTH, BROKEN, LHS, RHS, TermChecker, VarInfo
-from cuvil.ops import registry
-from cuvil.ops.registry import AttrSpec, OpDef
-from cuvil.rules.composite import composite_opdef
 from cuvil.rules.library import CheckedRule, RuleLibrary
 
+if TYPE_CHECKING:
+    from cuvil.ops.registry import OpDef
 
-def check_modules(modules: list[ast.Module], reporter: Reporter) -> RuleLibrary:
-    """Check `modules` as one set of rules; problems go to `reporter`."""
-    return _Checker(reporter).run(modules)
+
+def check_modules(modules: list[ast.Module], reporter: Reporter,
+                  ops: Catalog | None = None) -> RuleLibrary:
+    """Check `modules` as one set of rules against the op catalog `ops` (default: the live
+    one; a snapshot makes composite ops `Signature`s); problems go to `reporter`."""
+    return _Checker(reporter, ops or catalog()).run(modules)
 
 
 class _Checker:
-    def __init__(self, reporter: Reporter):
-        self.reporter = reporter
+    def __init__(self, reporter: Reporter, ops: Catalog):
+        self.reporter, self.catalog = reporter, ops
         self.decls: dict[str, ast.OpDecl] = {}
         self.rules: list[ast.Rule] = []
         self.rulesets: dict[str, list[str]] = {}
         self.targets: dict[str, ast.TargetDecl] = {}
         self.costs: dict[str, ast.CostDecl] = {}
         self.schedule: ast.Schedule | None = None
-        self.defs: dict[str, OpDef] = {}
+        self.defs: dict[str, OpDef | Signature] = {}
         self.broken: set[str] = set()
         self.terms = TermChecker(reporter, self.lookup, self.op_names)
 
@@ -64,10 +68,10 @@ class _Checker:
             return BROKEN
         if name in self.defs:
             return self.defs[name]
-        return registry.CATALOG.get(name) if registry.exists(name) else None
+        return self.catalog.get(name)
 
     def op_names(self) -> list[str]:
-        return [*registry.all_ops(), *self.decls]
+        return [*self.catalog.all_ops(), *self.decls]
 
     def duplicate(self, kind: str, item, first) -> None:
         name = getattr(item, "name", None) or getattr(item, "op", "")
@@ -76,7 +80,7 @@ class _Checker:
 
     def collect(self, item: ast.Item) -> None:
         match item:
-            case ast.OpDecl() if registry.exists(item.name):
+            case ast.OpDecl() if self.catalog.exists(item.name):
                 self.reporter.error(item.pos, f"op '{item.name}' is already an op of the "
                                               f"catalog; choose another name")
             case ast.OpDecl() if item.name in self.decls:
@@ -179,8 +183,14 @@ class _Checker:
             return
         unique = tuple(dict.fromkeys(decl.params))
         inputs = tuple(p for p in unique if env[p].is_tensor)
-        attrs = tuple(AttrSpec(p, env[p].attr_kind) for p in unique if not env[p].is_tensor)
+        attrs = tuple(self.catalog.attr(p, env[p].attr_kind) for p in unique
+                      if not env[p].is_tensor)
         body = normalize(decl.body, self.lookup)
+        if not self.catalog.live:  # a check alone: the signature is all that is needed
+            self.defs[decl.name] = Signature(decl.name, inputs, attrs, kind="composite")
+            return
+        from cuvil.rules.composite import composite_opdef  # torch: only for a usable library
+
         self.defs[decl.name] = composite_opdef(dataclasses.replace(decl, body=body), inputs,
                                                attrs, self.defs)
 
@@ -237,7 +247,7 @@ class _Checker:
         return left
 
     def check_static_types(self, rule: ast.Rule, lhs: ast.Term, rhs: ast.Term) -> None:
-        left, right = _static_facts(lhs), _static_facts(rhs)
+        left, right = _static_facts(lhs, self.catalog), _static_facts(rhs, self.catalog)
         for key in sorted(left.keys() & right.keys()):
             if left[key] != right[key]:
                 self.reporter.error(rule.pos, f"the two sides of rule '{rule.name}' always "
@@ -265,7 +275,7 @@ class _Checker:
         opdef = self.lookup(cost.op)
         if opdef is BROKEN:
             return
-        if not isinstance(opdef, OpDef):
+        if opdef is None:
             self.reporter.error(cost.pos, f"cost for unknown op '{cost.op}'"
                                           f"{suggest(cost.op, self.op_names())}")
             return
@@ -302,13 +312,13 @@ def _calls(term: ast.Term) -> Iterator[ast.Call]:
             yield from _calls(arg)
 
 
-def _static_facts(term: ast.Term) -> dict[str, str]:
+def _static_facts(term: ast.Term, ops: Catalog) -> dict[str, str]:
     """The dtype, layout or device a term's root op fixes whatever its inputs are: its
     catalog `out_dtype`, or a literal attribute of kind dtype, layout or device (the value
     `cast`, `quantize`, `scalar`, `to_layout` and `to_device` give their result)."""
-    if not isinstance(term, ast.Call) or not registry.exists(term.op):
+    if not isinstance(term, ast.Call) or not ops.exists(term.op):
         return {}
-    opdef = registry.get(term.op)
+    opdef = ops.get(term.op)
     facts = {"dtype": opdef.out_dtype} if opdef.out_dtype else {}
     for k, v in term.kwargs:
         spec = opdef.attr_spec(k)

@@ -10,9 +10,12 @@ catalog's defaults filled in; a number where a tensor is expected is a 0-d
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from cuvil.dsl.ast import CostDecl, Expr, Pos, Schedule, TargetDecl, Term
-from cuvil.ops.registry import OpDef
+
+if TYPE_CHECKING:
+    from cuvil.ops.registry import OpDef
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,21 @@ def load(source: Source = None, tracer=None) -> RuleLibrary:
     return library
 
 
+def check(source: Source) -> RuleLibrary:
+    """`load(source)` for `cuvil check`: the same diagnostics, against a snapshot of the op
+    catalog when one is kept (`cuvil/ops/signatures.py`: no torch), never cached. Its
+    composite ops are signatures: the library is for counting, not for compiling."""
+    from cuvil.dsl.signatures import catalog
+
+    reporter = Reporter()
+    texts = _each_file_once(read_sources(source, reporter))
+    library = check_modules(_parse(texts, reporter), reporter, catalog(fast=True))
+    diagnostics = reporter.sorted([path for path, _ in texts])
+    if reporter.has_errors:
+        raise CvrError(diagnostics)
+    return replace(library, warnings=tuple(d.render() for d in diagnostics if not d.is_error))
+
+
 def _parse(texts: list[tuple[str, str]], reporter: Reporter) -> list:
     from cuvil.dsl.parser import parse_module  # Lark: only when a library is not cached
 
