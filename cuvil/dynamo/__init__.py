@@ -3,7 +3,8 @@
 Dynamo captures graphs (breaking them where Python cannot be traced, guarding and
 recompiling on new shapes: all Dynamo's); AOTAutograd turns each into a functional aten
 forward graph and, when a gradient is wanted, a backward graph (its min-cut partitioner
-chooses the saved activations); Cuvil compiles each of them (`compiler.py`). Options pass
+chooses the saved activations); Cuvil compiles each of them (`compiler.py`:
+`compile_graph` is a compiler for `aot_autograd` of one's own, too). Options pass
 through: `torch.compile(model, backend="cuvil", options={"rules": ..., "target": ...})`
 takes `cuvil.compile`'s keyword arguments. `COUNTS` counts the graphs Cuvil compiled
 ("compiles") and those it refused, which run in eager PyTorch with a warning ("eager").
@@ -20,9 +21,10 @@ from typing import Any
 
 from torch import fx
 
+from cuvil.dynamo.compiler import compile_graph
 from cuvil.dynamo.graphs import COUNTS
 
-__all__ = ["COUNTS", "backend", "register"]
+__all__ = ["COUNTS", "backend", "compile_graph", "register"]
 
 
 def backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *,
@@ -31,15 +33,16 @@ def backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *,
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
-    from cuvil.dynamo.compiler import compile_graph
+    from cuvil.dynamo.compiler import where
 
     options = dict(options or {})
-    compiled = aot_autograd(
-        fw_compiler=functools.partial(compile_graph, options=options, kind="forward"),
-        bw_compiler=functools.partial(compile_graph, options=options, kind="backward"),
-        inference_compiler=functools.partial(compile_graph, options=options,
-                                             kind="inference"),
-        partition_fn=min_cut_rematerialization_partition)
+
+    def compiler(kind: str) -> Callable:
+        return functools.partial(compile_graph, options=options, kind=kind, source=where(gm))
+
+    compiled = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                            inference_compiler=compiler("inference"),
+                            partition_fn=min_cut_rematerialization_partition)
     return compiled(gm, example_inputs)
 
 

@@ -5,6 +5,7 @@ with one warning, where Cuvil refuses it.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,28 +27,42 @@ from cuvil.dynamo.graphs import (
 from cuvil.errors import CuvilError
 
 
-def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any], options: dict,
-                  kind: str) -> Callable:
-    """`gm` compiled by Cuvil (boxed: called with one list of inputs); `kind` says which
-    graph it is in the warnings ("forward", "backward", "inference")."""
+def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any],
+                  options: dict | None = None, kind: str = "aten", source: str = "",
+                  ) -> Callable:
+    """`gm` compiled by Cuvil with `cuvil.compile`'s keyword arguments `options` (boxed:
+    called with one list of inputs): a compiler for `aot_autograd(fw_compiler=...,
+    bw_compiler=...)`. `kind` says which graph it is in the warnings ("forward",
+    "backward", "inference"), `source` where it comes from (`where` of Dynamo's graph)."""
     from torch._functorch.aot_autograd import make_boxed_func
     from torch._guards import tracing
     from torch.utils._python_dispatch import _disable_current_modes
 
     try:  # AOTAutograd calls compilers under its fake mode and Dynamo's tracing context:
         with _disable_current_modes(), tracing(None):  # Cuvil's export has its own
-            program: Callable = Program(gm, example_inputs, options, kind)
+            program: Callable = Program(gm, example_inputs, options or {},
+                                         f"{kind} graph{source}")
     except Exception as e:  # Cuvil's refusal, or torch.export's: the graph runs as given
-        program = eager(gm, kind, e)
+        program = eager(gm, f"{kind} graph{source}", e)
     return make_boxed_func(program)
 
 
-def eager(gm: fx.GraphModule, kind: str, error: BaseException) -> Callable:
+def eager(gm: fx.GraphModule, what: str, error: BaseException) -> Callable:
     """`gm` itself, with one warning that says why."""
     COUNTS["eager"] += 1
-    warnings.warn(f"cuvil backend: the {kind} graph runs in eager PyTorch: "
+    warnings.warn(f"cuvil backend: the {what} runs in eager PyTorch: "
                   f"{_first_line(error)}", UserWarning, stacklevel=2)
     return gm
+
+
+def where(gm: fx.GraphModule) -> str:
+    """" of FILE:LINE": the model's source line that the first op of Dynamo's graph `gm`
+    comes from (AOTAutograd's graphs keep no stack traces)."""
+    for node in gm.graph.nodes:
+        found = re.findall(r'File "([^"]+)", line (\d+)', node.meta.get("stack_trace") or "")
+        if found:
+            return f" of {found[-1][0]}:{found[-1][1]}"
+    return ""
 
 
 def _first_line(error: BaseException) -> str:
@@ -56,16 +71,17 @@ def _first_line(error: BaseException) -> str:
 
 
 class Program:
-    """One graph compiled by Cuvil for symbolic dims (or static, per set of shapes)."""
+    """One graph compiled by Cuvil for symbolic dims (or static, per set of shapes); `what`
+    names it in warnings ("forward graph of model.py:12")."""
 
     def __init__(self, gm: fx.GraphModule, example_inputs: Sequence[Any], options: dict,
-                 kind: str):
+                 what: str):
         metas = placeholder_metas(gm, example_inputs)
         sources, dims = sources_of(metas)
         keep, self.rest = outputs_of(gm, dims)
         if not keep:
             raise CuvilError("the graph computes no tensor")
-        self.gm, self.kind, self.options = gm, kind, dict(options)
+        self.gm, self.what, self.options = gm, what, dict(options)
         self.tensors = [i for i, s in enumerate(sources) if isinstance(s, Tensor)]
         self.keep = keep
         self.module = GraphForward(gm, sources, keep).eval()
@@ -89,7 +105,7 @@ class Program:
                 return self._compile(examples, spec)
             except CuvilError as e:
                 error = e
-        warnings.warn(f"cuvil backend: the {self.kind} graph is compiled static, for each "
+        warnings.warn(f"cuvil backend: the {self.what} is compiled static, for each "
                       f"new shape: {_first_line(error)}", UserWarning, stacklevel=3)
         return None
 
@@ -114,7 +130,7 @@ class Program:
         try:
             outs = self._program(tensors)(*tensors)
         except CuvilError as e:
-            eager(self.gm, self.kind, e)
+            eager(self.gm, self.what, e)
             return list(self.gm(*args))
         if isinstance(outs, torch.Tensor):
             outs = (outs,)

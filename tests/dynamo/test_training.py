@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from cuvil.dynamo import COUNTS
+from cuvil.dynamo import COUNTS, compile_graph
 
 
 @pytest.fixture(autouse=True)
@@ -78,3 +78,19 @@ def test_ten_sgd_steps_follow_eager_loss_curve():
     assert want[-1] < want[0]
     for step, (a, b) in enumerate(zip(got, want, strict=True)):
         assert abs(a - b) <= 1e-4 * abs(b), step
+
+
+def test_compile_graph_is_a_forward_and_backward_compiler_for_aot_autograd():
+    from torch._dynamo.backends.common import aot_autograd
+
+    torch.manual_seed(0)
+    model = mlp()
+    reference = copy.deepcopy(model)
+    backend = aot_autograd(fw_compiler=compile_graph, bw_compiler=compile_graph)
+    x = torch.randn(8, 16)
+    before = COUNTS.copy()
+    torch.compile(model, backend=backend)(x).square().mean().backward()
+    reference(x).square().mean().backward()
+    assert COUNTS["compiles"] - before["compiles"] == 2
+    for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+        assert relative(p.grad, q.grad) < 1e-4, name
