@@ -58,7 +58,7 @@ def test_pt2_file(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("resnet", "cannot load model 'resnet': expected zoo:NAME, a .pt2 file"),
+    ("resnet", "cannot load model 'resnet': expected zoo:NAME, a .pt2 or .onnx file"),
     ("zoo:resnet50", "no zoo model 'resnet50'"),
     ("nothing/here.pt2", "nothing/here.pt2: no such file"),
     ("no_such_module_xyz:f", "cannot import module 'no_such_module_xyz'"),
