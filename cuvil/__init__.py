@@ -7,6 +7,7 @@
     fn = cuvil.compile("model.onnx")                     # an ONNX model, the same way
     cuvil.register_target("cpu1", params={...})          # a target of your own
     cuvil.graph_dump(fn, "model.svg")                    # DOT/SVG coloured by latency
+    torch.compile(model, backend="cuvil")                # Dynamo + AOTAutograd: cuvil.dynamo
 
 Heavy modules (torch, egglog, numba) load on first use, so `cuvil --version` is instant.
 """
@@ -32,6 +33,7 @@ _LAZY = {
     "Quantize": "cuvil.quantize",
     "graph_dump": "cuvil.dump",
     "zoo": "cuvil.zoo",
+    "dynamo": "cuvil.dynamo",
 }
 
 __all__ = ["CuvilError", "IRError", "ShapeError", "UnsupportedOpsError", "__version__",
@@ -47,6 +49,6 @@ def __getattr__(name: str):
         if _LAZY[name] == "cuvil.ir":
             importlib.import_module("cuvil.ops")  # the catalog that types graph nodes
         module = importlib.import_module(_LAZY[name])
-    value = module if name == "zoo" else getattr(module, name)
+    value = module if name in ("zoo", "dynamo") else getattr(module, name)
     globals()[name] = value
     return value
