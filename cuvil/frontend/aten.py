@@ -232,6 +232,22 @@ def conv2d(ix: Importer, a: Args) -> Value:
     return y if a["bias"] is None else ix.add("add", [y, channel_bias(ix, a["bias"])])
 
 
+def conv1d(ix: Importer, a: Args) -> Value:
+    """A 1-d convolution is a 2-d one over a height of 1: x [N, C, L] as [N, C, 1, L]."""
+    x, w = ix.tensor(a["input"]), ix.tensor(a["weight"])
+    need(ix.type(w).rank == 3 and not a.get("transposed"), "not a 1-d convolution")
+    need(ix.type(x).rank == 3 and isinstance(ix.type(x).shape[2], int),
+         "an unbatched input or a symbolic length (conv2d kernels take static widths)")
+    weight = ix.constant(w)
+    w = ix.folded(weight.unsqueeze(2), ix.ref(w) + ".2d") if weight is not None else \
+        ix.add("unsqueeze", [w], {"dim": 2})
+    padding = a["padding"] if isinstance(a["padding"], str) else (0, *a["padding"])
+    y = conv2d(ix, {**a, "input": ix.add("unsqueeze", [x], {"dim": 2}), "weight": w,
+                    "padding": padding, "stride": (1, *a["stride"]),
+                    "dilation": (1, *a["dilation"]), "transposed": False})
+    return ix.add("squeeze", [y], {"dim": (2,)})
+
+
 def _same_padding(kernel, dilation, mode: str) -> tuple[int, int]:
     if mode == "valid":
         return (0, 0)
@@ -363,7 +379,9 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "matmul": matmul("matmul"), "mm": matmul("matmul"), "bmm": matmul("bmm"),
     "linear": linear, "addmm": addmm, "t": transpose, "transpose": transpose,
     # neural-network ops
-    "conv2d": conv2d, "convolution": conv2d,
+    "conv2d": conv2d, "conv1d": conv1d,
+    "convolution": lambda ix, a: (conv1d if ix.type(ix.tensor(a["weight"])).rank == 3
+                                  else conv2d)(ix, a),
     "batch_norm": batch_norm, "_native_batch_norm_legit_no_training": batch_norm,
     "layer_norm": layer_norm, "native_layer_norm": layer_norm,
     "softmax": softmax("softmax"), "_softmax": softmax("softmax"),

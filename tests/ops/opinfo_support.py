@@ -53,7 +53,8 @@ OPINFO_NAMES = (
     # linear algebra
     "matmul", "mm", "bmm", "addmm", "nn.functional.linear", "t", "transpose",
     # neural-network ops
-    "nn.functional.conv2d", "nn.functional.batch_norm", "nn.functional.layer_norm",
+    "nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.batch_norm",
+    "nn.functional.layer_norm",
     "softmax", "log_softmax", "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
     "nn.functional.adaptive_avg_pool2d", "nn.functional.embedding",
     "nn.functional.scaled_dot_product_attention",
