@@ -94,3 +94,20 @@ def test_compile_graph_is_a_forward_and_backward_compiler_for_aot_autograd():
     assert COUNTS["compiles"] - before["compiles"] == 2
     for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
         assert relative(p.grad, q.grad) < 1e-4, name
+
+
+def test_dynamic_training_serves_three_batch_sizes_with_one_forward_and_one_backward():
+    torch.manual_seed(0)
+    model = mlp()
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="cuvil", dynamic=True)
+    before = COUNTS.copy()
+    for batch in (4, 6, 9):
+        x = torch.randn(batch, 16)
+        model.zero_grad()
+        reference.zero_grad()
+        compiled(x).square().mean().backward()
+        reference(x).square().mean().backward()
+        for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+            assert relative(p.grad, q.grad) < 1e-4, (batch, name)
+    assert COUNTS["compiles"] - before["compiles"] == 2
