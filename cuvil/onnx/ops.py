@@ -185,8 +185,9 @@ def layer_norm(ix: OnnxImporter, xs: Names) -> Value:
     weight = ix.tensor(xs[1])
     bias = ix.value(xs, 2)
     if bias is None:
+        wt = ix.type(weight)
         bias = ix.tensor(known_as(ix, f"zeros_{ix.node.output[0]}",
-                                  np.zeros(ix.type(weight).shape, dtype=np.float32)))
+                                  np.zeros(wt.shape, dtype=wt.dtype.numpy)))
     return ix.add("layer_norm", [x, weight, bias],
                   {"normalized_shape": shape, "eps": float(ix.attrs.get("epsilon", 1e-5))})
 
