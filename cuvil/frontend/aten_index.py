@@ -1,6 +1,6 @@
 """The aten -> Cuvil mapping of scans and advanced indexing: `cumsum`, `diff` (its `prepend`
-and `append` a `cat`, its `n` repeated `diff`s) and `index.Tensor` (index tensors on
-adjacent dims). Part of `aten.ATEN` (see `aten` for what a converter is).
+and `append` a `cat`, its `n` repeated `diff`s), `index.Tensor` (index tensors on
+adjacent dims) and `gather`. Part of `aten.ATEN` (see `aten` for what a converter is).
 """
 
 from __future__ import annotations
@@ -58,4 +58,9 @@ def index(ix: Importer, a: Args) -> Value:
     return ix.add("index", [ix.tensor(a["input"]), *picked], {"start": start})
 
 
-INDEX_OPS = {"cumsum": cumsum, "diff": diff, "index": index}
+def gather(ix: Importer, a: Args) -> Value:
+    need(not a.get("sparse_grad"), "a sparse gradient")
+    return ix.add("gather", [ix.tensor(a["input"]), ix.tensor(a["index"])], {"dim": a["dim"]})
+
+
+INDEX_OPS = {"cumsum": cumsum, "diff": diff, "index": index, "gather": gather}

@@ -70,9 +70,21 @@ def slice_(ix: Importer, a: Args) -> Value:
     start, end = a["start"] or 0, a["end"]
     if isinstance(end, int) and end >= 2**62:
         end = None
-    need(not (isinstance(ix.type(x).shape[a["dim"]], int) and end is not None
-               and not isinstance(end, int)), "a symbolic end on a static dim")
+    if isinstance(ix.type(x).shape[a["dim"]], int) and end is not None \
+            and not isinstance(end, int):
+        return positions(ix, x, a["dim"] % ix.type(x).rank, start, a["step"])
     return ix.add("slice", [x], {"dim": a["dim"], "start": start, "end": end, "step": a["step"]})
+
+
+def positions(ix: Importer, x: Value, dim: int, start: Any, step: int) -> Value:
+    """A symbolic end on a static dim (`position_ids[:, :seq]` of a fixed buffer): `slice`
+    cannot state min(size, end), so the positions torch's length gives are an `arange`
+    and picked by `index` (which checks them against the dim)."""
+    need(isinstance(start, int) and start >= 0, "a negative or symbolic start")
+    length = ix.out_shape()[dim]
+    at = ix.add("arange", [], {"shape": (length,), "start": start, "step": step,
+                               "dtype": "i64"})
+    return ix.add("index", [x, at], {"start": dim})
 
 
 def select(ix: Importer, a: Args) -> Value:

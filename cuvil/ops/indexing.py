@@ -1,11 +1,12 @@
-"""Scans and advanced indexing: `cumsum`, `diff` and `index` (torch's `x[i, j]` with index
-tensors), the ops transformers' mask builders use on position ids.
+"""Scans and advanced indexing: `cumsum`, `diff`, `index` (torch's `x[i, j]` with index
+tensors) and `gather`, the ops transformers' mask builders use on position ids.
 
 `cumsum` sums as torch's CPU kernel does (a float in f64, an integer or bool in i64, the
 result in the input's float dtype or i64). `diff` is the first difference along a dim (a
 bool's is `!=`); torch's `prepend`/`append` and `n > 1` are a `cat` and repeated `diff`s at
 import. `index` takes index tensors for the dims `start`, `start + 1`, ...: they broadcast
 together, and their shape takes those dims' place (torch's rule for adjacent indices).
+`gather` is `torch.gather`: an index of the input's rank, no larger than it off `dim`.
 """
 
 from __future__ import annotations
@@ -68,3 +69,20 @@ register(OpDef("index", ("x", "index"), (AttrSpec("start", "int", 0),), _index_t
                MISC, variadic=True, lowering="index", flops=lambda ts, out, a: 0,
                doc="x[:, ..., i0, i1, ...]: index tensors for the dims from start on, "
                    "broadcast together"))
+
+
+def _gather_type(ts: list[TensorType], a) -> TensorType:
+    x, idx = ts
+    check(idx.rank == x.rank, "gather: index and input ranks differ")
+    check(idx.dtype is DType.i64, "gather: indices must be i64")
+    d = norm_dims(a["dim"], x.rank, "gather")[0] if x.rank else 0
+    check(all(not (isinstance(i, int) and isinstance(n, int)) or i <= n
+              for k, (i, n) in enumerate(zip(idx.shape, x.shape, strict=True)) if k != d),
+          "gather: index larger than the input off dim")
+    return TensorType(idx.shape, x.dtype, "", x.device)
+
+
+register(OpDef("gather", ("x", "index"), (AttrSpec("dim", "int"),), _gather_type,
+               lambda xs, a: torch.gather(xs[0], a["dim"], xs[1]), MISC, lowering="index",
+               flops=lambda ts, out, a: 0,
+               doc="out[i][j] = x[i][index[i][j]] along dim (torch.gather)"))

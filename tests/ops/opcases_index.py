@@ -1,5 +1,6 @@
 """Op cases for scans and advanced indexing: `cumsum`, `diff`, `index` (index tensors that
-broadcast together, negative ones included), against the torch expressions they stand for."""
+broadcast together, negative ones included) and `gather`, against the torch expressions
+they stand for."""
 
 from __future__ import annotations
 
@@ -38,7 +39,17 @@ def _index(data):
     return [x, *idx], {"start": start}
 
 
+def _gather(data):
+    x = rand(data, batch_shape(data, 1, 4), data.draw(st.sampled_from(ALL), label="dtype"))
+    d = dim_of(data, x.dim())
+    shape = tuple(data.draw(st.integers(1, 5)) if k == d % x.dim() else
+                  data.draw(st.integers(1, n)) for k, n in enumerate(x.shape))
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+    return [x, torch.randint(0, x.shape[d], shape, generator=g)], {"dim": d}
+
+
 CASES: dict[str, Case] = {
+    "gather": Case(_gather, lambda xs, a: torch.gather(xs[0], a["dim"], xs[1])),
     "cumsum": Case(_scan, lambda xs, a: torch.cumsum(xs[0], a["dim"]), tol=1e-5),
     "diff": Case(_scan, lambda xs, a: torch.diff(xs[0], dim=a["dim"])),
     "index": Case(_index, lambda xs, a: xs[0][(slice(None),) * a["start"] + tuple(xs[1:])]),

@@ -65,7 +65,7 @@ OPINFO_NAMES = (
     "permute", "flatten", "unsqueeze", "squeeze", "cat", "split", "split_with_sizes",
     "chunk", "narrow", "select",
     # scans and advanced indexing
-    "cumsum", "diff", "__getitem__",
+    "cumsum", "diff", "__getitem__", "gather",
 )
 MODES = ("reference", "compiled", "nonfinite")
 # Samples per OpInfo: the sweep stays a few minutes on two cores (more: set the variable).

@@ -151,3 +151,45 @@ def test_an_index_out_of_range_raises_as_torch_does():
     for run in (model, fast):
         with pytest.raises(IndexError):
             run(torch.randn(2, 4))
+
+
+class Gather(nn.Module):
+    """BERT's token type ids: a fixed buffer, positions cut to the length, then gathered."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.register_buffer("ids", values((1, 32), dtype))
+        self.register_buffer("positions", torch.arange(32).flip(0)[None])
+
+    def forward(self, x):
+        b, s = x.shape
+        pos = self.positions[:, :s]  # a symbolic end on a static dim
+        picked = torch.gather(self.ids.expand(pos.shape[0], -1), dim=1, index=pos)
+        order = self.positions.flip(1)[:, :s].expand(b, s)  # 0, 1, ... s - 1
+        return picked.expand(b, s), torch.gather(x, 1, order), torch.gather(
+            x, 0, torch.zeros_like(x))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_gather_and_a_buffer_cut_to_the_length_match_eager(dtype):
+    model = Gather(dtype)
+    fast = compiled(model, values((2, 7), torch.int64))
+    assert ops_left(fast) == set()
+    assert {"gather", "index", "arange"} <= {n.op for n in fast.graph}
+    for shape in ((2, 7), (1, 4), (5, 12)):
+        x = values(shape, torch.int64)
+        for got, want in zip(fast(x), model(x), strict=True):
+            torch.testing.assert_close(got, want)
+
+
+def test_a_gather_index_out_of_range_raises_as_torch_does():
+    class Far(nn.Module):
+        def forward(self, x):
+            return torch.gather(x, 1, x.long())
+
+    fast = cuvil.compile(Far(), (torch.zeros(2, 3),))
+    assert ops_left(fast) == set()
+    x = torch.full((2, 3), 5.0)
+    for run in (Far(), fast):
+        with pytest.raises((IndexError, RuntimeError)):
+            run(x)

@@ -1,4 +1,4 @@
-"""Scans and advanced indexing as plain numpy code: `cumsum`, `diff` and `index`. Like the
+"""Scans and advanced indexing as plain numpy code: `cumsum`, `diff`, `index`, `gather`. Like the
 movement kernels they need no compiling; each is one numpy call over logical-order arrays.
 
 `cumsum` accumulates a float in f64 and an integer or bool in i64, as torch's CPU kernel
@@ -29,7 +29,22 @@ def generate(group, ctx) -> KernelSpec:
         params = [f"x{i}" for i in range(len(node.inputs))]
         key = ", ".join([":"] * node.attrs["start"] + params[1:])
         return _spec("index", params, [*node.inputs, node.name], [f"out[...] = x0[{key}]"])
+    if node.op == "gather":
+        return _spec("index", ["x0", "x1"], [*node.inputs, node.name], gather_code(node))
     raise Unsupported(f"no numpy form for {node.op}")
+
+
+def gather_code(node) -> list[str]:
+    """torch.gather: indices checked (no wrapping), x cut to index's extent off `dim`."""
+    rank = node.type.rank
+    if not rank:  # a 0-d gather takes index 0 only
+        return ["if x1 != 0:", "    raise IndexError('gather: index out of range')",
+                "out[...] = x0"]
+    d = norm_dims(node.attrs["dim"], rank, "gather")[0]
+    cut = ", ".join(":" if k == d else f":x1.shape[{k}]" for k in range(rank))
+    return [f"if x1.size and (x1.min() < 0 or x1.max() >= x0.shape[{d}]):",
+            "    raise IndexError('gather: index out of range')",
+            f"out[...] = np.take_along_axis(x0[{cut}], x1, axis={d})"]
 
 
 def _scan(node, expr: str) -> KernelSpec:

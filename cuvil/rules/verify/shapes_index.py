@@ -1,6 +1,7 @@
 """Shape generators of the scans and advanced indexing: `cumsum` and `diff` (the input is
 the output's shape, one longer along `dim` for `diff`) and `index` (an input whose dims
-from `start` on are indexed by tensors of the wanted output's middle dims)."""
+from `start` on are indexed by tensors of the wanted output's middle dims), `gather` (an
+index of the wanted shape)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,17 @@ def index(ctx, want, attrs, args):
     for j in range(k):
         shape = middle if j == 0 else tuple(1 if rng.random() < 0.3 else m for m in middle)
         yield Want(shape, DType.i64, None, x.device, ("below", x.shape[start + j]))
+
+
+@generator("gather")
+def gather(ctx, want, attrs, args):
+    """index: the wanted shape; x: as large or larger off `dim`, any length along it."""
+    out = ctx.fill(want.shape, ctx.rank(1, 4))
+    r = len(out)
+    if not r:
+        raise Invalid("a 0-d gather")
+    d = attrs.get("dim", lambda: ctx.rng.randint(-r, r - 1)) % r
+    x_shape = tuple(ctx.dim() if k == d else n + ctx.rng.choice((0, 0, 1)) for k, n in
+                    enumerate(out))
+    x = yield want.with_(shape=x_shape, layout=None)
+    yield Want(tuple(out), DType.i64, None, x.device, ("below", x.shape[d]))
