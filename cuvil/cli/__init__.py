@@ -13,7 +13,7 @@ from cuvil import __version__
 from cuvil.errors import CuvilError
 
 # Subcommand modules under cuvil.cli, in the order `--help` lists them.
-COMMANDS = ["import_", "check", "optimize", "explain", "dump", "rules", "cache"]
+COMMANDS = ["import_", "check", "optimize", "explain", "dump", "export", "rules", "cache"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,15 +2,18 @@
 
     graph = cuvil.onnx.from_onnx("model.onnx")   # dim_params become symbolic dims
     compiled = cuvil.compile("model.onnx")       # the same import, then the pipeline
+    cuvil.onnx.to_onnx(cuvil.optimize(model, inputs), "out.onnx")  # and back out
 
 Stages: `load` reads and checks the file (one-line errors for a malformed file or an opset
 older than Cuvil reads), `importer` walks the graph, `fold` computes shape arithmetic at
-import, `ops` and `ops_shape` map each ONNX op onto catalog ops.
+import, `ops` and `ops_shape` map each ONNX op onto catalog ops. The way out: `export`
+writes a Cuvil graph as an ONNX model, `export_ops` has each catalog op's ONNX form.
 """
 
 from __future__ import annotations
 
+from cuvil.onnx.export import to_onnx
 from cuvil.onnx.importer import from_onnx
 from cuvil.onnx.load import MIN_OPSET, is_onnx, read_model
 
-__all__ = ["MIN_OPSET", "from_onnx", "is_onnx", "read_model"]
+__all__ = ["MIN_OPSET", "from_onnx", "is_onnx", "read_model", "to_onnx"]

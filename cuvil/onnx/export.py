@@ -144,7 +144,11 @@ def value_info(name: str, graph: Graph, helper) -> Any:
 
 def to_onnx(graph: Graph, path: str | os.PathLike | None = None, *, opset: int = OPSET):
     """`graph` as an `onnx.ModelProto`, also written to `path` (atomically) when given."""
-    from onnx import helper
+    try:
+        from onnx import helper
+    except ImportError:
+        raise CuvilError("writing an ONNX model needs the onnx package (pip install "
+                         "onnx)") from None
 
     from cuvil.onnx.export_ops import emit
 
