@@ -5,7 +5,10 @@
 
 Composite ops (`op NAME(params) = BODY` in `.cvr`) are first replaced by the catalog ops of
 their bodies (`cuvil.lower.inline`, the same expansion lowering uses: one source of truth);
-each catalog op is then written as standard ONNX ops by its emitter in `export_ops`.
+each catalog op is then written as standard ONNX ops by its emitter in `export_ops`. A
+fused op that ONNX Runtime computes as one op (`FusedConv`, `BiasGelu` in `com.microsoft`,
+a `Conv` with a bias) is left whole and written so by `export_contrib` (`contrib=False`:
+standard ops only).
 Constants become initializers, a symbolic dim becomes a `dim_param` named like its symbol,
 and a shape that holds one is computed at run time from the input that carries it. An op
 with no emitter is a one-line `CuvilError` naming the node and the op. The file is written
@@ -142,22 +145,29 @@ def value_info(name: str, graph: Graph, helper) -> Any:
     return helper.make_tensor_value_info(name, ELEM[t.dtype], dims)
 
 
-def to_onnx(graph: Graph, path: str | os.PathLike | None = None, *, opset: int = OPSET):
-    """`graph` as an `onnx.ModelProto`, also written to `path` (atomically) when given."""
+def to_onnx(graph: Graph, path: str | os.PathLike | None = None, *, opset: int = OPSET,
+            contrib: bool = True):
+    """`graph` as an `onnx.ModelProto`, also written to `path` (atomically) when given.
+    `contrib`: a fused op that ONNX Runtime computes as one op (`export_contrib`) is written
+    as that op; else every fused op is expanded into standard ops."""
     try:
         from onnx import helper
     except ImportError:
         raise CuvilError("writing an ONNX model needs the onnx package (pip install "
                          "onnx)") from None
 
+    from cuvil.onnx import export_contrib
     from cuvil.onnx.export_ops import emit
 
-    flat, _ = inline_composites(graph.prune())
+    graph = graph.prune()
+    flat, _ = inline_composites(export_contrib.mark(graph) if contrib else graph)
     w = Writer(flat)
     for node in flat:
         w.node = node
         if node.op == "const":
             w.initializer(_array(flat, node), node.name)
+        elif node.op.startswith(export_contrib.PREFIX):
+            export_contrib.emit(w, node)
         elif node.op not in ("input", "scalar"):
             emit(w, node)
     w.node = None
@@ -165,8 +175,9 @@ def to_onnx(graph: Graph, path: str | os.PathLike | None = None, *, opset: int =
     onnx_graph = helper.make_graph(w.nodes, flat.name, [value_info(i, flat, helper)
                                                         for i in flat.inputs],
                                    outputs, w.initializers)
-    model = helper.make_model(onnx_graph, producer_name="cuvil",
-                              opset_imports=[helper.make_opsetid("", opset)])
+    domains = sorted({n.domain for n in w.nodes} - {""})
+    model = helper.make_model(onnx_graph, producer_name="cuvil", opset_imports=[
+        helper.make_opsetid("", opset), *(helper.make_opsetid(d, 1) for d in domains)])
     model.ir_version = IR_VERSION
     if path is not None:
         write_bytes(path, model.SerializeToString())

@@ -1,7 +1,8 @@
 """`cuvil.onnx.to_onnx` writes an optimized graph that ONNX Runtime runs as eager does: each
 zoo model, optimized (its fused ops expanded from their `.cvr` definitions), passes the
-full ONNX checker and matches torch eager within 1e-4 at a batch other than the example's;
-symbolic dims are dim_params; an op with no ONNX form is a one-line error."""
+full ONNX checker and matches torch eager within 1e-4 at a batch other than the example's,
+with ONNX Runtime's contrib ops (FusedConv, BiasGelu) and with standard ops only; symbolic
+dims are dim_params; an op with no ONNX form is a one-line error."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from cuvil.onnx import to_onnx
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
+MS = "com.microsoft"
 ZOO = ["mlp", "mlp_gelu", "cnn", "resnet", "mobilenet", "gpt2", "vit", "mixer", "axpy",
        "transformer"]
 SMALL = {"mlp": {"width": 64}, "mlp_gelu": {"width": 64}, "cnn": {"size": 16},
@@ -38,25 +40,41 @@ def ort_run(path, inputs) -> list[np.ndarray]:
 def test_zoo_model_exports_and_runs_in_ort_as_eager(name, tmp_path):
     model, inputs = zoo.get(name, **SMALL.get(name, {}))
     graph = cuvil.optimize(model, inputs)
-    path = tmp_path / f"{name}.onnx"
-    proto = to_onnx(graph, path)
-    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
-    assert {n.domain for n in proto.graph.node} <= {""}, "standard ops only"
-    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
-    assert [p.name for p in tmp_path.iterdir()] == [f"{name}.onnx"]  # no temporary left
     torch.manual_seed(1)
     x = tuple(torch.randn(3, *t.shape[1:], dtype=t.dtype) for t in inputs)
     with torch.no_grad():
         want = model(*x)
-    (got,) = ort_run(path, x)
-    np.testing.assert_allclose(got, want.numpy(), atol=1e-4, rtol=1e-4)
+    for contrib in (True, False):
+        path = tmp_path / f"{name}_{contrib}.onnx"
+        proto = to_onnx(graph, path, contrib=contrib)
+        onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+        domains = {n.domain for n in proto.graph.node}
+        assert domains <= ({"", MS} if contrib else {""})
+        assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+        (got,) = ort_run(path, x)
+        np.testing.assert_allclose(got, want.numpy(), atol=1e-4, rtol=1e-4)
+    assert {p.suffix for p in tmp_path.iterdir()} == {".onnx"}  # no temporary file left
+
+
+@pytest.mark.parametrize("name, op, contrib_op", [
+    ("resnet", "conv2d_bias_add_relu", "FusedConv"),
+    ("cnn", "conv2d_bias_relu", "FusedConv"),
+    ("mlp_gelu", "linear_gelu", "BiasGelu"),
+])
+def test_fused_op_becomes_ort_contrib_op(name, op, contrib_op):
+    model, inputs = zoo.get(name, **SMALL[name])
+    graph = cuvil.optimize(model, inputs)
+    assert op in graph.ops()
+    nodes = to_onnx(graph).graph.node
+    assert contrib_op in {n.op_type for n in nodes if n.domain == MS}
+    assert contrib_op not in {n.op_type for n in to_onnx(graph, contrib=False).graph.node}
 
 
 def test_fused_op_is_written_as_its_definition():
     model, inputs = zoo.get("mlp", width=64)
     graph = cuvil.optimize(model, inputs)
     assert set(graph.ops()) <= set(graph.defs), "every op a fused one"
-    ops = [n.op_type for n in to_onnx(graph).graph.node]
+    ops = [n.op_type for n in to_onnx(graph, contrib=False).graph.node]
     assert sorted(set(ops)) == ["Add", "MatMul", "Relu"] and ops.count("MatMul") == 3
 
 

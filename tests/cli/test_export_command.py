@@ -1,5 +1,6 @@
 """`cuvil export MODEL -o FILE`: writes the optimized model as an ONNX file that ONNX
-Runtime runs as eager does; a bad MODEL is one line on stderr and exit 1, no file."""
+Runtime runs as eager does (`--no-contrib`: standard ops only); a bad MODEL is one line on
+stderr and exit 1, no file."""
 
 from __future__ import annotations
 
@@ -43,3 +44,10 @@ def test_output_is_required(capsys):
     with pytest.raises(SystemExit) as e:
         main(["export", "zoo:mlp"])
     assert e.value.code == 2
+
+
+@pytest.mark.parametrize("flags, domains", [([], {"", "com.microsoft"}), (["--no-contrib"], {""})])
+def test_no_contrib_writes_standard_ops_only(flags, domains, tmp_path):
+    path = tmp_path / "m.onnx"
+    assert main(["export", "zoo:mlp_gelu", "-o", str(path), *flags]) == 0
+    assert {n.domain for n in onnx.load(str(path)).graph.node} == domains
