@@ -3,7 +3,8 @@
 An emitter writes the ONNX nodes computing one Cuvil node, the last of them named like the
 node. Shapes are logical in the IR, so a layout or device conversion is an Identity: ONNX
 values have no physical layout or placement. Shape ops (`reshape`, `view`, `flatten`,
-`squeeze`, `unsqueeze`) are one Reshape to the node's own (inferred) shape.
+`squeeze`, `unsqueeze`) are one Reshape to the node's own (inferred) shape, except a
+`flatten` from dim 1 to the last, which is ONNX's Flatten (and is imported back as it was).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def emit(w: Writer, node: Node) -> None:
         w.add(UNARY[op], [w.arg(node.inputs[0])], out=node.name)
     elif op in REDUCE:
         _reduce(w, node)
+    elif op == "flatten" and _to_matrix(w, node):
+        w.add("Flatten", [w.arg(node.inputs[0])], out=node.name, axis=1)
     elif op in RESHAPE:
         _reshape(w, node.inputs[0], node)
     elif op in EMITTERS:
@@ -66,6 +69,13 @@ def _reduce(w: Writer, node: Node) -> None:
     dims = node.attrs["dim"]
     args = [w.arg(node.inputs[0])] + ([w.ints(list(dims))] if dims else [])
     w.add(REDUCE[node.op], args, out=node.name, keepdims=int(node.attrs["keepdim"]))
+
+
+def _to_matrix(w: Writer, node: Node) -> bool:
+    """Whether `flatten` keeps dim 0 and flattens the rest: ONNX's Flatten(axis=1)."""
+    rank = w.graph.type_of(node.inputs[0]).rank
+    end = node.attrs.get("end_dim", -1)
+    return rank > 1 and node.attrs.get("start_dim", 0) == 1 and end in (-1, rank - 1)
 
 
 def _reshape(w: Writer, value: str, node: Node) -> None:
