@@ -174,7 +174,7 @@ def to_onnx(graph: Graph, path: str | os.PathLike | None = None, *, opset: int =
     outputs = _outputs(w, flat, helper)
     onnx_graph = helper.make_graph(w.nodes, flat.name, [value_info(i, flat, helper)
                                                         for i in flat.inputs],
-                                   outputs, w.initializers)
+                                   outputs, _used(w.initializers, w.nodes))
     domains = sorted({n.domain for n in w.nodes} - {""})
     model = helper.make_model(onnx_graph, producer_name="cuvil", opset_imports=[
         helper.make_opsetid("", opset), *(helper.make_opsetid(d, 1) for d in domains)])
@@ -182,6 +182,13 @@ def to_onnx(graph: Graph, path: str | os.PathLike | None = None, *, opset: int =
     if path is not None:
         write_bytes(path, model.SerializeToString())
     return model
+
+
+def _used(initializers: list[Any], nodes: list[Any]) -> list[Any]:
+    """The initializers some node reads (a fused op's bias, reshaped into one of its own,
+    leaves the original unread; ONNX Runtime warns of each)."""
+    read = {name for node in nodes for name in node.input}
+    return [t for t in initializers if t.name in read]
 
 
 def _array(graph: Graph, node: Node) -> np.ndarray:

@@ -65,8 +65,11 @@ def test_fused_op_becomes_ort_contrib_op(name, op, contrib_op):
     model, inputs = zoo.get(name, **SMALL[name])
     graph = cuvil.optimize(model, inputs)
     assert op in graph.ops()
-    nodes = to_onnx(graph).graph.node
+    proto = to_onnx(graph)
+    nodes = proto.graph.node
     assert contrib_op in {n.op_type for n in nodes if n.domain == MS}
+    read = {name for n in nodes for name in n.input}  # the bias reshaped, its original dropped
+    assert {t.name for t in proto.graph.initializer} <= read
     assert contrib_op not in {n.op_type for n in to_onnx(graph, contrib=False).graph.node}
 
 
