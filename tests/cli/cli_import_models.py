@@ -5,13 +5,13 @@ from __future__ import annotations
 import torch
 
 
-class Cumsum(torch.nn.Module):
+class Cumprod(torch.nn.Module):
     def forward(self, x):
-        return torch.cumsum(x, dim=1).relu()
+        return torch.cumprod(x, dim=1).relu()
 
 
-def cumsum_model():
-    return Cumsum(), (torch.randn(2, 4),)
+def cumprod_model():
+    return Cumprod(), (torch.randn(2, 4),)
 
 
 def not_a_pair():

@@ -35,26 +35,26 @@ def test_static_flag(capsys):
 
 
 def test_factory_spec_and_fallback_report(capsys):
-    code, out, _ = cuvil(capsys, "import", "cli_import_models:cumsum_model")
-    assert code == 0 and 'torch_op(x, target="aten.cumsum.default"' in out
+    code, out, _ = cuvil(capsys, "import", "cli_import_models:cumprod_model")
+    assert code == 0 and 'torch_op(x, target="aten.cumprod.default"' in out
     assert "1 op(s) without a catalog entry" in out
 
 
 def test_strict_flag_fails_on_a_fallback(capsys):
-    code, out, err = cuvil(capsys, "import", "cli_import_models:cumsum_model", "--strict")
+    code, out, err = cuvil(capsys, "import", "cli_import_models:cumprod_model", "--strict")
     assert code == 1 and out == ""
-    assert err.startswith("cuvil: error: 1 unsupported op(s): aten.cumsum.default at ")
+    assert err.startswith("cuvil: error: 1 unsupported op(s): aten.cumprod.default at ")
     assert err.count("\n") == 1
 
 
 def test_pt2_file(capsys, tmp_path):
-    from cli_import_models import cumsum_model
+    from cli_import_models import cumprod_model
 
-    model, inputs = cumsum_model()
-    path = tmp_path / "cumsum.pt2"
+    model, inputs = cumprod_model()
+    path = tmp_path / "cumprod.pt2"
     torch.export.save(torch.export.export(model, inputs), path)
     code, out, _ = cuvil(capsys, "import", str(path))
-    assert code == 0 and out.startswith("graph cumsum(x: f32[2,4])")
+    assert code == 0 and out.startswith("graph cumprod(x: f32[2,4])")
 
 
 @pytest.mark.parametrize("spec, message", [

@@ -116,11 +116,11 @@ def test_vit_compiles_with_a_dynamic_batch():
         assert_matches(got, want, "pooler_output")
 
 
-def test_mask_code_that_stays_in_torch_is_named_in_the_report(gpt2_plain):
+def test_mask_code_imports_at_symbolic_dims_with_no_torch_fallback(gpt2_plain):
     _, fast = gpt2_plain
-    report = str(fast.graph.import_report)
-    assert "symbolic dims: batch (input_ids dim 0), seq (input_ids dim 1)" in report
-    assert "aten.cumsum.default at" in report and "modeling_gpt2.py" in report
+    report = fast.graph.import_report
+    assert "symbolic dims: batch (input_ids dim 0), seq (input_ids dim 1)" in str(report)
+    assert not report.fallbacks, report.fallbacks
 
 
 def test_a_config_value_is_part_of_the_cached_program():
