@@ -97,7 +97,8 @@ class Writer:
         from onnx import numpy_helper
 
         name = name or self.fresh("c")
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        array = np.ascontiguousarray(array).reshape(array.shape)  # keeps a 0-d array 0-d
+        self.initializers.append(numpy_helper.from_array(array, name))
         return name
 
     def shape(self, dims: tuple) -> str:

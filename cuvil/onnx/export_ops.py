@@ -15,6 +15,7 @@ from collections.abc import Callable
 from cuvil.ir.graph import Node
 from cuvil.ir.types import DType, is_static
 from cuvil.onnx.export import ELEM, Writer
+from cuvil.onnx.export_recurrent import recurrent
 
 Emit = Callable[[Writer, Node], None]
 INT64_MAX = 2**63 - 1
@@ -269,4 +270,6 @@ EMITTERS: dict[str, Emit] = {
     "select": _select,
     "expand": _expand,
     "scaled_dot_product_attention": _sdpa,
+    "lstm_layer": recurrent,
+    "gru_layer": recurrent,
 }
