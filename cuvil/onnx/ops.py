@@ -6,7 +6,7 @@ input names, and returns a `Value` (or a tuple, one per output). Attributes it c
 make it raise `Unsupported` (`need` says why), which the importer reports as a one-line
 error naming the node. Ops map onto the catalog ops the aten frontend uses for the same
 computation, so the same rules fire. Shape ops are in `ops_shape`, LSTM and GRU in
-`ops_recurrent`.
+`ops_recurrent`, CumSum and GatherND in `ops_index`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 
 from cuvil.frontend.converter import Value
 from cuvil.onnx.importer import dtype_of, need
+from cuvil.onnx.ops_index import INDEX_OPS
 from cuvil.onnx.ops_recurrent import RECURRENT_OPS
 from cuvil.onnx.ops_shape import SHAPE_OPS, axes, known_as
 
@@ -276,5 +277,5 @@ ONNX: dict[str, Callable[[OnnxImporter, Names], Any]] = {
     # reductions
     "ReduceMean": reduction("mean"), "ReduceSum": reduction("sum"),
     "ReduceMax": reduction("amax"),
-    **SHAPE_OPS, **RECURRENT_OPS,
+    **SHAPE_OPS, **RECURRENT_OPS, **INDEX_OPS,
 }
