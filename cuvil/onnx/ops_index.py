@@ -4,7 +4,9 @@
 the input from it, `reverse=1` is not mapped (the catalog has no flip). An integer input
 keeps its own dtype (the catalog sums integers in i64). `GatherND` with `batch_dims=0` is
 advanced indexing, `data[i[..., 0], i[..., 1], ...]`: the catalog's `index` from dim 0 with
-one index tensor per entry of the indices' last (static) dim.
+one index tensor per entry of the indices' last (static) dim. `Range` with a symbolic
+limit (a static one folds at import), a static start and a step of 1 is the catalog's
+`arange` of the symbolic length `limit - start`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from cuvil.frontend.converter import Value
 from cuvil.ir.types import is_static
-from cuvil.onnx.importer import need
+from cuvil.onnx.importer import need, np_dtype
 
 if TYPE_CHECKING:
     from cuvil.onnx.importer import OnnxImporter
@@ -45,4 +47,14 @@ def gather_nd(ix: OnnxImporter, xs: Names) -> Value:
     return ix.add("index", [data, *picks], {"start": 0})
 
 
-INDEX_OPS = {"CumSum": cumsum, "GatherND": gather_nd}
+def range_(ix: OnnxImporter, xs: Names) -> Value:
+    start, limit, delta = (ix.constant(xs, i) for i in range(3))
+    need(limit is not None, "a limit computed at run time")
+    need(start is not None and is_static(start.item()), "a start not known at import")
+    need(delta is not None and delta.item() == 1, "a step other than 1")
+    length = limit.item() - start.item()
+    return ix.add("arange", [], {"shape": (length,), "start": start.item(),
+                                 "dtype": str(np_dtype(start.dtype))})
+
+
+INDEX_OPS = {"CumSum": cumsum, "GatherND": gather_nd, "Range": range_}

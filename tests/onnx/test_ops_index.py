@@ -1,7 +1,8 @@
 """ONNX CumSum and GatherND (batch_dims=0), in tiny models built with `onnx.helper`,
 import onto the catalog's `cumsum` and `index` and compute what ONNX Runtime computes on
 the same model (the graph run by Cuvil's reference semantics), on a symbolic batch; the
-forms not mapped (CumSum reverse, GatherND batch_dims) are one-line errors."""
+forms not mapped (CumSum reverse, GatherND batch_dims) are one-line errors. Range up to a
+symbolic limit imports as `arange`."""
 
 from __future__ import annotations
 
@@ -79,3 +80,18 @@ def test_gather_nd_batch_dims_is_a_one_line_error():
     with pytest.raises(CuvilError, match="GatherND.*batch_dims") as err:
         from_onnx(model)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("start", [0, 2])
+def test_range_to_a_symbolic_limit_matches_ort(start):
+    """GPT-2's form: Range(start, batch, 1), added to the input so that it is an output."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=0, end=1),
+             helper.make_node("Squeeze", ["s"], ["n"]),
+             helper.make_node("Add", ["n", "start"], ["limit"]),
+             helper.make_node("Range", ["start", "limit", "one"], ["r"]),
+             helper.make_node("Unsqueeze", ["r", "ax1"], ["r1"]),
+             helper.make_node("Add", ["x", "r1"], ["y"])]
+    inits = [const("start", np.array(start, np.int64)), const("one", np.array(1, np.int64)),
+             const("ax1", np.array([1], np.int64))]
+    graph = run_both(nodes, INTS, inits, TensorProto.INT64)
+    assert "arange" in graph.ops()
