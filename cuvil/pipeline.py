@@ -207,9 +207,8 @@ def _optimize_and_store(graph: Graph, options: CompileOptions, hints: dict[str, 
     else:
         from cuvil.egraph.optimizer import optimize_graph  # egglog, scipy: on a miss
 
-        if ahead is not None:
-            ahead.run_deferred()
-        result = optimize_graph(graph, library(), options.optimizer(hints), tracer)
+        meanwhile = ahead.run_deferred if ahead is not None else (lambda: None)
+        result = optimize_graph(graph, library(), options.optimizer(hints), tracer, meanwhile)
     if key is not None and result.report is not None:
         result.report.cache = f"miss: {compile_cache.why_missed(key)}"
         with tracer.stage("cache store"):

@@ -118,12 +118,14 @@ def _select_latency(prob: Problem, options: Options, seconds_left: float) -> Sel
 
 
 def optimize_graph(graph: Graph, library: RuleLibrary, options: Options,
-                   tracer: Tracer | None = None) -> Graph:
-    """Optimize in a forked worker when possible (a runaway never hangs the caller)."""
+                   tracer: Tracer | None = None, meanwhile=lambda: None) -> Graph:
+    """Optimize in a forked worker when possible (a runaway never hangs the caller), the
+    caller doing `meanwhile()` while it works (first, without a worker)."""
     tracer = tracer or Tracer()
     if options.isolate and can_fork():
-        result = _isolated(graph, library, options, tracer)
+        result = _isolated(graph, library, options, tracer, meanwhile)
     else:
+        meanwhile()
         result = _optimize(graph, library, options, tracer)
     result.import_report, result.output_tree = graph.import_report, graph.output_tree
     result.dim_ranges = graph.dim_ranges
@@ -182,11 +184,13 @@ class _Interim:
         self.post(pack(result, self.tracer))
 
 
-def _isolated(graph: Graph, library: RuleLibrary, options: Options, tracer: Tracer) -> Graph:
+def _isolated(graph: Graph, library: RuleLibrary, options: Options, tracer: Tracer,
+              meanwhile) -> Graph:
     def work(post: Post):
         return optimize_in_child(graph, library, options, Tracer(origin=tracer.origin), post)
 
-    return result_of(run_isolated(work, deadline_of(options)), graph, library, tracer)
+    outcome = run_isolated(work, deadline_of(options), meanwhile)
+    return result_of(outcome, graph, library, tracer)
 
 
 def optimize_in_child(graph: Graph, library: RuleLibrary, options: Options, tracer: Tracer,

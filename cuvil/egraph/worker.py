@@ -36,13 +36,22 @@ def can_fork() -> bool:
     return "fork" in mp.get_all_start_methods()
 
 
-def run_isolated(work: Callable[[Post], Any], deadline: float) -> Outcome:
-    """`work(post)` in a forked child; `post(x)` publishes an interim result."""
+def run_isolated(work: Callable[[Post], Any], deadline: float,
+                 meanwhile: Callable[[], None] = lambda: None) -> Outcome:
+    """`work(post)` in a forked child; `post(x)` publishes an interim result. The parent
+    does `meanwhile()` while the child works; the deadline counts from its end."""
     ctx = mp.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child, args=(work, send), daemon=True)
     _fork(child)
     send.close()
+    try:
+        meanwhile()
+    except BaseException:
+        child.kill()
+        child.join()
+        receive.close()
+        raise
     return _collect(child, receive, deadline)
 
 

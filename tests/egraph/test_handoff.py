@@ -1,11 +1,13 @@
 """The optimizer's child forked ahead of its graph (`egraph.worker.prestart`,
 `egraph.handoff.OptimizerAhead`): it prepares while the parent goes on, computes what the
-parent sends, reports a failure as the parent's error, and is never left running; a compile
+parent sends, reports a failure as the parent's error, and is never left running (an
+isolated child too, while the parent does other work); a compile
 that exports uses it and gets the graph the classic child gives, a cache hit starts none."""
 
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import time
 
 import pytest
@@ -46,6 +48,28 @@ def test_a_child_that_fails_to_prepare_raises_its_error_in_the_parent():
     pending.send(1)
     with pytest.raises(ValueError, match="rules do not load"):
         pending.collect(deadline=10)
+
+
+def _answer_after(seconds: float, post):
+    time.sleep(seconds)
+    return 42
+
+
+def test_an_isolated_child_works_while_the_parent_does_its_own_work():
+    children = []
+    outcome = worker.run_isolated(functools.partial(_answer_after, 0.3), 10,
+                                  lambda: children.extend(multiprocessing.active_children()))
+    assert outcome.finished and outcome.payload == 42
+    assert len(children) == 1  # the child was running during the parent's work
+
+
+def test_a_failure_of_the_parents_work_ends_the_isolated_child():
+    def broken():
+        raise ValueError("store failed")
+
+    with pytest.raises(ValueError, match="store failed"):
+        worker.run_isolated(functools.partial(_answer_after, 5), 10, broken)
+    assert not multiprocessing.active_children()
 
 
 def test_an_unused_child_is_ended():
