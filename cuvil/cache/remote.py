@@ -3,15 +3,26 @@
 Entries are the same bytes as local files (`entry.py`: text, JSON and raw tensor bytes,
 checksummed; never pickles), under `cuvil:graph:<key digest>`. A server that cannot be
 reached gives one warning and the local cache alone for the rest of the process.
+
+With a fleet secret in `CUVIL_CACHE_SECRET`, every entry a process writes ends in an
+HMAC-SHA256 of its key and bytes under that secret, and every entry it reads must carry a
+valid one: an entry written without the secret, or changed after (a checksum recomputed
+does not help), is refused with a warning and the graph is optimized here. Without the
+secret, entries are checksummed only, and anyone who can write to the server can change
+what a reader compiles.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import warnings
 from typing import Any
 
 PREFIX = "cuvil:graph:"
+SECRET_ENV = "CUVIL_CACHE_SECRET"
+SIGNATURE = b"\nCUVIL-HMAC-SHA256 "  # then the 32-byte tag, at the entry's end
 TIMEOUT_S = 2.0
 _clients: dict[str, Any] = {}
 _down: set[str] = set()
@@ -27,20 +38,47 @@ def get(key: str) -> bytes | None:
     if client is None:
         return None
     try:
-        return client.get(PREFIX + key)
+        data = client.get(PREFIX + key)
     except Exception as e:  # redis raises ConnectionError, TimeoutError, ResponseError, ...
         _give_up(e)
         return None
+    return data if data is None else _verified(key, data)
 
 
 def put(key: str, data: bytes) -> None:
     client = _client()
     if client is None:
         return
+    secret = _secret()
+    if secret is not None:
+        data = data + SIGNATURE + _tag(secret, key, data)
     try:
         client.set(PREFIX + key, data)
     except Exception as e:  # as in `get`
         _give_up(e)
+
+
+def _secret() -> bytes | None:
+    value = os.environ.get(SECRET_ENV, "")
+    return value.encode() if value else None
+
+
+def _tag(secret: bytes, key: str, data: bytes) -> bytes:
+    return hmac.new(secret, key.encode() + b"\0" + data, hashlib.sha256).digest()
+
+
+def _verified(key: str, data: bytes) -> bytes | None:
+    """`data` without its signature, when the fleet secret signed it (or there is no
+    secret); None, with a warning, for an entry the secret did not sign."""
+    secret = _secret()
+    if secret is None:
+        return data
+    body, mark, tag = data[:-32 - len(SIGNATURE)], data[-32 - len(SIGNATURE):-32], data[-32:]
+    if mark == SIGNATURE and hmac.compare_digest(tag, _tag(secret, key, body)):
+        return body
+    warnings.warn(f"cuvil: the shared cache entry {key[:12]} is not signed with "
+                  f"{SECRET_ENV}; refused, optimizing here", RuntimeWarning, stacklevel=3)
+    return None
 
 
 def _client():

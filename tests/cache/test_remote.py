@@ -1,6 +1,7 @@
 """The shared tier on a real Redis server: a second machine (another cache directory) gets
 a hit and keeps a local copy; entries are checksummed data, never pickles; a damaged
-entry is a miss; a server that is down costs one warning, never a wrong or failed compile."""
+entry is a miss, and so is one the fleet secret did not sign; a server that is down costs
+one warning, never a wrong or failed compile."""
 
 from __future__ import annotations
 
@@ -64,6 +65,20 @@ def test_a_damaged_shared_entry_is_a_miss(shared, tmp_path, monkeypatch):
     for name in shared.keys("cuvil:graph:*"):
         shared.set(name, shared.get(name).replace(b'"relu', b'"tanh', 1))
     assert compile_in(tmp_path / "b", monkeypatch, model, x).startswith("miss")
+
+
+def test_with_a_fleet_secret_an_entry_it_did_not_sign_is_refused(shared, tmp_path,
+                                                                 monkeypatch):
+    """An entry with a right checksum but written under another secret is optimized again
+    here (with a warning); one signed with the fleet's secret is a shared hit."""
+    torch.manual_seed(0)
+    model, x = Affine(2.0), torch.randn(3, 8)
+    monkeypatch.setenv("CUVIL_CACHE_SECRET", "not the fleet's")
+    compile_in(tmp_path / "a", monkeypatch, model, x)
+    monkeypatch.setenv("CUVIL_CACHE_SECRET", "the fleet's")
+    with pytest.warns(RuntimeWarning, match="not signed with CUVIL_CACHE_SECRET; refused"):
+        assert compile_in(tmp_path / "b", monkeypatch, model, x).startswith("miss")
+    assert compile_in(tmp_path / "c", monkeypatch, model, x).startswith("hit (shared")
 
 
 def test_a_server_that_is_down_costs_one_warning(tmp_path, monkeypatch, dead_redis_url):
