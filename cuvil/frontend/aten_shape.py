@@ -65,6 +65,15 @@ def split(ix: Importer, a: Args) -> tuple:
     return tuple(pieces)
 
 
+def unbind(ix: Importer, a: Args) -> tuple:
+    """unbind: one `select` per index of a dim of static size (`q, k, v = qkv.unbind(0)`)."""
+    x = ix.tensor(a["input"])
+    d = a["dim"] % ix.type(x).rank
+    size = ix.type(x).shape[d]
+    need(isinstance(size, int), "unbind of a symbolic dim")
+    return tuple(ix.add("select", [x], {"dim": d, "index": i}) for i in range(size))
+
+
 def slice_(ix: Importer, a: Args) -> Value:
     x = ix.tensor(a["input"])
     start, end = a["start"] or 0, a["end"]
@@ -98,5 +107,5 @@ SHAPE_OPS: dict[str, Callable[[Importer, Args], Any]] = {
     "expand_as": reshape("expand"), "view_as": reshape("view"), "reshape_as": reshape("reshape"),
     "permute": permute, "flatten": flatten, "unsqueeze": unsqueeze, "squeeze": squeeze,
     "cat": cat, "split": split, "split_with_sizes": split, "chunk": split,
-    "slice": slice_, "select": select,
+    "unbind": unbind, "slice": slice_, "select": select,
 }
