@@ -1,6 +1,7 @@
 """The library models of `bench/real_suite.py` (torchvision, timm, transformers, LSTM/GRU),
 as users bring them: their in-place ops (`ReLU(inplace=True)`, `out += identity`) are
-functionalized at import, so none reaches the IR; each compiles from its batch-1 inputs
+functionalized at import, so none reaches the IR; no op of theirs runs through torch; each
+compiles from its batch-1 inputs
 and matches torch eager at batch 1 and at the suite's larger batch."""
 
 from __future__ import annotations
@@ -44,11 +45,12 @@ def suite_model(request):
     return request.param, model, small, large
 
 
-def test_no_in_place_op_reaches_the_ir(suite_model):
+def test_no_in_place_op_reaches_the_ir_and_nothing_falls_back(suite_model):
     name, model, small, _ = suite_model
     graph = cuvil.from_torch(model, small)
     in_place = sorted({n for n in ops_and_targets(graph) if IN_PLACE.search(n)})
     assert not in_place, f"{name}: in-place ops in the IR: {in_place}"
+    assert not graph.import_report.fallbacks, f"{name}: {graph.import_report.fallbacks}"
 
 
 def test_compiles_and_matches_eager_at_both_batches(suite_model):
