@@ -268,6 +268,11 @@ def render(rows: list[dict], markdown: bool) -> str:
               "-" if r["err"] is None else f"{r['err']:.1e}", compile_cell(r, "compile"),
               compile_cell(r, "new"), compile_cell(r, "warm"), fmt(r.get("numba"), 2)]
              for r in rows]
+    return table(header, cells, markdown)
+
+
+def table(header: list[str], cells: list[list[str]], markdown: bool) -> str:
+    """Rows of cells under `header`: a Markdown table, or columns aligned for a terminal."""
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells]) + "\n"

@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import cuvil  # noqa: E402
+from bench.models import table  # noqa: E402
 from cuvil import zoo  # noqa: E402
 
 # exported by torch.onnx.export(dynamo=True): the TorchScript exporter cannot write them
@@ -171,12 +172,7 @@ def _cells(r: dict) -> list[str]:
 
 def render(rows: list[dict], markdown: bool) -> str:
     cells = [_cells(r) for r in rows]
-    if markdown:
-        lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-        return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells]) + "\n"
-    widths = [max(len(x) for x in col) for col in zip(HEADER, *cells, strict=True)]
-    line = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join([line.format(*HEADER)] + [line.format(*c) for c in cells]) + "\n"
+    return table(HEADER, cells, markdown)
 
 
 def machine(threads: int) -> str:

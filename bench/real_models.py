@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cuvil  # noqa: E402
-from bench.models import block_times, build_ort, machine  # noqa: E402
+from bench.models import block_times, build_ort, machine, table  # noqa: E402
 from bench.real_suite import QUICK, SUITE, build, first_tensor  # noqa: E402
 
 NEW_MODEL = """
@@ -186,12 +186,7 @@ def _cells(r: dict) -> list[str]:
 
 def render(rows: list[dict], markdown: bool) -> str:
     cells = [_cells(r) for r in rows]
-    if markdown:
-        lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-        return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells]) + "\n"
-    widths = [max(len(x) for x in col) for col in zip(HEADER, *cells, strict=True)]
-    line = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join([line.format(*HEADER)] + [line.format(*c) for c in cells]) + "\n"
+    return table(HEADER, cells, markdown)
 
 
 def parse(argv: list[str] | None):
