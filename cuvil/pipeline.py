@@ -90,10 +90,12 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
         checked = check_rules(options, tracer)
         refuse_training(model)  # before the caches: a warm compile refuses it too
         key, compiled = _stored_program(model, example_inputs, options, tracer)
+        imported = None
         if compiled is None:
             compiled, imported = build(model, example_inputs, options, tracer,
                                        key[1] if key else None)
             _store_program(key, compiled, imported, tracer)
+    compiled.weights = weights_of(model, example_inputs, options, imported)
     compiled.report.rule_check = checked
     compiled.compile_trace = tracer  # a runtime trace merges these pass timings
     _write_trace(tracer, trace)
@@ -118,6 +120,32 @@ def build(model: Any, example_inputs: Any, options: CompileOptions, tracer: Trac
             compiled = compile_graph(optimized, sizes=hints, **options.lowering())
     compiled.pricing = functools.partial(pricing_of, optimized, options, hints)
     return compiled, graph
+
+
+def weights_of(model: Any, example_inputs: Any, options: CompileOptions, imported):
+    """What `load_state_dict` swaps into (`runtime/swap.py`): a torch module's weights, for
+    the CPU; None otherwise."""
+    if not isinstance(model, torch.nn.Module) or options.targets != ("cpu",):
+        return None
+    from cuvil.runtime.swap import Weights
+
+    calibrated = options.quantize is not None and options.quantize.activations is not None
+    return Weights(dict(model.state_dict()), imported.constants if imported else {},
+                   functools.partial(_rebuild, model, example_inputs, options),
+                   replay=not calibrated)
+
+
+def _rebuild(model: Any, example_inputs: Any, options: CompileOptions, tensors: dict):
+    """(the compiled graph, its imported constants) of a copy of `model` holding `tensors`,
+    compiled with the caches off: every recipe recorded."""
+    import copy
+    import dataclasses
+
+    twin = copy.deepcopy(model)
+    twin.load_state_dict(tensors)
+    compiled, imported = build(twin, example_inputs, dataclasses.replace(options, cache=False),
+                               Tracer())
+    return compiled, imported.constants
 
 
 def _stored_program(model: Any, example_inputs: Any, options: CompileOptions, tracer: Tracer):

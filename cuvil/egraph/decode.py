@@ -9,14 +9,16 @@ graph keeps only the nodes its outputs use (not the constants a fold read).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from cuvil.dsl import ast
 from cuvil.egraph.extract import Selection
-from cuvil.egraph.fold import evaluate
+from cuvil.egraph.fold import evaluate, evaluate_named
 from cuvil.egraph.snapshot import origin_text
 from cuvil.ir.graph import Graph, Node, unflatten
+from cuvil.ir.recipe import UNKNOWN, Call, Ref
 from cuvil.ir.types import DType
 
 
@@ -34,6 +36,8 @@ class _Decoder:
     out: Graph = field(init=False)
     name_of: dict[str, str] = field(default_factory=dict)  # class -> value name
     tensor_of: dict[str, torch.Tensor] = field(default_factory=dict)  # constant classes
+    term_of: dict[str, Any] = field(default_factory=dict)  # their terms (`ir.recipe`)
+    recipes: dict[str, Any] = field(default_factory=dict)  # fold ref -> its term
     folds: int = 0
 
     def __post_init__(self):
@@ -65,6 +69,8 @@ class _Decoder:
         self.out.set_mutations({x: self.name_of[self.class_of[v]]
                                 for x, v in self.graph.mutations.items()})
         self.out.defs = _used_defs(self.out, self.out.defs)
+        if self.graph.recipes is not None:
+            self.out.recipes = {**self.graph.recipes, **self.recipes}
         return self.out.prune()  # a fold's inputs, folded into its result, are not used
 
     def emit(self, cls: str) -> str:
@@ -79,17 +85,22 @@ class _Decoder:
         origin += tuple(lb for lb in self.merged.get(cls, ()) if lb not in origin)
         if op == "const":
             ref = attrs["ref"]
-            self.tensor_of[cls] = self.graph.constants[ref]
+            self.tensor_of[cls], self.term_of[cls] = self.graph.constants[ref], Ref(ref)
             return self._const(ref, self.graph.constants[ref], t, name, ())
         if op == "scalar":
             self.tensor_of[cls] = torch.tensor(attrs["value"], dtype=DType(attrs["dtype"]).torch)
+            self.term_of[cls] = self.tensor_of[cls]
         elif (self.session.folder.foldable(node, t, typer)
               and all(c in self.tensor_of for c in node.children)):
             opdef = typer.ctors[node.ctor][0]
             value = evaluate(opdef, attrs, [self.tensor_of[c] for c in node.children])
             self.tensor_of[cls] = value
             self.folds += 1
-            return self._const(f"~fold{self.folds}", value, t, None, ("fold", *origin))
+            ref = f"~fold{self.folds}"
+            self.term_of[cls] = Ref(ref)
+            self.recipes[ref] = UNKNOWN if op in self.session.typer.defs else \
+                Call(evaluate_named, (op, attrs, [self.term_of[c] for c in node.children]))
+            return self._const(ref, value, t, None, ("fold", *origin))
         source = orig.source if orig is not None else ""
         return self.out.add(op, [self.name_of[c] for c in node.children], attrs, type=t,
                             name=name, source=source, origin=origin)

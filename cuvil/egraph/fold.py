@@ -90,3 +90,10 @@ def evaluate(opdef, attrs: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
     """One folded e-node, computed with the reference implementation."""
     with torch.no_grad():
         return opdef.ref(inputs, attrs).contiguous()
+
+
+def evaluate_named(op: str, attrs: dict, inputs: list[torch.Tensor]) -> torch.Tensor:
+    """`evaluate` of the catalog's op `op`: a fold's recipe (`ir.recipe`), replayed."""
+    from cuvil.ops.registry import get
+
+    return evaluate(get(op), attrs, inputs)

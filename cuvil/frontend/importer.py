@@ -26,6 +26,7 @@ from cuvil.frontend.report import ImportReport, Source, source_of
 from cuvil.ir.dim_text import range_text
 from cuvil.ir.graph import Graph, _ident
 from cuvil.ir.outputs import OutputTree, needs_tree
+from cuvil.ir.recipe import UNKNOWN, Call, Ref, apply, op_term, pickles
 from cuvil.ir.torch_template import encode_arg, known_pure
 from cuvil.ir.types import Dim, DType, TensorType
 
@@ -41,6 +42,7 @@ class Importer:
     def __init__(self, traced: Traced):
         self.traced = traced
         self.graph = Graph(_ident(traced.name))
+        self.graph.recipes = {}
         self.dims = DimTable()
         self.report = ImportReport(traced.name, notes=list(traced.notes))
         self.env: dict[str, Any] = {}  # FX node name -> Value, tuple, dim or None
@@ -189,8 +191,11 @@ class Importer:
             self.consts[ref] = Value(self.graph.const(tensor, ref=ref, name=name))
         return self.consts[ref]
 
-    def folded(self, tensor: torch.Tensor, ref: str) -> Value:
-        """A constant computed at import (a new tensor, not a weight's copy)."""
+    def folded(self, tensor: torch.Tensor, ref: str, recipe: Any = None) -> Value:
+        """A constant computed at import (a new tensor, not a weight's copy); `recipe` says
+        how, from other constants (`ir.recipe`: a weight swap computes it again), else it
+        is the tensor itself."""
+        self.graph.recipes.setdefault(ref, tensor.detach() if recipe is None else recipe)
         return self.weight(tensor.detach(), ref)
 
     def filled(self, fill: float, shape: tuple[int, ...]) -> Value:
@@ -317,10 +322,15 @@ class Importer:
                 return v
             return self.constant(v) if pure else self.constant(v).clone()
 
-        args, kwargs = pytree.tree_map(real, self.value((node.args, dict(node.kwargs))))
+        values = self.value((node.args, dict(node.kwargs)))
+        args, kwargs = pytree.tree_map(real, values)
         result = node.target(*args, **kwargs)
         self.report.notes.append(f"computed at import: {node.target} at {self.source}")
-        return self.folded(result, f"folded.{node.name}")
+        terms = pytree.tree_map(lambda v: Ref(self.ref(v)) if isinstance(v, Value) else v,
+                                values)
+        recipe = Call(apply, (op_term(node.target), *terms, not pure))
+        recipe = recipe if pickles(recipe) else UNKNOWN
+        return self.folded(result, f"folded.{node.name}", recipe)
 
 
 def _packet(target: Any) -> str | None:

@@ -86,6 +86,9 @@ class Graph:
         self.facts: dict[str, dict[str, Any]] = {}
         # the inputs the model writes in place: input name -> the value written into it
         self.mutations: dict[str, str] = {}
+        # how each computed constant is made from the model's tensors (`ir.recipe`); None
+        # where that is not known (a graph read from a cache)
+        self.recipes: dict[str, Any] | None = None
         self._counter = 0
 
     # -- building ---------------------------------------------------------------------------
@@ -208,6 +211,7 @@ class Graph:
         g.dim_ranges = dict(self.dim_ranges)
         g.facts = dict(self.facts)
         g.mutations = dict(self.mutations)
+        g.recipes = None if self.recipes is None else dict(self.recipes)
         g._counter = self._counter
         return g
 

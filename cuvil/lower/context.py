@@ -10,8 +10,10 @@ build step computes it (`cuvil.runtime.derived`) and checks it against those typ
 
 from __future__ import annotations
 
+import copy
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -33,11 +35,14 @@ PAR_STATIC_MIN = 1 << 17
 @dataclass(frozen=True, eq=False)
 class Derived:
     """Constants the runtime computes at build time: `recipe` (a name the runtime's
-    `derived.RECIPES` maps to a function) of `inputs`, giving the arrays `parts`."""
+    `derived.RECIPES` maps to a function) of `inputs`, giving the arrays `parts`;
+    `inputs` is `bind(*arrays of sources)`."""
 
     recipe: str
     inputs: dict
     parts: tuple[str, ...]
+    bind: Callable[..., dict]
+    sources: tuple[str, ...]
 
 
 class LowerContext:
@@ -53,6 +58,7 @@ class LowerContext:
         self.arrays: dict[str, np.ndarray] = {}
         self.scratch: dict[str, Scratch] = {}
         self.derived: dict[str, tuple[Derived, str]] = {}  # value -> (recipe, part)
+        self.recipes: dict[str, tuple[Callable, tuple[str, ...]]] = {}  # see `prepare_from`
         self.users = {k: list(dict.fromkeys(v)) for k, v in graph.users().items()}
 
     def worth_parallel(self, shape: tuple, work_per_element: float = 1.0) -> bool:
@@ -106,11 +112,20 @@ class LowerContext:
         self.extra_types[name] = TensorType(array.shape, _dtype(array.dtype), "contiguous")
         return name
 
-    def derive(self, key: str, recipe: str, inputs: dict,
-               parts: dict[str, TensorType]) -> list[str]:
-        """Declare constants the runtime computes (`Derived`); their value names, in the
-        order of `parts` (part name -> the array's type)."""
-        derived = Derived(recipe, inputs, tuple(parts))
+    def prepare_from(self, key: str, fn: Callable[..., np.ndarray], *values: str) -> str:
+        """`prepare` of `fn(*arrays of constants values)`, which a weight swap calls again
+        on the new constants (`refreshed`)."""
+        name = self.prepare(key, fn(*(self.const_array(v) for v in values)))
+        self.recipes.setdefault(name, (fn, values))
+        return name
+
+    def derive(self, key: str, recipe: str, parts: dict[str, TensorType],
+               bind: Callable[..., dict], *sources: str | None) -> list[str]:
+        """Declare constants the runtime computes (`Derived`) from `bind(*arrays of
+        sources)` (None for a source: None); their value names, in the order of `parts`
+        (part name -> the array's type)."""
+        inputs = bind(*self._arrays(sources))
+        derived = Derived(recipe, inputs, tuple(parts), bind, sources)
         names = []
         for part, t in parts.items():
             name = _ident(f"{key}.{part}")
@@ -118,6 +133,25 @@ class LowerContext:
             self.derived[name] = (derived, part)
             names.append(name)
         return names
+
+    def _arrays(self, values) -> list[np.ndarray | None]:
+        return [None if v is None else self.const_array(v) for v in values]
+
+    def refreshed(self, graph: Graph) -> LowerContext:
+        """This context for `graph`, the same graph with new constants: every array
+        derived from constants computed again, in the order lowering made them."""
+        ctx = copy.copy(self)
+        ctx.graph = graph
+        ctx.arrays = {k: a for k, a in self.arrays.items()
+                      if k in self.extra_types and k not in self.recipes}
+        for name, (fn, values) in self.recipes.items():
+            ctx.arrays[name] = _same_form(name, contiguous(fn(*ctx._arrays(values))),
+                                          self.arrays[name])
+        again: dict[int, Derived] = {}  # one declaration gives several parts
+        for d, _ in self.derived.values():
+            again.setdefault(id(d), replace(d, inputs=d.bind(*ctx._arrays(d.sources))))
+        ctx.derived = {v: (again[id(d)], part) for v, (d, part) in self.derived.items()}
+        return ctx
 
     def add_scratch(self, key: str, scratch: Scratch) -> str:
         name = _ident(key)
@@ -131,6 +165,13 @@ def rule_locations(report) -> dict[str, str]:
     if not isinstance(rules, dict):
         return {}
     return {label: stat.where for label, stat in rules.items() if getattr(stat, "where", "")}
+
+
+def _same_form(name: str, array: np.ndarray, old: np.ndarray) -> np.ndarray:
+    if array.dtype != old.dtype or array.shape != old.shape:
+        raise ValueError(f"{name} is now {array.dtype} {array.shape}, was {old.dtype} "
+                         f"{old.shape}")
+    return array
 
 
 def _dtype(dt: np.dtype) -> DType:

@@ -48,6 +48,7 @@ def inline_composites(graph: Graph) -> tuple[Graph, dict[str, Instance]]:
     out = Graph(graph.name)
     out.report = graph.report
     out.constants = dict(graph.constants)
+    out.recipes = graph.recipes
     out.defs = dict(graph.defs)
     out._counter = graph._counter
     instances: dict[str, Instance] = {}

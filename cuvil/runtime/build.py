@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 import numba
+import numpy as np
 import sympy
 from numba.core import types as nbtypes
 
@@ -77,12 +78,17 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
         k.module = str(paths[k.name])
     plan = MemoryPlan(_buffers(program))
     _describe(report, graph, program, ctx, tgt, plan, n_threads, sizes or {})
-    done: dict = {}
-    consts = [_const(program, ctx, v, done) for v in program.entry_params
-              if program.arrays[v].kind == "const"]
+    consts = constants_of(program, ctx)
     report.compile_s = time.perf_counter() - start
     return CompiledGraph(call_spec(g, program, plan), module.entry, consts, report, n_threads,
-                         graph=g, program=program)
+                         graph=g, program=program, lowering=ctx)
+
+
+def constants_of(program: Program, ctx) -> list[np.ndarray]:
+    """The arrays of the entry's constant parameters, in its order."""
+    done: dict = {}
+    return [_const(program, ctx, v, done) for v in program.entry_params
+            if program.arrays[v].kind == "const"]
 
 
 def _describe(report: CompileReport, graph: Graph, program: Program, ctx, tgt: Targets,

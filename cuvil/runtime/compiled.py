@@ -16,6 +16,8 @@ a constant, except the inputs the model itself writes in place (`CallSpec.writes
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 import threading
 import warnings
@@ -50,13 +52,16 @@ class CompiledGraph:
     that compile on its first call with any other inputs."""
 
     def __init__(self, spec: CallSpec, entry, consts: list[np.ndarray], report: CompileReport,
-                 threads: int, *, graph=None, program=None, details=None, shapes=None):
+                 threads: int, *, graph=None, program=None, details=None, shapes=None,
+                 lowering=None):
         self.report = report
         self.threads = threads
+        self.weights = None  # the model's tensors, for `load_state_dict` (`runtime.swap`)
         self._spec = spec
         self._entry = entry
         self._consts = consts
         self._graph, self._lowered, self._details = graph, program, details
+        self._lowering = lowering  # the `LowerContext`: how each constant was arranged
         self._tree = None  # the model's own output containers, read on first use
         self._shapes = None if shapes is None else [
             (tuple(shape), str(dtype).removeprefix("torch.")) for shape, dtype in shapes]
@@ -137,8 +142,36 @@ class CompiledGraph:
             self._write_inputs(inputs, outs)
             return self._results_of(outs)
         if not any(self._in_perms):
-            self._fast = self._bound(key, plan)
+            with self._lock:  # not a plan a weight swap (`swap_constants`) has retired
+                if self._plans.get(key) is plan:
+                    self._fast = self._bound(key, plan)
         return self._results_of(outs)
+
+    def load_state_dict(self, state_dict: dict[str, torch.Tensor], strict: bool = True) -> None:
+        """Run with the model's weights `state_dict` from the next call on, as a fresh
+        compile of them would (`cuvil/runtime/swap.py`): the constants are computed again
+        (folds, packing) and the kernels kept. A change of shape or dtype is refused."""
+        from cuvil.runtime.swap import load_state
+
+        load_state(self, state_dict, strict)
+
+    def with_weights(self, state_dict: dict[str, torch.Tensor],
+                     strict: bool = True) -> CompiledGraph:
+        """This model with weights `state_dict`, this one unchanged: a version served beside
+        others, the kernels shared and the constants its own."""
+        twin = copy.copy(self)
+        twin._plans, twin._fast, twin._lock = OrderedDict(), None, threading.Lock()
+        twin.weights = None if self.weights is None else dataclasses.replace(self.weights)
+        twin.load_state_dict(state_dict, strict)
+        return twin
+
+    def swap_constants(self, consts: list[np.ndarray], graph, lowering, program) -> None:
+        """Run on `consts` (of `graph`, as `lowering` arranged them) from the next call on;
+        calls in flight finish on the old ones."""
+        with self._lock:
+            self._consts, self._graph, self._lowering = consts, graph, lowering
+            self._lowered, self._details = program, None
+            self._plans, self._fast = OrderedDict(), None
 
     def _bound(self, key: tuple, plan: ShapePlan):
         one = plan.fresh and self._bare is not None and len(plan.outputs) == 1
@@ -214,9 +247,9 @@ class CompiledGraph:
         optimizer's and kernels' caches), which serves every shape the model does."""
         with self._lock:
             if self._shapes is not None:
-                lock, wide = self._lock, self.detailed()
+                lock, wide, weights = self._lock, self.detailed(), self.weights
                 vars(self).update(vars(wide))
-                self._lock, self._fast = lock, None
+                self._lock, self._fast, self.weights = lock, None, weights
         return self
 
     def _new_plan(self, key: tuple, arrays: list[np.ndarray]) -> ShapePlan:

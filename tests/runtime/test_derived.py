@@ -17,7 +17,7 @@ from cuvil.runtime.quantized import pack_conv_weight, pack_weight
 
 def declared(recipe: str, inputs: dict, k: int, n: int):
     ctx = LowerContext(Graph("derived"), threads=1)
-    names = ctx.derive("layer", recipe, inputs, qlayer.packed_types(k, n))
+    names = ctx.derive("layer", recipe, qlayer.packed_types(k, n), lambda: inputs)
     return ctx, names
 
 

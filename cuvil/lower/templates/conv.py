@@ -11,6 +11,7 @@ The weight must be a constant; it is pre-arranged for the layout at compile time
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,8 +37,19 @@ WINOGRAD_G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])  # F(
 
 
 def logical_const(ctx, value: str) -> np.ndarray:
+    return logical(ctx, value)(ctx.const_array(value))
+
+
+def logical(ctx, value: str, then: Callable[[np.ndarray], np.ndarray] = lambda a: a):
+    """The function of constant `value`'s physical array that gives `then` of its logical
+    one (`ctx.prepare_from`'s recipe)."""
     perm = layout_perm(ctx.type(value))
-    return ctx.const_array(value).transpose([perm.index(d) for d in range(len(perm))])
+    inverse = [perm.index(d) for d in range(len(perm))]
+    return lambda array: then(array.transpose(inverse))
+
+
+def _rows(weight: np.ndarray) -> np.ndarray:
+    return weight.reshape(weight.shape[0], -1)
 
 
 def generate(group, ctx) -> KernelSpec:
@@ -48,15 +60,15 @@ def generate(group, ctx) -> KernelSpec:
     if x.dtype not in BLAS_DTYPES:
         raise Unsupported(f"conv2d in {x.dtype}")
     if depthwise.applies(conv, ctx) and depthwise.fusable(conv, rest, ctx):
-        weight = logical_const(ctx, conv.inputs[1])
-        arranged = ctx.prepare(f"{conv.inputs[1]}.nchw.depthwise", weight.reshape(
-            weight.shape[0], -1))
+        arranged = ctx.prepare_from(f"{conv.inputs[1]}.nchw.depthwise",
+                                    logical(ctx, conv.inputs[1], _rows), conv.inputs[1])
         geo = geometry(conv, ctx)
         return depthwise.library(group, conv, rest, ctx, arranged, geo) or \
             depthwise.generate(group, conv, rest, ctx, arranged, geo)
     drv = _driver(conv, ctx)
     layout = "nhwc" if x.layout == NHWC else "nchw"
-    arranged = ctx.prepare(f"{conv.inputs[1]}.{layout}.{drv.note}", drv.packed)
+    arranged = ctx.prepare_from(f"{conv.inputs[1]}.{layout}.{drv.note}",
+                                logical(ctx, conv.inputs[1], drv.pack), conv.inputs[1])
     if rest and rest[-1].op == "max_pool2d":
         return _pooled(drv, conv, rest, ctx, group.output, arranged)
     params = ["x0", "x1", *drv.scratch.values(), "threads"]
@@ -80,7 +92,7 @@ def generate(group, ctx) -> KernelSpec:
 
 @dataclass(frozen=True)
 class Driver:
-    packed: np.ndarray  # the weight, arranged for the driver
+    pack: Callable[[np.ndarray], np.ndarray]  # the weight (logical), arranged for the driver
     call: str  # the whole batch through the driver
     scratch: dict[str, str]  # scratch value -> kernel parameter
     note: str
@@ -193,21 +205,21 @@ def _driver(conv, ctx) -> Driver:
     geo = geometry(conv, ctx)
     nhwc, cin, groups = x.layout == NHWC, x.shape[1], conv.attrs["groups"]
     layout = "nhwc" if nhwc else "nchw"
-    weight = logical_const(ctx, conv.inputs[1])
     ohw = conv.type.shape[2] * conv.type.shape[3]
-    tiled = _tiled(conv, ctx, x, weight, geo) if groups == 1 and not nhwc and \
+    tiled = _tiled(conv, ctx, x, oc, geo) if groups == 1 and not nhwc and \
         x.dtype == DType.f32 else None
     if tiled is not None:
         return tiled
     if groups == 1 and geo[:6] == (1, 1, 1, 1, 0, 0):
-        packed = weight.reshape(oc, cg).T if nhwc else weight.reshape(oc, cg)
+        def packed(weight):
+            return weight.reshape(oc, cg).T if nhwc else weight.reshape(oc, cg)
+
         return Driver(packed, f"conv1x1_{layout}(x0, x1, out, threads)", {}, "1x1",
                       "" if nhwc else "conv1x1_nchw_image(x0[n], x1, out[n])")
     if groups == 1 and not nhwc and cin < FEW_CHANNELS:
         scratch = _scratch(ctx, conv, {"cols": Scratch(x.dtype, ("threads", cin * kh * kw,
                                                                    ohw))})
-        return Driver(weight.reshape(oc, cg * kh * kw),
-                      "conv2d_nchw_few(x0, x1, out, cols, geo, threads)", scratch,
+        return Driver(_rows, "conv2d_nchw_few(x0, x1, out, cols, geo, threads)", scratch,
                       "im2col + GEMM", "conv2d_nchw_few_image(x0[n], x1, out[n], cols[t], geo)")
     if groups == 1:
         shapes = {"cols": ("threads", ohw, kh * kw * cin)}
@@ -217,26 +229,28 @@ def _driver(conv, ctx) -> Driver:
         scratch = _scratch(ctx, conv, {k: Scratch(x.dtype, v) for k, v in shapes.items()})
         names = ", ".join(scratch.values())
         rows = ", ".join(f"{s}[t]" for s in scratch.values())
-        return Driver(weight.transpose(2, 3, 1, 0).reshape(kh * kw * cg, oc),
+        return Driver(lambda w: w.transpose(2, 3, 1, 0).reshape(kh * kw * cg, oc),
                       f"conv2d_{layout}(x0, x1, out, {names}, geo, threads)", scratch,
                       "im2col + GEMM",
                       "" if nhwc else f"conv2d_nchw_image(x0[n], x1, out[n], {rows}, geo)")
     if groups == oc and cg == 1 and cin == groups:
-        packed = weight.reshape(oc, kh, kw).transpose(1, 2, 0) if nhwc else \
-            weight.reshape(oc, kh * kw)
+        def packed(weight):
+            return weight.reshape(oc, kh, kw).transpose(1, 2, 0) if nhwc else \
+                weight.reshape(oc, kh * kw)
+
         return Driver(packed, f"depthwise_{layout}(x0, x1, out, geo, threads)", {},
                       "depthwise")
     raise Unsupported(f"conv2d with groups={groups}")
 
 
-def _tiled(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver | None:
+def _tiled(conv, ctx, x, oc: int, geo: tuple[int, ...]) -> Driver | None:
     """An f32 NCHW convolution on the register tile: as Winograd's F(2x2, 3x3) where that
     is faster, else direct where the tile fills its lanes; None otherwise."""
     oh, ow = conv.type.shape[2:]
-    if _winograd_fits(geo, x.shape[1], weight.shape[0], oh, ow):
-        return _winograd(conv, ctx, x, weight, geo)
+    if _winograd_fits(geo, x.shape[1], oc, oh, ow):
+        return _winograd(conv, ctx, x, oc, geo)
     if _direct_fits(_direct_row(geo, x.shape[3], oh, ow), oh):
-        return _direct(conv, ctx, x, weight, geo)
+        return _direct(conv, ctx, x, geo)
     return None
 
 
@@ -247,15 +261,14 @@ def geometry(conv, ctx) -> tuple[int, ...]:
     return (kh, kw, *pair(a["stride"]), *pair(a["padding"]), *pair(a["dilation"]))
 
 
-def _direct(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver:
+def _direct(conv, ctx, x, geo: tuple[int, ...]) -> Driver:
     """The f32 NCHW convolution on the register tile (`runtime.conv_direct`): the weight
     as [C*KH*KW, OC], one arranged image of scratch per thread."""
     xs = _arranged_size(geo, x.shape[1], *x.shape[2:])
     scratch = _scratch(ctx, conv, {"xs": Scratch(x.dtype, ("threads", 1)) if xs == 1 else
                                    Scratch.rows(x.dtype, xs)})
-    return Driver(weight.reshape(weight.shape[0], -1).T,
-                  "conv2d_nchw_direct(x0, x1, out, xs, geo, threads)", scratch, "direct",
-                  "conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], geo)")
+    return Driver(lambda w: _rows(w).T, "conv2d_nchw_direct(x0, x1, out, xs, geo, threads)",
+                  scratch, "direct", "conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], geo)")
 
 
 def _winograd_fits(geo: tuple[int, ...], cin: int, oc: int, oh, ow) -> bool:
@@ -278,16 +291,16 @@ def winograd_weight(weight: np.ndarray) -> np.ndarray:
     return u.astype(weight.dtype).reshape(-1)
 
 
-def _winograd(conv, ctx, x, weight: np.ndarray, geo: tuple[int, ...]) -> Driver:
+def _winograd(conv, ctx, x, oc: int, geo: tuple[int, ...]) -> Driver:
     """The Winograd driver (`runtime.winograd`) on the transformed weight; one thread's
     scratch as `runtime.winograd.scratch_size` says (restated: lowering never imports the
     runtime; the driver refuses a smaller one)."""
-    oc, cin, (oh, ow) = weight.shape[0], x.shape[1], conv.type.shape[2:]
+    cin, (oh, ow) = x.shape[1], conv.type.shape[2:]
     th, tw = oh // 2, ow // 2
     tiles = min(th, max(1, 64 // tw)) * tw
     size = cin * (oh + 2) * (ow + 2) + 16 * (cin * tiles + 48) + 16 * (oc * tiles + 48)
     scratch = _scratch(ctx, conv, {"xs": Scratch.rows(x.dtype, size)})
-    return Driver(winograd_weight(weight), "conv2d_nchw_winograd(x0, x1, out, xs, geo, threads)",
+    return Driver(winograd_weight, "conv2d_nchw_winograd(x0, x1, out, xs, geo, threads)",
                   scratch, "Winograd F(2x2, 3x3)",
                   "conv2d_nchw_winograd_image(x0[n], x1, out[n], xs[t], geo)")
 

@@ -8,9 +8,12 @@ epilogues of the GEMM, convolution and attention templates.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from cuvil.ir.graph import Node
 from cuvil.ir.types import DType, TensorType
@@ -313,16 +316,20 @@ def _batch_norm(a: list[str], at: dict, out: DType) -> str:
     return f"(({x} - {mean}) / np.sqrt({var} + {literal(at['eps'], out)}) * {w} + {b})"
 
 
+def _norm_factor(which: str, eps: float, dt, *stats: np.ndarray) -> np.ndarray:
+    """Batch norm's per-channel `scale` (w / sqrt(var + eps)) or `shift` (b - mean * scale)."""
+    w, b, mean, var = (s.astype("float64") for s in stats)
+    scale = w / (var + eps) ** 0.5
+    return (scale if which == "scale" else b - mean * scale).astype(dt)
+
+
 def prepare_batch_norm(node: Node, ctx) -> Node:
     """With constant statistics, batch_norm becomes `x * scale + shift` per channel."""
     if node.op != "batch_norm" or not all(ctx.is_const(i) for i in node.inputs[1:]):
         return node
-    w, b, mean, var = (ctx.const_array(i).astype("float64") for i in node.inputs[1:])
-    scale = w / (var + node.attrs["eps"]) ** 0.5
-    shift = b - mean * scale
-    dt = node.type.dtype.numpy
-    names = [ctx.prepare(f"{node.name}.{k}", v.astype(dt)) for k, v in
-             (("scale", scale), ("shift", shift))]
+    eps, dt = node.attrs["eps"], node.type.dtype.numpy
+    names = [ctx.prepare_from(f"{node.name}.{k}", functools.partial(_norm_factor, k, eps, dt),
+                              *node.inputs[1:]) for k in ("scale", "shift")]
     from dataclasses import replace
 
     return replace(node, inputs=(node.inputs[0], *names))

@@ -131,10 +131,10 @@ def packed_weight(ctx, mm) -> str:
     if not ctx.is_const(w):
         return ctx.prepare(f"empty2.{y.dtype}", np.zeros((0, 0), y.dtype.numpy))
     if y.dtype == DType.f32 and ctx.const_array(w).shape[1] < PANEL:
-        return ctx.prepare(f"{w}.narrow", narrow(ctx.const_array(w)))
+        return ctx.prepare_from(f"{w}.narrow", narrow, w)
     if y.dtype == DType.f32:
-        return ctx.prepare(f"{w}.panels", panels(ctx.const_array(w)))
-    return ctx.prepare(f"{w}.T", ctx.const_array(w).T)
+        return ctx.prepare_from(f"{w}.panels", panels, w)
+    return ctx.prepare_from(f"{w}.T", np.transpose, w)
 
 
 def _flat(mm, ctx, x):

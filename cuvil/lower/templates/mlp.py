@@ -87,4 +87,4 @@ def _weight(ctx, mm, pair: bool) -> str:
         return packed_weight(ctx, mm)
     if ctx.const_array(w).shape[1] < PANEL:
         raise Unsupported("an MLP pair's weights are a panel wide or more")
-    return ctx.prepare(f"{w}.panels", panels(ctx.const_array(w)))
+    return ctx.prepare_from(f"{w}.panels", panels, w)

@@ -93,8 +93,8 @@ def post_args(ctx, post: Post, out) -> tuple[str, str, str]:
     """The drivers' epilogue arguments (constants): the bias as a vector (empty for none),
     the residual (an empty array of the output's rank for none), `clip` [lo, hi]."""
     dt, name = out.dtype.numpy, out.dtype.value
-    bias = ctx.prepare(f"{post.bias}.vector", ctx.const_array(post.bias).reshape(-1)) \
-        if post.bias else ctx.prepare(f"empty.{name}", np.zeros(0, dt))
+    bias = ctx.prepare_from(f"{post.bias}.vector", np.ravel, post.bias) if post.bias \
+        else ctx.prepare(f"empty.{name}", np.zeros(0, dt))
     res = post.res or ctx.prepare(f"empty.{out.rank}.{name}", np.zeros((0,) * out.rank, dt))
     clip = ctx.prepare(f"clip.{post.lo}.{post.hi}.{name}", np.array([post.lo, post.hi], dt))
     return bias, res, clip

@@ -23,7 +23,7 @@ import numpy as np
 
 from cuvil.ir.types import DType, numel
 from cuvil.lower import qlayer
-from cuvil.lower.templates.conv import logical_const
+from cuvil.lower.templates.conv import logical
 from cuvil.lower.templates.gemm import _product
 from cuvil.lower.templates.spec import THREADS, KernelSpec, Scratch, Unsupported
 
@@ -42,22 +42,25 @@ def layer_of(group, ctx, template: str) -> qlayer.Int8Layer:
     return layer
 
 
-def channel_vector(ctx, value: str | None, n: int) -> np.ndarray | None:
+def channel_vector(array: np.ndarray | None, n: int) -> np.ndarray | None:
     """A per-channel constant ([N], [1, N], [OC, 1, 1], ...) as a flat f32 [n]."""
-    if value is None:
+    if array is None:
         return None
-    return np.ascontiguousarray(ctx.const_array(value), np.float32).reshape(n)
+    return np.ascontiguousarray(array, np.float32).reshape(n)
 
 
 def packed_constants(ctx, layer, recipe: str, k: int, n: int) -> tuple[list[str], int]:
     """Declare the weight packed and prepared for the static input quantization (`recipe`,
     computed by the runtime): (the value names [data, start, scale, bias], K / 4 rounded
     up)."""
-    inputs = {"weight": logical_const(ctx, layer.weight),
-              "scale": channel_vector(ctx, layer.scale, n),
-              "bias": channel_vector(ctx, layer.bias, n),
-              "x_zero": layer.product.attrs["x_zero"] + layer.shift}
-    names = ctx.derive(layer.product.name, recipe, inputs, qlayer.packed_types(k, n))
+    x_zero, weight = layer.product.attrs["x_zero"] + layer.shift, logical(ctx, layer.weight)
+
+    def bind(w: np.ndarray, scale: np.ndarray | None, bias: np.ndarray | None) -> dict:
+        return {"weight": weight(w), "scale": channel_vector(scale, n),
+                "bias": channel_vector(bias, n), "x_zero": x_zero}
+
+    names = ctx.derive(layer.product.name, recipe, qlayer.packed_types(k, n), bind,
+                       layer.weight, layer.scale, layer.bias)
     return names, (k + 3) // 4
 
 
