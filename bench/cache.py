@@ -1,11 +1,23 @@
-"""The compile cache on a stream of model versions, as a deployment engineer sees it.
+"""The compile cache and weight swaps on a stream of model versions, as a deployment engineer
+sees them.
 
-    .venv/bin/python bench/cache.py [--versions 20] [--model transformer]
+    .venv/bin/python bench/cache.py [--versions 20] [--model transformer] [--compiles 20]
     .venv/bin/python bench/cache.py --versions 1000          # a long deployment
 
-One process, one fresh cache directory. For each of N versions of a zoo model it times
-`cuvil.compile` (export, cache lookup, optimization on a miss, lowering with the kernels
-cached), with the versions made three ways:
+One process, one fresh cache directory. First, `--versions` weight versions of a zoo model
+(every floating tensor scaled by 1 + 1% noise) served from one process, side by side:
+
+    cuvil versions   `fast.with_weights(state)` per version, every version kept: the
+                     kernels shared, the constants each version's own
+    cuvil in place   `fast.load_state_dict(state)` into one compiled model
+    torch.compile    `model.load_state_dict(state)` under one `torch.compile`d model
+    cuvil.compile    a fresh `cuvil.compile` per version (caches on; `--compiles` of them)
+
+each timed as the update and the first call after it (median ms), with the memory each
+kept version holds of its own (its constants), checked against eager on a sample of
+versions (max abs error). Then the compile cache: `--compiles` versions of the
+model made three ways, each timed through `cuvil.compile` (export, cache lookup,
+optimization on a miss, lowering with the kernels cached):
 
     same     the same model again                      (expected: hits)
     weights  one weight changed per version            (the key's `constants` part changes)
@@ -23,6 +35,8 @@ every compiled version is checked against eager.
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import os
 import resource
 import statistics
@@ -74,7 +88,7 @@ def split(fast) -> dict[str, float]:
     """Seconds of one compile: export, optimize (lookup or optimizer), codegen, numba."""
     totals, report = fast.compile_trace.totals, fast.report
     optimize = sum(v for k, v in totals.items() if k not in ("import", "lower"))
-    return {"export": totals["import"], "optimize": optimize, "codegen": report.lower_s,
+    return {"export": totals.get("import", 0.0), "optimize": optimize, "codegen": report.lower_s,
             "numba": report.compile_s - report.lower_s}
 
 
@@ -98,19 +112,95 @@ def run_stream(kind: str, name: str, n: int, cache: bool) -> dict:
                                               for k, v in parts.items()}}
 
 
+def weight_versions(model: torch.nn.Module, n: int):
+    """`n` state dicts of `model`: every floating tensor scaled by 1 + 1% noise (running
+    variances stay positive), made one at a time."""
+    base = model.state_dict()
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(n):
+        yield {k: v * (1 + 0.01 * torch.randn(v.shape, generator=generator))
+               if v.is_floating_point() else v.clone() for k, v in base.items()}
+
+
+def own_mb(version, first) -> float:
+    """MB of the constants `version` holds that `first` does not share."""
+    shared = {a.ctypes.data for a in first._consts}
+    return sum(a.nbytes for a in version._consts if a.ctypes.data not in shared) / 1e6
+
+
+def new_version(fast, kept: list, state: dict, inputs: tuple) -> torch.Tensor:
+    kept.append(fast.with_weights(state))
+    return kept[-1](*inputs)
+
+
+def swap_in(model, state: dict, inputs: tuple, call=None) -> torch.Tensor:
+    """`state` loaded into `model` (a compiled one, or a module `call` runs)."""
+    model.load_state_dict(state)
+    return (model if call is None else call)(*inputs)
+
+
+def served(name: str, n: int, compiles: int) -> list[tuple[str, dict]]:
+    """The four ways of serving `n` weight versions (see the module docstring)."""
+    model, inputs = zoo.get(name)
+    twin, eager, sample = copy.deepcopy(model), copy.deepcopy(model), max(1, n // 20)
+    fast = cuvil.compile(model, inputs)
+    fast.load_state_dict(model.state_dict())  # recipes recorded (the program cache has none)
+    compiled_torch = torch.compile(twin)
+    with torch.no_grad():
+        compiled_torch(*inputs)  # torch.compile's own compile, before the stream
+    rows = {k: {"ms": [], "err": 0.0} for k in ("cuvil versions", "cuvil in place",
+                                                   "torch.compile", "cuvil.compile")}
+    kept = []
+    for i, state in enumerate(weight_versions(model, n)):
+        updates = {"cuvil versions": functools.partial(new_version, fast, kept, state, inputs),
+                   "cuvil in place": functools.partial(swap_in, fast, state, inputs),
+                   "torch.compile": functools.partial(swap_in, twin, state, inputs,
+                                                      compiled_torch)}
+        if i < compiles:
+            updates["cuvil.compile"] = lambda: cuvil.compile(twin, inputs)(*inputs)
+        if i % sample == 0:
+            eager.load_state_dict(state)
+            want = reference(eager, inputs)
+        for kind, update in updates.items():
+            start = time.perf_counter()
+            with torch.no_grad():
+                y = update()
+            rows[kind]["ms"].append(1e3 * (time.perf_counter() - start))
+            if i % sample == 0:
+                rows[kind]["err"] = max(rows[kind]["err"], (y - want).abs().max().item())
+    per_version = statistics.mean(own_mb(v, fast) for v in kept)
+    return [(k, {**r, "mb": per_version if k == "cuvil versions" else None, "n": len(r["ms"])})
+            for k, r in rows.items()]
+
+
+def print_served(name: str, n: int, rows: list[tuple[str, dict]]) -> None:
+    print(f"zoo:{name}, {n} weight versions served from one process")
+    print(f"{'way':<15} {'versions':>8} {'update ms':>10} {'MB/version':>11} {'max err':>9}")
+    for kind, r in rows:
+        mb = f"{r['mb']:.3f}" if r["mb"] is not None else "-"
+        print(f"{kind:<15} {r['n']:>8} {statistics.median(r['ms']):>10.2f} {mb:>11} "
+              f"{r['err']:>9.1e}")
+    print("update ms: median of the update and the first call after it; MB/version: the "
+          "constants a kept version holds of its own (kernels and code are shared)\n")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--versions", type=int, default=20)
+    parser.add_argument("--versions", type=int, default=20, help="weight versions served")
+    parser.add_argument("--compiles", type=int, default=20,
+                        help="versions compiled afresh, per compile-cache stream")
     parser.add_argument("--model", default="transformer", choices=sorted(zoo.MODELS))
     args = parser.parse_args(argv)
+    compiles = min(args.compiles, args.versions)
     with tempfile.TemporaryDirectory() as directory:
         os.environ["CUVIL_CACHE_DIR"] = directory
-        rows = [(kind, run_stream(kind, args.model, args.versions, cache=True))
+        print_served(args.model, args.versions, served(args.model, args.versions, compiles))
+        rows = [(kind, run_stream(kind, args.model, compiles, cache=True))
                 for kind in ("same", "weights", "layer")]
-        rows.append(("cache off", run_stream("weights", args.model, args.versions, False)))
+        rows.append(("cache off", run_stream("weights", args.model, compiles, False)))
         size = sum(b for _, b in evict.usage(Path(directory)).values())
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
-    print(f"zoo:{args.model}, {args.versions} versions per stream; cache {size / 1e6:.1f} MB; "
+    print(f"zoo:{args.model}, {compiles} versions per stream; cache {size / 1e6:.1f} MB; "
           f"peak RSS {rss:.0f} MB")
     parts = list(rows[0][1]["parts"])
     print(f"{'stream':<10} {'median s':>9} " + " ".join(f"{p:>9}" for p in parts)

@@ -161,6 +161,7 @@ class CompiledGraph:
         others, the kernels shared and the constants its own."""
         twin = copy.copy(self)
         twin._plans, twin._fast, twin._lock = OrderedDict(), None, threading.Lock()
+        twin.report = copy.copy(self.report)
         twin.weights = None if self.weights is None else dataclasses.replace(self.weights)
         twin.load_state_dict(state_dict, strict)
         return twin

@@ -7,7 +7,10 @@ calling throughout a stream of swaps sees one version or the other, never a mix.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -161,3 +164,21 @@ def test_calls_during_swaps_see_one_version_or_the_other():
         caller.join()
     assert seen and not wrong
     assert torch.allclose(fast(x), wants[0], atol=1e-5)  # the last swap's
+
+
+def test_the_versions_bench_serves_twenty_versions_matching_eager(capsys, monkeypatch):
+    """`bench/cache.py --versions 20` as CI runs it: every way of serving the versions
+    matches eager on its sample (timings are printed, never asserted)."""
+    monkeypatch.setenv("CUVIL_CACHE_DIR", os.environ["CUVIL_CACHE_DIR"])  # it sets its own
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench import cache as bench_cache
+
+    bench_cache.main(["--versions", "20", "--compiles", "1", "--model", "mlp"])
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index(next(t for t in lines if t.startswith("way ")))
+    rows = {" ".join(t.split()[:-4]): t.split() for t in lines[start + 1:start + 5]}
+    assert set(rows) == {"cuvil versions", "cuvil in place", "torch.compile", "cuvil.compile"}
+    assert rows["cuvil versions"][-4] == "20"
+    for way, cells in rows.items():
+        assert float(cells[-1]) < 1e-4, (way, cells)
+
