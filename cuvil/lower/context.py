@@ -2,7 +2,9 @@
 
 Constants are numpy arrays in physical layout (an `NHWC` constant is stored permuted).
 Generators may add derived constants (`prepare`: a transposed weight, folded batch-norm
-factors), computed once at compile time and passed to kernels like any other constant.
+factors), computed once at compile time and passed to kernels like any other constant; one
+computed from constants is made by `prepare_from` (the function and the constants it
+reads), so that `refreshed` computes it again for new weights (`runtime/swap.py`).
 A constant in a format only the runtime knows (the int8 kernels' packed weights) is
 declared instead (`derive`): a recipe name, its inputs and the arrays' types; the runtime's
 build step computes it (`cuvil.runtime.derived`) and checks it against those types.

@@ -36,10 +36,6 @@ POOLED = {f"conv2d_nchw_{kind}_post": f"conv2d_nchw_{kind}_pool_post"  # with a 
 WINOGRAD_G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])  # F(2x2, 3x3)
 
 
-def logical_const(ctx, value: str) -> np.ndarray:
-    return logical(ctx, value)(ctx.const_array(value))
-
-
 def logical(ctx, value: str, then: Callable[[np.ndarray], np.ndarray] = lambda a: a):
     """The function of constant `value`'s physical array that gives `then` of its logical
     one (`ctx.prepare_from`'s recipe)."""
