@@ -21,8 +21,9 @@ the old constants, the next call runs on the new ones.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -41,6 +42,7 @@ class Weights:
     base: Mapping[str, torch.Tensor]
     rebuild: Callable[[dict[str, torch.Tensor]], object]
     replay: bool = True  # False: every swap rebuilds (calibration read the weights)
+    lock: threading.Lock = field(init=False, default_factory=threading.Lock)  # one swap at a time
 
 
 def load_state(compiled, state: Mapping[str, torch.Tensor], strict: bool) -> None:
@@ -50,15 +52,16 @@ def load_state(compiled, state: Mapping[str, torch.Tensor], strict: bool) -> Non
         raise CuvilError("load_state_dict: this model was not compiled from a torch module "
                          "for the CPU (an ONNX file, a graph, or another target): compile "
                          "it again with the new weights")
-    tensors = {**weights.tensors, **checked(weights.tensors, state, strict)}
-    try:
-        if not weights.replay:
-            raise LookupError("calibrated on the old weights")
-        program = replayed(compiled, weights, tensors)
-    except LookupError:
-        program = rebuilt(compiled, weights, tensors)
-    compiled.swap_constants(*program)
-    weights.tensors = tensors
+    with weights.lock:
+        tensors = {**weights.tensors, **checked(weights.tensors, state, strict)}
+        try:
+            if not weights.replay:
+                raise LookupError("calibrated on the old weights")
+            program = replayed(compiled, weights, tensors)
+        except LookupError:
+            program = rebuilt(compiled, weights, tensors)
+        compiled.swap_constants(*program)
+        weights.tensors = tensors
 
 
 def checked(current: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor],
