@@ -8,6 +8,7 @@
     cuvil.register_target("cpu1", params={...})          # a target of your own
     cuvil.graph_dump(fn, "model.svg")                    # DOT/SVG coloured by latency
     torch.compile(model, backend="cuvil")                # Dynamo + AOTAutograd: cuvil.dynamo
+    live = cuvil.Watch(rules=["stock", "my.cvr"]).compile(model, inputs)  # rules reloaded
 
 Heavy modules (torch, egglog, numba) load on first use, so `cuvil --version` is instant.
 """
@@ -31,6 +32,7 @@ _LAZY = {
     "compile": "cuvil.pipeline",
     "register_target": "cuvil.lower.custom",
     "Quantize": "cuvil.quantize",
+    "Watch": "cuvil.live",
     "graph_dump": "cuvil.dump",
     "zoo": "cuvil.zoo",
     "dynamo": "cuvil.dynamo",
