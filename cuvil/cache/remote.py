@@ -10,6 +10,9 @@ valid one: an entry written without the secret, or changed after (a checksum rec
 does not help), is refused with a warning and the graph is optimized here. Without the
 secret, entries are checksummed only, and anyone who can write to the server can change
 what a reader compiles.
+
+`CUVIL_CACHE_TTL` (seconds) gives every entry a process writes that lifetime on the
+server; without it, entries stay until the server evicts them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 PREFIX = "cuvil:graph:"
 SECRET_ENV = "CUVIL_CACHE_SECRET"
+TTL_ENV = "CUVIL_CACHE_TTL"
 SIGNATURE = b"\nCUVIL-HMAC-SHA256 "  # then the 32-byte tag, at the entry's end
 TIMEOUT_S = 2.0
 _clients: dict[str, Any] = {}
@@ -53,9 +57,26 @@ def put(key: str, data: bytes) -> None:
     if secret is not None:
         data = data + SIGNATURE + _tag(secret, key, data)
     try:
-        client.set(PREFIX + key, data)
+        client.set(PREFIX + key, data, ex=_ttl())
     except Exception as e:  # as in `get`
         _give_up(e)
+
+
+def _ttl() -> int | None:
+    """`CUVIL_CACHE_TTL` in whole seconds; None (and a warning) for no positive number."""
+    value = os.environ.get(TTL_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        seconds = int(float(value))
+    except ValueError:
+        seconds = 0
+    if seconds <= 0:
+        warnings.warn(f"cuvil: {TTL_ENV}={value!r} is not a positive number of seconds; "
+                      "shared entries are written without a lifetime", RuntimeWarning,
+                      stacklevel=3)
+        return None
+    return seconds
 
 
 def _secret() -> bytes | None:

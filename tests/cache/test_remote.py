@@ -1,7 +1,8 @@
 """The shared tier on a real Redis server: a second machine (another cache directory) gets
 a hit and keeps a local copy; entries are checksummed data, never pickles; a damaged
-entry is a miss, and so is one the fleet secret did not sign; a server that is down costs
-one warning, never a wrong or failed compile."""
+entry is a miss, and so is one the fleet secret did not sign; entries carry the fleet's
+lifetime (`CUVIL_CACHE_TTL`); a server that is down costs one warning, never a wrong or
+failed compile."""
 
 from __future__ import annotations
 
@@ -56,6 +57,17 @@ def test_a_second_machine_hits_the_shared_entry(shared, tmp_path, monkeypatch):
     assert list((tmp_path / "b" / "graphs").glob("*.cvg"))  # kept locally too
     assert compile_in(tmp_path / "b", monkeypatch, model, x).startswith("hit (local")
     assert compile_in(tmp_path / "c", monkeypatch, Affine(3.0), x).startswith("miss")
+
+
+def test_entries_carry_the_fleet_ttl(shared, monkeypatch):
+    monkeypatch.setenv("CUVIL_CACHE_TTL", "600")
+    remote.put("k1", b"data")
+    assert 590 <= shared.ttl(remote.PREFIX + "k1") <= 600
+    monkeypatch.setenv("CUVIL_CACHE_TTL", "soon")
+    with pytest.warns(RuntimeWarning, match="CUVIL_CACHE_TTL='soon' is not a positive"):
+        remote.put("k2", b"data")
+    assert shared.ttl(remote.PREFIX + "k2") == -1  # no lifetime
+    assert remote.get("k2") == b"data"
 
 
 def test_a_damaged_shared_entry_is_a_miss(shared, tmp_path, monkeypatch):
