@@ -21,7 +21,7 @@ from cuvil.frontend.aten_index import INDEX_OPS
 from cuvil.frontend.aten_recurrent import RECURRENT_OPS
 from cuvil.frontend.aten_shape import SHAPE_OPS
 from cuvil.frontend.converter import Args, Fallback, Value, need
-from cuvil.ir.recipe import Call, Ref, contiguous
+from cuvil.ir.recipe import Call, Ref, transposed
 from cuvil.ops.nn import pair
 
 if TYPE_CHECKING:
@@ -199,10 +199,8 @@ def transpose(ix: Importer, a: Args) -> Value:
     if rank < 2 and "dim0" not in a:
         return x
     d0, d1 = a.get("dim0", 0), a.get("dim1", 1)
-    weight = ix.constant(x)
-    if weight is not None and sorted((d0 % rank, d1 % rank)) == [rank - 2, rank - 1]:
-        return ix.folded(weight.transpose(d0, d1).contiguous(), ix.ref(x) + ".T", Call(
-            contiguous, (Call(torch.transpose, (Ref(ix.ref(x)), d0, d1)),)))
+    if ix.constant(x) is not None and sorted((d0 % rank, d1 % rank)) == [rank - 2, rank - 1]:
+        return ix.computed(ix.ref(x) + ".T", Call(transposed, (Ref(ix.ref(x)), d0, d1)))
     return ix.add("transpose", [x], {"dim0": d0, "dim1": d1})
 
 
@@ -240,10 +238,8 @@ def conv1d(ix: Importer, a: Args) -> Value:
     need(ix.type(w).rank == 3 and not a.get("transposed"), "not a 1-d convolution")
     need(ix.type(x).rank == 3 and isinstance(ix.type(x).shape[2], int),
          "an unbatched input or a symbolic length (conv2d kernels take static widths)")
-    weight = ix.constant(w)
-    w = ix.folded(weight.unsqueeze(2), ix.ref(w) + ".2d",
-                  Call(torch.unsqueeze, (Ref(ix.ref(w)), 2))) if weight is not None else \
-        ix.add("unsqueeze", [w], {"dim": 2})
+    w = ix.computed(ix.ref(w) + ".2d", Call(torch.unsqueeze, (Ref(ix.ref(w)), 2))) \
+        if ix.constant(w) is not None else ix.add("unsqueeze", [w], {"dim": 2})
     padding = a["padding"] if isinstance(a["padding"], str) else (0, *a["padding"])
     y = conv2d(ix, {**a, "input": ix.add("unsqueeze", [x], {"dim": 2}), "weight": w,
                     "padding": padding, "stride": (1, *a["stride"]),
@@ -261,10 +257,9 @@ def _same_padding(kernel, dilation, mode: str) -> tuple[int, int]:
 
 def channel_bias(ix: Importer, bias: Value) -> Value:
     """A bias of shape (C,) as (C, 1, 1), to broadcast over NCHW (a constant if it is one)."""
-    tensor = ix.constant(bias)
-    if tensor is not None:
-        return ix.folded(tensor.reshape(-1, 1, 1), ix.ref(bias) + ".bcast",
-                         Call(torch.reshape, (Ref(ix.ref(bias)), (-1, 1, 1))))
+    if ix.constant(bias) is not None:
+        return ix.computed(ix.ref(bias) + ".bcast",
+                           Call(torch.reshape, (Ref(ix.ref(bias)), (-1, 1, 1))))
     return ix.add("reshape", [bias], {"shape": (ix.type(bias).shape[0], 1, 1)})
 
 

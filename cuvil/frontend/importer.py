@@ -26,7 +26,7 @@ from cuvil.frontend.report import ImportReport, Source, source_of
 from cuvil.ir.dim_text import range_text
 from cuvil.ir.graph import Graph, _ident
 from cuvil.ir.outputs import OutputTree, needs_tree
-from cuvil.ir.recipe import UNKNOWN, Call, Ref, apply, op_term, pickles
+from cuvil.ir.recipe import UNKNOWN, Call, Ref, apply, evaluate, op_term, pickles
 from cuvil.ir.torch_template import encode_arg, known_pure
 from cuvil.ir.types import Dim, DType, TensorType
 
@@ -197,6 +197,10 @@ class Importer:
         is the tensor itself."""
         self.graph.recipes.setdefault(ref, tensor.detach() if recipe is None else recipe)
         return self.weight(tensor.detach(), ref)
+
+    def computed(self, ref: str, recipe: Any) -> Value:
+        """The constant `recipe` computes from others (`ir.recipe`), folded under `ref`."""
+        return self.folded(evaluate(recipe, lambda r: self.graph.constants[r]), ref, recipe)
 
     def filled(self, fill: float, shape: tuple[int, ...]) -> Value:
         """A constant of ones/zeros standing in for a missing norm weight/bias."""

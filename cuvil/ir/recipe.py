@@ -131,6 +131,6 @@ def _cloned(tree: Any) -> Any:
     return tree
 
 
-def contiguous(tensor: torch.Tensor) -> torch.Tensor:
-    """A C-contiguous tensor with the values of `tensor` (an import fold's last step)."""
-    return tensor.contiguous()
+def transposed(tensor: torch.Tensor, d0: int, d1: int) -> torch.Tensor:
+    """`tensor` with dims `d0` and `d1` swapped, C-contiguous (a weight's `w.T`)."""
+    return tensor.transpose(d0, d1).contiguous()
