@@ -130,7 +130,7 @@ def weights_of(model: Any, example_inputs: Any, options: CompileOptions, importe
     from cuvil.runtime.swap import Weights
 
     calibrated = options.quantize is not None and options.quantize.activations is not None
-    return Weights(dict(model.state_dict()), imported.constants if imported else {},
+    return Weights(model.state_dict, imported.constants if imported else {},
                    functools.partial(_rebuild, model, example_inputs, options),
                    replay=not calibrated)
 

@@ -35,10 +35,11 @@ from cuvil.ir.recipe import resolve
 @dataclass
 class Weights:
     """What a swap needs of the compile: the model's tensors by state-dict path (those in
-    force), the imported graph's constants (what no model tensor feeds) and, for where no
+    force; `tensors()` reads the model's on the first swap, so that a compile pays nothing
+    for it), the imported graph's constants (what no model tensor feeds) and, for where no
     recipe serves, `rebuild(tensors)`: the model compiled afresh with `tensors`."""
 
-    tensors: dict[str, torch.Tensor]
+    tensors: Callable[[], dict[str, torch.Tensor]] | dict[str, torch.Tensor]
     base: Mapping[str, torch.Tensor]
     rebuild: Callable[[dict[str, torch.Tensor]], object]
     replay: bool = True  # False: every swap rebuilds (calibration read the weights)
@@ -53,6 +54,8 @@ def load_state(compiled, state: Mapping[str, torch.Tensor], strict: bool) -> Non
                          "for the CPU (an ONNX file, a graph, or another target): compile "
                          "it again with the new weights")
     with weights.lock:
+        if callable(weights.tensors):
+            weights.tensors = dict(weights.tensors())
         tensors = {**weights.tensors, **checked(weights.tensors, state, strict)}
         try:
             if not weights.replay:
