@@ -65,6 +65,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
             cache: bool = True, fuse_elementwise: bool = True, quantize: Any = None,
             fallback_policy: str = "cpu", strategy: str = "latency", verify: bool = True):
     """`model` compiled to Numba kernels: a callable with the model's results, faster.
+    `example_inputs`: a tuple of the model's arguments (or one tensor, its only one).
 
     With `cache`, compiling the same program again (same traced graph and constants, rules
     and options; in any process) reuses the optimized graph and the compiled kernels, and
@@ -80,6 +81,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     from cuvil.frontend.training import refuse_training
     from cuvil.progress import compile_progress, display_name
 
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
     options = CompileOptions.of(
         rules=rules, target=target, dynamic_shapes=dynamic_shapes, fallback=fallback,
         threads=threads, limits=limits, disable=disable, fuse_elementwise=fuse_elementwise,

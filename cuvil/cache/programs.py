@@ -65,13 +65,23 @@ def key(fp, rules: Any, options: dict[str, Any]) -> dict[str, str]:
 
 def load(parts: dict[str, str], tensors: dict[str, torch.Tensor], threads: int, details,
          shapes=None):
-    """The compiled graph stored under `parts` (None on a miss), its constants bound to
+    """The compiled graph stored under `parts` here or, with the fleet secret, on the shared
+    tier (`shared_programs`); None on a miss. Its constants are bound to
     `tensors` (the model's, by path); `details()` compiles it the slow way, for what only
     that has (`CompiledGraph.graph`, `source`, `profile`), and for inputs other than
     `shapes` where the key vouches for those alone (a fake trace's)."""
-    return read_entry(entry_path(parts),  # any failure to rebuild it: the slow way, stored
-                      lambda data: decode(data, parts, tensors, threads, details, shapes),
-                      Exception)
+    from cuvil.cache import shared_programs
+
+    def decoded(where: str):
+        return lambda data: decode(data, parts, tensors, threads, details, shapes, where)
+
+    # any failure to rebuild it: the slow way, stored
+    compiled = read_entry(entry_path(parts), decoded("program cache"), Exception)
+    if compiled is None and (fetched := shared_programs.fetch(parts)) is not None:
+        compiled = read_entry(entry_path(parts), decoded("shared cache"), Exception)
+        if compiled is not None:
+            compiled.report.program_cache += f"; the program and its code fetched: {fetched}"
+    return compiled
 
 
 def store(parts: dict[str, str], tensors: dict[str, torch.Tensor], compiled) -> bool:
@@ -82,10 +92,13 @@ def store(parts: dict[str, str], tensors: dict[str, torch.Tensor], compiled) -> 
         chunks = encode(parts, compiled, tensors)
     except (Damaged, TypeError, ValueError, AttributeError):
         return False
+    from cuvil.cache import shared_programs
+
     try:
         write_chunks(entry_path(parts), chunks)
     except OSError:  # a read-only cache: the next compile takes the slow way again
         return False
+    shared_programs.publish(parts, entry_path(parts), compiled)
     evict.after_store(sum(len(c) for c in chunks))
     return True
 
@@ -109,7 +122,7 @@ def encode(parts: dict[str, str], compiled, tensors: dict[str, torch.Tensor]) ->
 
 
 def decode(data: bytes, parts: dict[str, str], tensors: dict[str, torch.Tensor],
-           threads: int, details, shapes=None):
+           threads: int, details, shapes=None, where: str = "program cache"):
     from cuvil.runtime.compiled import CompiledGraph
     from cuvil.runtime.threads import choose_layer
 
@@ -125,7 +138,7 @@ def decode(data: bytes, parts: dict[str, str], tensors: dict[str, torch.Tensor],
     spec = _spec_of(header["spec"])
     choose_layer()
     entry = _load_kernels(header["entry"], header["kernels"])
-    report = _report_of(header["report"], key_digest(parts))
+    report = _report_of(header["report"], key_digest(parts), where)
     if shapes is not None:
         report.program_cache += "; the example inputs' shapes alone (another compiles first)"
     report.compile_s = time.perf_counter() - start
@@ -264,12 +277,13 @@ def _report_json(report: CompileReport) -> dict:
             "optimizer": report_json(report.optimizer)}
 
 
-def _report_of(data: dict, key: str) -> CompileReport:
-    """The stored report, as this load did it: every kernel loaded, nothing lowered."""
+def _report_of(data: dict, key: str, where: str) -> CompileReport:
+    """The stored report, as this load did it: every kernel loaded, nothing lowered;
+    `where` the entry came from."""
     kernels = [KernelReport(**{**k, "compile_s": 0.0, "cached": True}) for k in data["kernels"]]
     steps = [StepReport(**{**s, "nodes": tuple(s["nodes"])}) for s in data["steps"]]
     fallbacks = [FallbackReport(**f) for f in data["fallbacks"]]
-    hit = f"hit (program cache, key {key[:12]})"
+    hit = f"hit ({where}, key {key[:12]})"
     optimizer = None if data["optimizer"] is None else \
         StoredOptimizeReport(data["optimizer"], f"{hit}: the optimizer did not run")
     report = StoredReport(**{**data, "kernels": kernels, "steps": steps, "lower_s": 0.0,

@@ -1,11 +1,13 @@
 """The shared tier of the compile cache: a Redis server named by `CUVIL_CACHE_REDIS`.
 
-Entries are the same bytes as local files (`entry.py`: text, JSON and raw tensor bytes,
-checksummed; never pickles), under `cuvil:graph:<key digest>`. A server that cannot be
-reached gives one warning and the local cache alone for the rest of the process.
+Optimized graphs are the same bytes as local files (`entry.py`: text, JSON and raw tensor
+bytes, checksummed; never pickles), under `cuvil:graph:<key digest>`; programs with their
+code are bundles under `cuvil:program:<key digest>` (`shared_programs.py`), written and
+read only with the fleet secret. A server that cannot be reached gives one warning and the
+local cache alone for the rest of the process.
 
 With a fleet secret in `CUVIL_CACHE_SECRET`, every entry a process writes ends in an
-HMAC-SHA256 of its key and bytes under that secret, and every entry it reads must carry a
+HMAC-SHA256 of its name and bytes under that secret, and every entry it reads must carry a
 valid one: an entry written without the secret, or changed after (a checksum recomputed
 does not help), is refused with a warning and the graph is optimized here. Without the
 secret, entries are checksummed only, and anyone who can write to the server can change
@@ -37,29 +39,35 @@ def url() -> str | None:
     return value or None
 
 
-def get(key: str) -> bytes | None:
+def get(key: str, prefix: str = PREFIX) -> bytes | None:
+    """The entry named `prefix + key`, verified; None if absent, refused or unreachable."""
     client = _client()
     if client is None:
         return None
     try:
-        data = client.get(PREFIX + key)
+        data = client.get(prefix + key)
     except Exception as e:  # redis raises ConnectionError, TimeoutError, ResponseError, ...
         _give_up(e)
         return None
-    return data if data is None else _verified(key, data)
+    return data if data is None else _verified(prefix + key, data)
 
 
-def put(key: str, data: bytes) -> None:
+def put(key: str, data: bytes, prefix: str = PREFIX) -> None:
     client = _client()
     if client is None:
         return
     secret = _secret()
     if secret is not None:
-        data = data + SIGNATURE + _tag(secret, key, data)
+        data = data + SIGNATURE + _tag(secret, prefix + key, data)
     try:
-        client.set(PREFIX + key, data, ex=_ttl())
+        client.set(prefix + key, data, ex=_ttl())
     except Exception as e:  # as in `get`
         _give_up(e)
+
+
+def signing() -> bool:
+    """Whether this process has the fleet secret: then the shared tier carries code."""
+    return _secret() is not None
 
 
 def _ttl() -> int | None:
@@ -84,21 +92,22 @@ def _secret() -> bytes | None:
     return value.encode() if value else None
 
 
-def _tag(secret: bytes, key: str, data: bytes) -> bytes:
-    return hmac.new(secret, key.encode() + b"\0" + data, hashlib.sha256).digest()
+def _tag(secret: bytes, name: str, data: bytes) -> bytes:
+    return hmac.new(secret, name.encode() + b"\0" + data, hashlib.sha256).digest()
 
 
-def _verified(key: str, data: bytes) -> bytes | None:
+def _verified(name: str, data: bytes) -> bytes | None:
     """`data` without its signature, when the fleet secret signed it (or there is no
     secret); None, with a warning, for an entry the secret did not sign."""
     secret = _secret()
     if secret is None:
         return data
     body, mark, tag = data[:-32 - len(SIGNATURE)], data[-32 - len(SIGNATURE):-32], data[-32:]
-    if mark == SIGNATURE and hmac.compare_digest(tag, _tag(secret, key, body)):
+    if mark == SIGNATURE and hmac.compare_digest(tag, _tag(secret, name, body)):
         return body
-    warnings.warn(f"cuvil: the shared cache entry {key[:12]} is not signed with "
-                  f"{SECRET_ENV}; refused, optimizing here", RuntimeWarning, stacklevel=3)
+    kind, _, key = name.removeprefix("cuvil:").partition(":")
+    warnings.warn(f"cuvil: the shared {kind} entry {key[:12]} is not signed with "
+                  f"{SECRET_ENV}; refused, compiling here", RuntimeWarning, stacklevel=3)
     return None
 
 

@@ -57,17 +57,24 @@ def _load_or_compile(context):
 
 
 def _path():
+    from cuvil.paths import cache_dir
+
+    return cache_dir() / "numba" / f"nrt-{machine_key()[:16]}.bin"
+
+
+def machine_key() -> str:
+    """A hash of what Numba's object code depends on: Numba's and llvmlite's versions, the
+    CPU's name and features (or those Numba's settings name instead) and the optimisation
+    level. Code is shared only between processes whose keys agree."""
     import llvmlite
     import numba
     from llvmlite import binding as ll
-
-    from cuvil.paths import cache_dir
 
     config = numba.config  # a CPU named in the environment is the one Numba compiles for
     text = " ".join([numba.__version__, llvmlite.__version__, ll.get_host_cpu_name(),
                      ll.get_host_cpu_features().flatten(), str(config.CPU_NAME),
                      str(config.CPU_FEATURES), str(config.OPT)])
-    return cache_dir() / "numba" / f"nrt-{hashlib.sha256(text.encode()).hexdigest()[:16]}.bin"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _read(path) -> tuple[bytes, bytes] | None:

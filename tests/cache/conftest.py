@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -29,12 +30,12 @@ def dead_redis_url():
     return f"redis://127.0.0.1:{free_port()}/0"
 
 
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory):
+@contextlib.contextmanager
+def redis_server(workdir):
+    """A redis-server on loopback (skipped where it is not installed): (its URL, process)."""
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
     port = free_port()
-    workdir = tmp_path_factory.mktemp("redis")
     server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                                "--save", "", "--appendonly", "no", "--dir", str(workdir)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -45,6 +46,35 @@ def redis_url(tmp_path_factory):
             break
         except OSError:
             time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    server.terminate()
-    server.wait(timeout=10)
+    try:
+        yield f"redis://127.0.0.1:{port}/0", server
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory):
+    with redis_server(tmp_path_factory.mktemp("redis")) as (url, _):
+        yield url
+
+
+@pytest.fixture
+def shared(redis_url, monkeypatch):
+    """The shared tier on the session's server, emptied; a client to it."""
+    import redis
+
+    from cuvil.cache import remote
+
+    monkeypatch.setenv("CUVIL_CACHE_REDIS", redis_url)
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    remote._down.clear()
+    return client
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """A redis-server of the test's own (one it may stop): (its URL, process)."""
+    with redis_server(tmp_path) as started:
+        yield started

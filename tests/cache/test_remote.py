@@ -10,7 +10,6 @@ import shutil
 import warnings
 
 import pytest
-import redis
 import torch
 
 import cuvil
@@ -25,15 +24,6 @@ class Affine(torch.nn.Module):
 
     def forward(self, x):
         return torch.relu(self.lin(x)) * self.k
-
-
-@pytest.fixture
-def shared(redis_url, monkeypatch):
-    monkeypatch.setenv("CUVIL_CACHE_REDIS", redis_url)
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    remote._down.clear()
-    return client
 
 
 def compile_in(cache_dir, monkeypatch, model, x):
