@@ -150,7 +150,7 @@ def served(name: str, n: int, compiles: int) -> list[tuple[str, dict]]:
         compiled_torch(*inputs)  # torch.compile's own compile, before the stream
     rows = {k: {"ms": [], "err": 0.0} for k in ("cuvil versions", "cuvil in place",
                                                    "torch.compile", "cuvil.compile")}
-    kept = []
+    kept, before = [], rss_mb()
     for i, state in enumerate(weight_versions(model, n)):
         updates = {"cuvil versions": functools.partial(new_version, fast, kept, state, inputs),
                    "cuvil in place": functools.partial(swap_in, fast, state, inputs),
@@ -169,19 +169,32 @@ def served(name: str, n: int, compiles: int) -> list[tuple[str, dict]]:
             if i % sample == 0:
                 rows[kind]["err"] = max(rows[kind]["err"], (y - want).abs().max().item())
     per_version = statistics.mean(own_mb(v, fast) for v in kept)
-    return [(k, {**r, "mb": per_version if k == "cuvil versions" else None, "n": len(r["ms"])})
+    rss = (rss_mb() - before) / n
+    return [(k, {**r, "mb": per_version if k == "cuvil versions" else None,
+                 "rss": rss if k == "cuvil versions" else None, "n": len(r["ms"])})
             for k, r in rows.items()]
+
+
+def rss_mb() -> float:
+    """The process's resident memory now, in MB (Linux: /proc/self/statm)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
 def print_served(name: str, n: int, rows: list[tuple[str, dict]]) -> None:
     print(f"zoo:{name}, {n} weight versions served from one process")
-    print(f"{'way':<15} {'versions':>8} {'update ms':>10} {'MB/version':>11} {'max err':>9}")
+    print(f"{'way':<15} {'versions':>8} {'update ms':>10} {'MB/version':>11} "
+          f"{'RSS MB/version':>15} {'max err':>9}")
     for kind, r in rows:
         mb = f"{r['mb']:.3f}" if r["mb"] is not None else "-"
+        rss = f"{r['rss']:.1f}" if r["rss"] is not None else "-"
         print(f"{kind:<15} {r['n']:>8} {statistics.median(r['ms']):>10.2f} {mb:>11} "
-              f"{r['err']:>9.1e}")
+              f"{rss:>15} {r['err']:>9.1e}")
     print("update ms: median of the update and the first call after it; MB/version: the "
-          "constants a kept version holds of its own (kernels and code are shared)\n")
+          "constants a kept version holds of its own (kernels and code are shared); RSS "
+          "MB/version: the process's growth over the stream per version kept (the "
+          "constants, the version's copy of its weights, its buffers, the allocator's "
+          "slack)\n")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -80,13 +80,17 @@ def fetch(parts: dict[str, str]) -> str | None:
     data = remote.get(bundle_key(parts), PREFIX)
     if data is None:
         return None
+    from cuvil.cache import evict
+
     try:
         files = decode(data)
-        written = sum(_write(where, folder, name, body) for where, folder, name, body in files)
+        written = [len(body) for where, folder, name, body in files
+                   if _write(where, folder, name, body)]
     except (Damaged, OSError, ValueError, KeyError, TypeError):
         return None
+    evict.after_store(sum(written))
     kernels = sum(name.endswith(".nbi") for _, _, name, _ in files)
-    return (f"{len(files)} files ({written} new here, {len(data) / 1e6:.1f} MB; Numba's code "
+    return (f"{len(files)} files ({len(written)} new here, {len(data) / 1e6:.1f} MB; Numba's code "
             f"for {kernels} kernels) from {remote.url()}")
 
 
