@@ -33,7 +33,7 @@ FAMILIES = ("fusion_linear", "fusion_conv", "fusion_activations", "fusion_normal
 def families_in(compiled) -> list[str]:
     report = compiled.report.optimizer
     used = {stat.label for stat in report.rules.values() if stat.in_result}
-    rulesets = {r.label: r.ruleset for r in cuvil.rules.load(None).rules}
+    rulesets = {r.label: r.ruleset for r in cuvil.library.load(None).rules}
     return [f for f in FAMILIES if any(rulesets.get(label) == f for label in used)]
 
 

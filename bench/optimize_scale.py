@@ -18,7 +18,7 @@ import torch
 import cuvil
 from cuvil import zoo
 from cuvil.egraph.optimizer import Options, optimize_graph
-from cuvil.rules import load
+from cuvil.library import load
 
 
 def transformer_stack(layers: int):

@@ -281,7 +281,7 @@ HEAVY = ("gemm", "conv", "qgemm", "qconv")
 
 def all_int8_rules() -> Path:
     """The stock rules with every int8 op's cost near 0: int8 wherever a rule fires."""
-    from cuvil.rules.loader import stock_rules_dir
+    from cuvil.library.loader import stock_rules_dir
 
     rules = Path(TMP) / "rules-all-int8"
     if not rules.exists():

@@ -25,7 +25,7 @@ from models import CASES, block_times  # noqa: E402
 
 import cuvil  # noqa: E402
 from cuvil import zoo  # noqa: E402
-from cuvil.rules import load  # noqa: E402
+from cuvil.library import load  # noqa: E402
 
 
 def case(label: str, runs: int, threads: int, seconds: float) -> None:

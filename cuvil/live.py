@@ -106,7 +106,7 @@ class Watch:
     def reload(self) -> None:
         """Check the rules, recompile every model with them and swap each in; on an error,
         keep the old programs and say why."""
-        from cuvil.rules.gate import check_rules
+        from cuvil.verify.gate import check_rules
 
         try:
             check_rules(self.rules)  # a model compiled later reads them too

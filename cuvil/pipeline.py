@@ -1,7 +1,7 @@
 """The whole pipeline, one named line per stage.
 
     torch.export / FX -> Cuvil IR -> egglog terms -> saturate -> extract -> lower -> runtime
-                            ^ .cvr rules (cuvil/dsl) -> checked rules (cuvil/rules)
+                            ^ .cvr rules (cuvil/dsl) -> checked rules (cuvil/library)
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def optimize(graph: Any, example_inputs: Sequence[Any] | None = None, *, rules: 
     """The cheapest graph equal to `graph` under `rules`; `.report` says what happened.
     `strategy` says what cheapest is: one call's `"latency"`, or `"throughput"` of a stream
     of calls (`cuvil/egraph/strategy.py`). Rules not in the stock library are verified
-    first (`cuvil/rules/gate.py`); `verify=False` uses them unverified."""
+    first (`cuvil/verify/gate.py`); `verify=False` uses them unverified."""
     options = CompileOptions.of(rules=rules, target=target, limits=limits, disable=disable,
                                 dynamic_shapes=dynamic_shapes, extract=extract, trace=trace,
                                 quantize=quantize, strategy=strategy, verify=verify,
@@ -53,7 +53,7 @@ def check_rules(options: CompileOptions, tracer: Tracer) -> str:
     verified."""
     if options.rules is None:  # the stock library, verified by CI: nothing read
         return ""
-    from cuvil.rules.gate import check_rules as gate
+    from cuvil.verify.gate import check_rules as gate
 
     return str(gate(options.rules, options.disable, options.verify, tracer))
 
@@ -216,7 +216,7 @@ def optimize_imported(graph: Graph, options: CompileOptions, hints: dict[str, in
 
 def _defs(options: CompileOptions) -> dict[str, Any]:
     """The composite ops of the rules, by name (a cached graph names those it uses)."""
-    from cuvil.rules import load
+    from cuvil.library import load
 
     return dict(load(options.rules).ops)
 
@@ -224,7 +224,7 @@ def _defs(options: CompileOptions) -> dict[str, Any]:
 def _optimize_and_store(graph: Graph, options: CompileOptions, hints: dict[str, int],
                         tracer: Tracer, key, ahead) -> Graph:
     from cuvil import cache as compile_cache
-    from cuvil.rules import load
+    from cuvil.library import load
 
     def library():
         return load(options.rules, tracer).without(options.disable)
@@ -250,7 +250,7 @@ def _optimize_and_store(graph: Graph, options: CompileOptions, hints: dict[str, 
 def pricing_of(graph: Graph, options: CompileOptions, hints: dict[str, int]):
     """(`graph`, the cost model extraction priced it with): a profile's predictions."""
     from cuvil.egraph.optimizer import cost_model
-    from cuvil.rules import load
+    from cuvil.library import load
 
     library = load(options.rules).without(options.disable)
     return graph, cost_model(graph, library, options.optimizer(hints))

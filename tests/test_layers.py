@@ -1,7 +1,7 @@
 """tests/test_layers.py: the packages form one-way layers; no module imports upward.
 
-    ir <- ops <- dsl <- rules <- egraph <- lower <- runtime <- quantize <- frontend <- onnx
-       <- zoo <- cache <- options <- pipeline <- dump, dynamo, live <- cli, demo
+    ir <- ops <- dsl <- library <- verify <- egraph <- lower <- runtime <- quantize
+       <- frontend <- onnx <- zoo <- cache <- options <- pipeline <- dump, dynamo, live <- cli, demo
        <- the `cuvil` package itself
 
 with the utilities (`errors`, `atomic`, `aligned`, `paths`, `trace`, `progress`,
@@ -23,7 +23,8 @@ ROOT = Path(cuvil.__file__).parent
 
 LAYERS = [
     {"errors", "atomic", "aligned", "paths", "trace", "progress", "gc_pause"},
-    {"ir"}, {"ops"}, {"dsl"}, {"rules"}, {"egraph"}, {"lower"}, {"runtime"}, {"quantize"},
+    {"ir"}, {"ops"}, {"dsl"}, {"library"}, {"verify"}, {"egraph"}, {"lower"}, {"runtime"},
+    {"quantize"},
     {"frontend"}, {"onnx"}, {"zoo"}, {"cache"}, {"options"}, {"pipeline"},
     {"dump", "dynamo", "live"},
     {"cli", "demo"}, {"cuvil"},

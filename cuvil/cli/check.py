@@ -23,7 +23,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuvil.rules.loader import check  # a snapshot of the op catalog: no torch
+    from cuvil.library.loader import check  # a snapshot of the op catalog: no torch
 
     try:
         library = check(list(args.paths))

@@ -99,13 +99,13 @@ def coverage(rules: Any = None, models: Sequence[str] | None = None, *,
              on_model: Callable[[str, Any], None] | None = None) -> CoverageReport:
     """Optimize every model of the corpus with `rules` and say which rules fired where.
 
-    `rules` is anything `cuvil.rules.load` takes (default: the stock library); `models`
+    `rules` is anything `cuvil.library.load` takes (default: the stock library); `models`
     are specs (default: `default_models()`). A model that fails to load or optimize is
     listed in `report.failed`; `on_model(spec, graph_or_None)` follows progress. The
     rules are used unverified (`verify=False`): coverage computes no model's results, and
     `cuvil rules verify` is the check of their soundness."""
+    from cuvil.library import load
     from cuvil.pipeline import optimize
-    from cuvil.rules import load
 
     library = load(rules).without(tuple(disable))
     report = CoverageReport(rules=[RuleCoverage(r.label, r.where) for r in library.rules])

@@ -60,13 +60,13 @@ def _paths(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(paths: list[str]):
-    from cuvil.rules import load
+    from cuvil.library import load
 
     return load(list(paths) if paths else None)
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from cuvil.rules.verify import verify
+    from cuvil.verify import verify
 
     if args.instances < 1:
         raise CuvilError("--instances must be at least 1")

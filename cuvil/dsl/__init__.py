@@ -1,7 +1,7 @@
 """The `.cvr` rule language: grammar (`cvr.lark`), parser, diagnostics, term and guard typing.
 
     module = cuvil.dsl.parse(text, path="my.cvr")     # syntax only: an `ast.Module`
-    library = cuvil.rules.load("rules/")               # parsed and checked
+    library = cuvil.library.load("rules/")               # parsed and checked
 
 Every problem in a `.cvr` source raises `CvrError`, which carries all diagnostics. The
 parser (and Lark) is imported on first use: lowering a cached graph reads `ast` alone.

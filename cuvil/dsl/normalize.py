@@ -2,7 +2,7 @@
 
 Positional arguments fill an op's tensor inputs (optional ones included), then its
 attributes in signature order; a variadic op (`cat`) takes every positional argument as a
-tensor. In the normal form (see `cuvil.rules.library`) each `Call` has its tensor arguments
+tensor. In the normal form (see `cuvil.library.checked`) each `Call` has its tensor arguments
 in `args` and every attribute in `kwargs`, in signature order with the catalog's defaults
 filled in, and a number where a tensor is expected is a 0-d `scalar` call. On a
 right-hand side an attribute may be computed from the match (`eps=value(e)`): it becomes

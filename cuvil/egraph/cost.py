@@ -25,8 +25,8 @@ from cuvil.dsl import ast
 from cuvil.dsl.builtins import BUILTINS, COST
 from cuvil.errors import CuvilError
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE, Dim, TensorType, is_static
+from cuvil.library.composite import body_calls
 from cuvil.ops import registry
-from cuvil.rules.composite import body_calls
 
 # Cost parameters per target name. The CPU figures are the CPU target's own
 # (`cuvil.lower.target.CpuTarget` reads them here); the pipeline passes the parameters of

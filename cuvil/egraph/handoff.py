@@ -18,7 +18,7 @@ from cuvil.egraph.options import Options
 from cuvil.egraph.report import OptimizeReport
 from cuvil.egraph.worker import Outcome, Pending, Post, can_fork, prestart
 from cuvil.ir.graph import Graph
-from cuvil.rules.library import RuleLibrary
+from cuvil.library.checked import RuleLibrary
 from cuvil.trace import Tracer
 
 AHEAD_MAX_BYTES = 256 << 20  # weights pickled to the child above this: fork it afterwards
@@ -135,7 +135,7 @@ def _prepare(rules: Any, disable: tuple[str, ...]):
     import scipy.optimize  # noqa: F401 (HiGHS, for the exact extraction)
 
     from cuvil.egraph import optimizer  # noqa: F401 (egglog)
-    from cuvil.rules import load
+    from cuvil.library import load
 
     library = load(rules).without(disable)
     return functools.partial(_run, library)

@@ -30,7 +30,7 @@ from cuvil.egraph.session import Session
 from cuvil.egraph.strategy import resource, select_throughput
 from cuvil.egraph.worker import Post, can_fork, run_isolated
 from cuvil.ir.graph import Graph
-from cuvil.rules.library import RuleLibrary
+from cuvil.library.checked import RuleLibrary
 from cuvil.trace import Tracer
 
 TIE_BREAK = 1e-6  # us added to rewritten e-nodes

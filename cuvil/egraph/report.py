@@ -48,7 +48,7 @@ class OptimizeReport:
     notes: list[str] = field(default_factory=list)
     cache: str = ""  # the compile cache: "" (not used), "hit (key ...)" or "miss: why"
     precision: list = field(default_factory=list)  # PrecisionChoice per int8-able value
-    rule_check: str = ""  # the user rules' verification (`cuvil/rules/gate.py`), said
+    rule_check: str = ""  # the user rules' verification (`cuvil/verify/gate.py`), said
     egglog: str = field(default="", repr=False)  # the program run, replayable by egglog
     graph: Graph | None = field(default=None, repr=False)
 

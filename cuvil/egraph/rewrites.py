@@ -21,8 +21,8 @@ from cuvil.dsl import ast
 from cuvil.egraph.guards import TENSOR, GuardCompiler
 from cuvil.egraph.schema import F64, I64, attr_sort, ctor, encode_attr, encode_string
 from cuvil.errors import CuvilError
+from cuvil.library.checked import CheckedRule
 from cuvil.ops import registry
-from cuvil.rules.library import CheckedRule
 
 
 @dataclass

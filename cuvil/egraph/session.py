@@ -27,8 +27,8 @@ from cuvil.egraph.snapshot import Snapshot
 from cuvil.egraph.typer import Typer, TypeTable
 from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph
+from cuvil.library.checked import RuleLibrary
 from cuvil.ops import registry
-from cuvil.rules.library import RuleLibrary
 
 UNFOLD = "cuvil:unfold"
 

@@ -69,7 +69,7 @@ class CompileReport:
     placement: dict[str, str] = field(default_factory=dict)  # kernel name -> its target
     uploads: int = 0  # constants copied to a device once, when the graph was built
     program_cache: str = ""  # a hit of the program cache (`cuvil/cache/programs.py`), said
-    rule_check: str = ""  # the user rules' verification (`cuvil/rules/gate.py`), said
+    rule_check: str = ""  # the user rules' verification (`cuvil/verify/gate.py`), said
     writes: list[str] = field(default_factory=list)  # the inputs a call writes, in place
 
     @property

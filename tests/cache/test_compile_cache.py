@@ -17,8 +17,8 @@ import torch
 
 import cuvil
 from cuvil import cache, zoo
+from cuvil.library import load as load_rules
 from cuvil.options import CompileOptions
-from cuvil.rules import load as load_rules
 
 
 class Scale(torch.nn.Module):

@@ -17,7 +17,7 @@ from cuvil.egraph.encode import ANALYSIS_DECLS
 from cuvil.egraph.guards import CLASS_ANALYSES, TYPE_ANALYSES
 from cuvil.egraph.typer import TypeTable
 from cuvil.ir.types import NHWC, DType, TensorType
-from cuvil.rules.verify.guards import compute
+from cuvil.verify.guards import compute
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "reference" / "cvr.md"
 T = TensorType((2, 3, 4, 5), DType.f16, NHWC)

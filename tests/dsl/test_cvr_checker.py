@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from cuvil.dsl import CvrError, ast
+from cuvil.library import load
 from cuvil.ops import get
-from cuvil.rules import load
 
 
 def errors_of(text: str) -> list[str]:

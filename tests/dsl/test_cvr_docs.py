@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from cuvil.cli import main
-from cuvil.rules import load
+from cuvil.library import load
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = (ROOT / "docs" / "reference" / "cvr.md").read_text()
@@ -57,7 +57,7 @@ def test_tutorial_python_load(tmp_path, monkeypatch):
 
 
 def test_tutorial_optimize_on_top_of_the_stock_library(tmp_path, monkeypatch, capsys):
-    from cuvil.rules import verdicts
+    from cuvil.verify import verdicts
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CUVIL_CACHE_DIR", str(tmp_path / "cache"))  # verified afresh

@@ -1,7 +1,7 @@
 """Property tests: no input makes the `.cvr` front end raise anything but `CvrError`.
 
 Random bytes go through a file (decoding included), random text and random mutations of
-the valid example files go through `cuvil.rules.load`. A load that succeeds must give a
+the valid example files go through `cuvil.library.load`. A load that succeeds must give a
 library whose rules all cite a line of the source.
 """
 
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cuvil.dsl import CvrError, parse
-from cuvil.rules import load
+from cuvil.library import load
 
 PASS = Path(__file__).resolve().parents[1] / "cvr" / "pass"
 VALID = [p.read_text() for p in sorted(PASS.rglob("*.cvr"))]

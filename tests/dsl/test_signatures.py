@@ -12,8 +12,8 @@ from cuvil.dsl import signatures
 from cuvil.dsl.diagnostics import Reporter
 from cuvil.dsl.parser import parse_module
 from cuvil.dsl.sources import read_sources
+from cuvil.library.checker import check_modules
 from cuvil.ops import registry
-from cuvil.rules.checker import check_modules
 
 CASES = Path(__file__).resolve().parents[1] / "cvr"
 

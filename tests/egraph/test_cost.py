@@ -6,8 +6,8 @@ import math
 
 from cuvil.egraph.cost import DEFAULT_PARAMS, MAX_COST, CostModel
 from cuvil.ir import TensorType, sym
+from cuvil.library import load
 from cuvil.ops import infer
-from cuvil.rules import load
 
 
 def _cost(model: CostModel, op: str, ins: list[TensorType], attrs=None) -> float:

@@ -13,7 +13,7 @@ from egglog import bindings
 import cuvil
 from cuvil.egraph.session import Limits, Session
 from cuvil.ir import Graph, TensorType, sym
-from cuvil.rules import load
+from cuvil.library import load
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "reference_rules.egg"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cuvil.egraph.limits import Limits
 from cuvil.egraph.session import Session
-from cuvil.rules import load
+from cuvil.library import load
 
 COMMUTE = """
 ruleset swap

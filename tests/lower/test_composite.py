@@ -9,7 +9,7 @@ import torch
 from lowering_support import B, assert_matches_reference, t, templates
 
 from cuvil.ir import Graph
-from cuvil.rules import load
+from cuvil.library import load
 
 CVR = """\
 op linear(x, w, b) = add(matmul(x, w), b)

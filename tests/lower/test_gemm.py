@@ -8,7 +8,7 @@ import torch
 from lowering_support import B, assert_matches_reference, call_templates, t, templates
 
 from cuvil.ir import Graph
-from cuvil.rules import load
+from cuvil.library import load
 
 FUSED = "op linear_gelu_residual(x, w, b, r) = add(gelu(add(matmul(x, w), b)), r)\n"
 

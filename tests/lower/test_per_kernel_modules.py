@@ -11,8 +11,8 @@ import torch
 from lowering_support import B, assert_matches_reference, t
 
 from cuvil.ir import Graph
+from cuvil.library import load
 from cuvil.lower import lower_to_source
-from cuvil.rules import load
 
 CVR = "op linear(x, w, b) = add(matmul(x, w), b)\nop linear_tanh(x, w, b) = tanh(linear(x, w, b))\n"
 

@@ -14,7 +14,7 @@ from lowering_support import B, assert_matches_reference, t, templates
 
 import cuvil
 from cuvil.ir import Graph
-from cuvil.rules import load
+from cuvil.library import load
 
 STOCK = Path(__file__).resolve().parents[2] / "rules" / "quantize" / "int8.cvr"
 CVR = "".join(line for line in STOCK.read_text().splitlines(keepends=True)
@@ -120,7 +120,7 @@ def test_a_layer_the_int8_kernels_cannot_take_stays_composed(lower):
 def all_int8_rules(tmp_path_factory):
     """The stock rules with every int8 op's cost near 0: extraction takes int8 wherever a
     rule fires, whatever the layer's size (what the default costs pick is theirs to say)."""
-    from cuvil.rules.loader import stock_rules_dir
+    from cuvil.library.loader import stock_rules_dir
 
     rules = tmp_path_factory.mktemp("rules") / "rules"
     shutil.copytree(stock_rules_dir(), rules)

@@ -12,7 +12,7 @@ import torch
 from lowering_support import B, assert_matches_reference, t
 
 from cuvil.ir import Graph
-from cuvil.rules import load
+from cuvil.library import load
 
 QUANTIZE = Path(__file__).resolve().parents[2] / "rules" / "quantize"
 CVR = "".join(line for name in ("int8.cvr", "requant.cvr")

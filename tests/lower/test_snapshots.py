@@ -21,9 +21,9 @@ import torch
 from lowering_support import B, t
 
 from cuvil.ir import Graph
+from cuvil.library import load
 from cuvil.lower import lower_to_source
 from cuvil.paths import package_hash
-from cuvil.rules import load
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 RUNTIME_HASH = re.compile(r"(# cuvil\.runtime\.\w+ )[0-9a-f]{12}$", re.MULTILINE)

@@ -12,10 +12,10 @@ import cuvil
 from cuvil.egraph.cost import CostModel
 from cuvil.frontend.aten import ATEN, unary
 from cuvil.ir.types import DType, TensorType
+from cuvil.library import load
 from cuvil.ops import registry
 from cuvil.ops.elementwise import elementwise_op
-from cuvil.rules import load
-from cuvil.rules.verify import UNSOUND, VERIFIED, verify_rule
+from cuvil.verify import UNSOUND, VERIFIED, verify_rule
 
 MISH = elementwise_op("mish", "x * tanh(log(exp(x) + 1))", float_only=True, work=24,
                       doc="x * tanh(softplus(x))")

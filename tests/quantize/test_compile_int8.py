@@ -52,7 +52,7 @@ def test_int8_outputs_are_close_to_fp32_logits(trained):
 def test_where_int8_is_dearer_the_model_keeps_fp32_and_the_report_says_why(tmp_path):
     """A CPU whose int8 GEMM is slow (an older core without VNNI, say): the stock rules with
     one target parameter changed, and extraction keeps every layer in fp32."""
-    from cuvil.rules.loader import stock_rules_dir
+    from cuvil.library.loader import stock_rules_dir
 
     rules = tmp_path / "rules"
     shutil.copytree(stock_rules_dir(), rules)

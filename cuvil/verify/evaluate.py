@@ -19,9 +19,9 @@ from cuvil.dsl.ast import Builtin, Call, Literal, Term, Var, Wildcard
 from cuvil.ir.types import DType, TensorType
 from cuvil.ops import registry
 from cuvil.ops.registry import OpDef
-from cuvil.rules.verify.guards import compute
-from cuvil.rules.verify.instances import Instance, leaf_key
-from cuvil.rules.verify.shapes import MOSTLY_POSITIVE, POSITIVE
+from cuvil.verify.guards import compute
+from cuvil.verify.instances import Instance, leaf_key
+from cuvil.verify.shapes import MOSTLY_POSITIVE, POSITIVE
 
 
 def fill_values(inst: Instance, rng: random.Random) -> None:

@@ -10,11 +10,11 @@ import pytest
 
 from cuvil.cli import main
 from cuvil.ir.types import DType, TensorType
-from cuvil.rules import load
-from cuvil.rules.verify import VERIFIED, verify
-from cuvil.rules.verify.evaluate import fill_values
-from cuvil.rules.verify.instances import Instance
-from cuvil.rules.verify.verify import check
+from cuvil.library import load
+from cuvil.verify import VERIFIED, verify
+from cuvil.verify.evaluate import fill_values
+from cuvil.verify.instances import Instance
+from cuvil.verify.verifier import check
 
 ADD_ZERO = "ruleset algebra\nrule add_zero: add(x, 0.0) => x where is_float(x)\n"
 

@@ -6,7 +6,7 @@ index of the wanted shape)."""
 from __future__ import annotations
 
 from cuvil.ir.types import DType
-from cuvil.rules.verify.shapes import Invalid, Want, generator
+from cuvil.verify.shapes import Invalid, Want, generator
 
 SUMMED = (DType.f32, DType.f64)  # cumsum keeps these; integers and bools sum to i64
 INTEGERS = (DType.i32, DType.i64, DType.bool)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from cuvil.ir.types import NCHW, NHWC, DType
 from cuvil.ops import element
-from cuvil.rules.verify.shapes import (
+from cuvil.verify.shapes import (
     MOSTLY_POSITIVE,
     POSITIVE,
     Invalid,

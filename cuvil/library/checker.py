@@ -19,7 +19,7 @@ from cuvil.dsl.expressions import ANY, ATTR_TYPES, BOOL, NUMBER, TENSOR, UNKNOWN
 from cuvil.dsl.normalize import normalize, suggest
 from cuvil.dsl.signatures import Catalog, Signature, catalog
 from cuvil.dsl.terms import BODY, BOTH, BROKEN, LHS, RHS, TermChecker, VarInfo
-from cuvil.rules.library import CheckedRule, RuleLibrary
+from cuvil.library.checked import CheckedRule, RuleLibrary
 
 if TYPE_CHECKING:
     from cuvil.ops.registry import OpDef
@@ -189,7 +189,7 @@ class _Checker:
         if not self.catalog.live:  # a check alone: the signature is all that is needed
             self.defs[decl.name] = Signature(decl.name, inputs, attrs, kind="composite")
             return
-        from cuvil.rules.composite import composite_opdef  # torch: only for a usable library
+        from cuvil.library.composite import composite_opdef  # torch: only for a usable library
 
         self.defs[decl.name] = composite_opdef(dataclasses.replace(decl, body=body), inputs,
                                                attrs, self.defs)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from cuvil.rules import load
-from cuvil.rules.loader import stock_rules_dir
+from cuvil.library import load
+from cuvil.library.loader import stock_rules_dir
 
 STOCK_FILES = sorted(stock_rules_dir().rglob("*.cvr"))
 pytestmark = pytest.mark.skipif(not STOCK_FILES, reason="rules/ holds no .cvr file yet")
@@ -32,7 +32,7 @@ def _show(request, text: str) -> None:
 
 @pytest.fixture(scope="module")
 def verified(request):
-    from cuvil.rules.verify import verify
+    from cuvil.verify import verify
 
     report = verify(load(None))
     _show(request, "cuvil rules verify rules/: " + report.summary())

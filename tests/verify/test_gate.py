@@ -1,4 +1,4 @@
-"""User rules are verified before a compile or optimize uses them (`cuvil/rules/gate.py`):
+"""User rules are verified before a compile or optimize uses them (`cuvil/verify/gate.py`):
 an unsound or unverifiable rule is refused, a sound one is verified once (its verdict is
 kept by content key), `verify=False` opts out and the report says so."""
 
@@ -8,9 +8,10 @@ import pytest
 import torch
 
 import cuvil
+from cuvil import verify as verifier
 from cuvil.cli import main
-from cuvil.rules import gate, load, verdicts
-from cuvil.rules import verify as verifier
+from cuvil.library import load
+from cuvil.verify import gate, verdicts
 
 BAD = "rule bad: relu(x) => x\n"
 GOOD = 'rule times_one: mul(x, 1.0) => x where rank(x) >= 1 and dtype(x) == "f32"\n'

@@ -8,7 +8,7 @@ import math
 import torch
 
 from cuvil.ir import DType, TensorType
-from cuvil.rules.verify.compare import (
+from cuvil.verify.compare import (
     TOLERANCES,
     compare_types,
     compare_values,

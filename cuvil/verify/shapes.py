@@ -8,7 +8,7 @@ the type that was built for it, so a later input can follow an earlier one (matm
 takes the inner dim of the `x` actually built). The catalog's `infer` then checks the
 result; a generator only has to be right most of the time.
 
-`ctx` is the builder (`cuvil/rules/verify/instances.py`): `ctx.rng`, `ctx.dim()`,
+`ctx` is the builder (`cuvil/verify/instances.py`): `ctx.rng`, `ctx.dim()`,
 `ctx.rank()`, `ctx.fill(shape, rank)`, `ctx.known(term)` (the type of an input already
 fixed: a bound variable or a scalar) and `ctx.rank_hint(term)`.
 """
@@ -152,7 +152,7 @@ def _load() -> None:
     global _loaded
     if not _loaded:
         _loaded = True
-        from cuvil.rules.verify import (  # noqa: F401
+        from cuvil.verify import (  # noqa: F401
             shapes_index,
             shapes_math,
             shapes_movement,

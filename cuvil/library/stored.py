@@ -13,8 +13,8 @@ import hashlib
 import pickle
 
 from cuvil.atomic import write_bytes
+from cuvil.library.checked import RuleLibrary
 from cuvil.paths import cache_dir, source_hash
-from cuvil.rules.library import RuleLibrary
 
 _IN_PROCESS: dict[str, RuleLibrary] = {}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from cuvil.ir.types import DType
-from cuvil.rules.verify.shapes import Invalid, Want, factorize, generator
+from cuvil.verify.shapes import Invalid, Want, factorize, generator
 
 NUMERIC = ("f32", "f64", "i32", "i64")
 

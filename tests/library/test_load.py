@@ -1,4 +1,4 @@
-"""`cuvil.rules.load`: what each kind of source means, directory order, reopened rulesets,
+"""`cuvil.library.load`: what each kind of source means, directory order, reopened rulesets,
 file errors, and the stock library."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cuvil.dsl import CvrError
-from cuvil.rules import load
-from cuvil.rules.loader import stock_rules_dir
+from cuvil.library import load
+from cuvil.library.loader import stock_rules_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 RELU = "rule relu_relu: relu(relu(x)) => relu(x)\n"

@@ -14,8 +14,8 @@ import cuvil
 from cuvil.errors import ShapeError
 from cuvil.ir.graph import Graph
 from cuvil.ir.types import DType, TensorType, sym
+from cuvil.library import load
 from cuvil.ops import registry
-from cuvil.rules import load
 
 OPS = """
 op linear(x, w, b) = add(matmul(x, w), b)

@@ -24,18 +24,18 @@ import torch
 
 from cuvil.errors import CuvilError
 from cuvil.ir.types import DEVICES
-from cuvil.rules.library import CheckedRule, RuleLibrary
-from cuvil.rules.verify.compare import (
+from cuvil.library.checked import CheckedRule, RuleLibrary
+from cuvil.verify.compare import (
     Mismatch,
     compare_types,
     compare_values,
     magnitude,
     tolerance,
 )
-from cuvil.rules.verify.evaluate import computed_attrs, fill_values, type_of, value_of
-from cuvil.rules.verify.guards import Unknown, builtin_calls, compute, hints, holds
-from cuvil.rules.verify.instances import Builder, Instance, new_instance
-from cuvil.rules.verify.shapes import Invalid
+from cuvil.verify.evaluate import computed_attrs, fill_values, type_of, value_of
+from cuvil.verify.guards import Unknown, builtin_calls, compute, hints, holds
+from cuvil.verify.instances import Builder, Instance, new_instance
+from cuvil.verify.shapes import Invalid
 
 VERIFIED, UNSOUND, UNVERIFIED = "verified", "UNSOUND", "unverified"
 INSTANCES = 50

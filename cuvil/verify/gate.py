@@ -1,7 +1,7 @@
 """The gate every user rule passes before a compile or optimize uses it: verified, or refused.
 
-The stock library's rules are verified by CI (`tests/rules/test_stock_rules.py`), so a
-rule equal to a stock rule (same verdict key: `cuvil/rules/verdicts.py`) passes as it is.
+The stock library's rules are verified by CI (`tests/verify/test_stock_rules.py`), so a
+rule equal to a stock rule (same verdict key: `cuvil/verify/verdicts.py`) passes as it is.
 Every other rule of `rules=`, wherever it comes from (a file, a directory, `.cvr` text, a
 list of them with the stock library: `["stock", "my.cvr"]`, an `override rule` of a stock
 rule), is verified on random instances as `cuvil rules verify` does, once per
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cuvil.errors import CuvilError
-from cuvil.rules import verdicts
+from cuvil.verify import verdicts
 
 FIX = "fix it or pass verify=False (--no-verify)"
 
@@ -46,7 +46,7 @@ class RuleCheck:
 
 def check_rules(rules: Any, disable: tuple[str, ...] = (), verify: bool = True,
                 tracer=None) -> RuleCheck:
-    """Verify the user rules of `rules` (as `cuvil.rules.load` takes it) that remain after
+    """Verify the user rules of `rules` (as `cuvil.library.load` takes it) that remain after
     `disable`; a one-line `CuvilError` naming the first unsound or unverifiable one."""
     if rules is None or rules == "stock":  # the stock library alone
         return RuleCheck()
@@ -65,7 +65,7 @@ def _check(rules: Any, disable: tuple[str, ...], verify: bool) -> RuleCheck:
     record = None if reporter.has_errors else verdicts.recall(set_key)
     if record is not None and (record["verified"] or not verify):
         return RuleCheck(record["user"], record["user"] if verify else 0, verify)
-    from cuvil.rules import load  # the AST and the op catalog: only when not recorded
+    from cuvil.library import load  # the AST and the op catalog: only when not recorded
 
     library = load(rules).without(disable)  # a bad file raises its diagnostics here
     stock = stock_keys()
@@ -91,7 +91,7 @@ def _check(rules: Any, disable: tuple[str, ...], verify: bool) -> RuleCheck:
 @functools.cache
 def stock_keys() -> frozenset[str]:
     """The verdict keys of the stock library's rules (CI verifies them)."""
-    from cuvil.rules import load
+    from cuvil.library import load
 
     library = load(None)
     return frozenset(verdicts.rule_key(r, library) for r in library.rules)
@@ -99,7 +99,7 @@ def stock_keys() -> frozenset[str]:
 
 def _verify(rule, library) -> None:
     """Return if `rule` is verified; raise the one-line refusal if not."""
-    from cuvil.rules import verify as verifier
+    from cuvil import verify as verifier
 
     try:
         result = verifier.verify_rule(rule, library, verdicts.SEED, verdicts.INSTANCES)

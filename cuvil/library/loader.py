@@ -1,4 +1,4 @@
-"""`cuvil.rules.load(source)`: read, parse and check `.cvr` rules into a `RuleLibrary`.
+"""`cuvil.library.load(source)`: read, parse and check `.cvr` rules into a `RuleLibrary`.
 
 A source is `None` or `"stock"` (the stock library: the top-level `rules/`, shipped inside
 the package as `cuvil/stock_rules`), a string containing a newline (`.cvr` text, shown as
@@ -16,9 +16,9 @@ from dataclasses import replace
 
 from cuvil.dsl.diagnostics import CvrError, Reporter
 from cuvil.dsl.sources import Source, read_sources, stock_rules_dir  # noqa: F401 (tests)
-from cuvil.rules import library_cache
-from cuvil.rules.checker import check_modules
-from cuvil.rules.library import RuleLibrary
+from cuvil.library import stored
+from cuvil.library.checked import RuleLibrary
+from cuvil.library.checker import check_modules
 
 
 def load(source: Source = None, tracer=None) -> RuleLibrary:
@@ -27,8 +27,8 @@ def load(source: Source = None, tracer=None) -> RuleLibrary:
     reporter = Reporter()
     with _stage(tracer, "parse"):
         texts = _each_file_once(read_sources(source, reporter))
-        key = None if reporter.has_errors else library_cache.key(texts)
-        cached = library_cache.get(key)  # checked when it was kept
+        key = None if reporter.has_errors else stored.key(texts)
+        cached = stored.get(key)  # checked when it was kept
         modules = [] if cached is not None else _parse(texts, reporter)
     with _stage(tracer, "check", cached=cached is not None):
         if cached is not None:
@@ -40,7 +40,7 @@ def load(source: Source = None, tracer=None) -> RuleLibrary:
         raise CvrError(diagnostics)
     warnings = tuple(d.render() for d in diagnostics if not d.is_error)
     library = replace(library, warnings=warnings)
-    library_cache.put(key, library)
+    stored.put(key, library)
     return library
 
 

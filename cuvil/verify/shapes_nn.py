@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cuvil.ir.types import DType
 from cuvil.ops.nn import pair
-from cuvil.rules.verify.shapes import Generator, Invalid, Want, cover, generator
+from cuvil.verify.shapes import Generator, Invalid, Want, cover, generator
 
 
 def window_in(out: int, k: int, s: int, p: int, d: int, rng) -> int:

@@ -33,8 +33,8 @@ from cuvil.ops.registry import (
     REDUCTION,
     OpDef,
 )
-from cuvil.rules.verify.guards import Hint, Hints
-from cuvil.rules.verify.shapes import (
+from cuvil.verify.guards import Hint, Hints
+from cuvil.verify.shapes import (
     FREE,
     Invalid,
     Want,

@@ -1,4 +1,4 @@
-"""Checked rules: what `cuvil.rules.load` returns and every later stage consumes.
+"""Checked rules: what `cuvil.library.load` returns and every later stage consumes.
 
 Terms in a `CheckedRule` are normalised against the op catalog: each `Call` holds its tensor
 arguments in `args` and *every* attribute in `kwargs`, in signature order, with the

@@ -4,7 +4,7 @@ A rule's key hashes what its verdict depends on: its label (the verifier's rando
 seeded by it), both sides, the guard and the tolerance (positions and descriptions left
 out), the body of every composite op it uses (through other composite ops), the targets
 the verifier knows (the devices and those the rules declare) if its guard reads targets,
-and the verifier's version: the source of the packages verification reads (`cuvil/rules`,
+and the verifier's version: the source of the packages verification reads (`cuvil/library`,
 `cuvil/ops`, `cuvil/ir`, `cuvil/dsl`), torch's version, the seed and the number of
 instances. A rule set's key hashes its sources' paths
 and text, the rules disabled, the stock library's text and the verifier's version: a
@@ -36,7 +36,7 @@ _IN_PROCESS: dict[str, dict] = {}
 def verifier_version() -> str:
     from importlib import metadata
 
-    packages = " ".join(package_hash(p) for p in ("rules", "ops", "ir", "dsl"))
+    packages = " ".join(package_hash(p) for p in ("library", "verify", "ops", "ir", "dsl"))
     return f"{packages} torch {metadata.version('torch')} seed {SEED} instances {INSTANCES}"
 
 

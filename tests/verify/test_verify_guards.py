@@ -11,9 +11,9 @@ import pytest
 import cuvil
 from cuvil.dsl import ast
 from cuvil.ir import Graph, TensorType
-from cuvil.rules import load
-from cuvil.rules.verify.guards import hints, holds
-from cuvil.rules.verify.instances import Builder, Instance, new_instance
+from cuvil.library import load
+from cuvil.verify.guards import hints, holds
+from cuvil.verify.instances import Builder, Instance, new_instance
 
 GUARDS = [
     'rank(x) == 2 and dim(x, -1) % 4 == 0',

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cuvil.dsl import CvrError
-from cuvil.rules import load
+from cuvil.library import load
 
 MINE = "ruleset mine\n# abs is idempotent\nrule abs_abs: abs(abs(x)) => abs(x)\n"
 RELU_FLOAT = "relu_relu: relu(relu(x)) => relu(x)\n    where is_float(x)\n"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cuvil.cli import main
-from cuvil.rules import load
-from cuvil.rules.verify import UNSOUND, UNVERIFIED, VERIFIED, verify, verify_rule
+from cuvil.library import load
+from cuvil.verify import UNSOUND, UNVERIFIED, VERIFIED, verify, verify_rule
 
 TESTS = Path(__file__).resolve().parents[1]
 UNSOUND_DIR = TESTS / "cvr" / "unsound"
