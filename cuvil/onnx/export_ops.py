@@ -15,6 +15,8 @@ from collections.abc import Callable
 from cuvil.ir.graph import Node
 from cuvil.ir.types import DType, is_static
 from cuvil.onnx.export import ELEM, Writer
+from cuvil.onnx.export_index import INDEX_EMITTERS
+from cuvil.onnx.export_quantized import QUANTIZED_EMITTERS
 from cuvil.onnx.export_recurrent import recurrent
 
 Emit = Callable[[Writer, Node], None]
@@ -272,4 +274,6 @@ EMITTERS: dict[str, Emit] = {
     "scaled_dot_product_attention": _sdpa,
     "lstm_layer": recurrent,
     "gru_layer": recurrent,
+    **INDEX_EMITTERS,
+    **QUANTIZED_EMITTERS,
 }
