@@ -1,7 +1,8 @@
 """The library models of `bench/real_suite.py` (torchvision, timm, transformers, LSTM/GRU),
 written by `torch.onnx.export`, import from their `.onnx` file and match ONNX Runtime on
-the same file at the suite's larger batch; some of each kind compile and match it too.
-All are exported with a symbolic batch (`STATIC` would name any that needs a static one)."""
+the same file at the suite's larger batch, and compiled (optimizer and Numba kernels) match
+it too. All are exported with a symbolic batch (`STATIC` would name any that needs a static
+one)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ TORCHSCRIPT = ["resnet18", "mobilenet_v3_small", "efficientnet_b0", "regnet_x_40
 # mask code at a symbolic batch is Range, CumSum and GatherND over values of that size
 DYNAMO = ["bert", "gpt2", "llama"]
 STATIC: list[str] = []  # exported at a static batch (where mask code all folds at import)
-COMPILED = ["resnet18", "bert", "whisper_encoder", "lstm"]  # compiled too (each 1-10 min)
+# compiled only in the heavy run (`-m heavy`, tests/conftest.py): each adds 20-40 s on two
+# cores, and the default run compiles a model of each kind
+HEAVY = ["mobilenet_v3_small", "regnet_x_400mf", "convnext_atto", "deit_tiny", "llama"]
 
 
 def export(name: str, directory: Path) -> tuple[Path, tuple[torch.Tensor, ...]]:
@@ -73,7 +76,9 @@ def test_real_model_from_onnx_imports_and_matches_ort(name, tmp_path):
     _match(cuvil.run(graph, *inputs), ort_run(path, *inputs))
 
 
-@pytest.mark.parametrize("name", COMPILED)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.heavy if n in HEAVY else ())
+                                  for n in TORCHSCRIPT + DYNAMO + STATIC])
 def test_real_model_from_onnx_compiles_and_matches_ort(name, tmp_path):
+    """The imported graph compiled (optimizer, then Numba kernels) computes ORT's results."""
     path, inputs = export(name, tmp_path)
     _match(cuvil.compile(str(path))(*inputs), ort_run(path, *inputs))
