@@ -6,6 +6,8 @@
                               tensors broadcast together (each plus the others times 0),
                               x' is x with dims s, s + 1, ... moved first, and the result's
                               picked dims moved back to s
+    cumsum(x, dim)            CumSum over x cast to f64 (a float) or i64 (an integer or a
+                              bool), as the catalog's reference sums, then cast back
     diff(x, dim)              Slice(x, 1:) - Slice(x, :-1) along dim (Xor for a bool)
     arange(n, start, step)    Range(0, n, 1) * step + start, in f64 for a float dtype (as
                               the catalog's reference computes it) and in i64 otherwise,
@@ -53,6 +55,17 @@ def _broadcast(w: Writer, tensors: list[str]) -> list[str]:
     return [w.add("Add", [t, zeros]) for t in tensors]
 
 
+def cumsum(w: Writer, node: Node) -> None:
+    dtype = node.type.dtype
+    wide = DType.f64 if dtype.is_float else DType.i64
+    axis = w.constant(node.attrs["dim"], DType.i64)
+    if dtype == wide:
+        w.add("CumSum", [w.arg(node.inputs[0], wide), axis], out=node.name)
+    else:
+        total = w.add("CumSum", [w.arg(node.inputs[0], wide), axis])
+        w.add("Cast", [total], out=node.name, to=ELEM[dtype])
+
+
 def diff(w: Writer, node: Node) -> None:
     x = w.arg(node.inputs[0])
     axis = w.ints([node.attrs["dim"]])
@@ -78,4 +91,4 @@ def arange(w: Writer, node: Node) -> None:
         w.add("Cast", [values], out=node.name, to=ELEM[dtype])
 
 
-INDEX_EMITTERS = {"index": index, "diff": diff, "arange": arange}
+INDEX_EMITTERS = {"index": index, "cumsum": cumsum, "diff": diff, "arange": arange}

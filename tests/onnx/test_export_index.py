@@ -1,4 +1,5 @@
-"""`index`, `diff` and `arange` export as Gather / GatherND, Slice and Sub, and Range: each
+"""`index`, `cumsum`, `diff` and `arange` export as Gather / GatherND, CumSum, Slice and
+Sub, and Range: each
 graph passes the full ONNX checker, and ONNX Runtime computes what torch eager computes on
 a batch other than the one the graph was typed with (the batch a symbolic dim)."""
 
@@ -52,6 +53,21 @@ def test_index_matches_torch(start, index_shapes, dtype, tmp_path):
              for n, s in zip(sizes, index_shapes, strict=True)]
     (got,) = ort_check_and_run(g, tmp_path, x, *picks)
     want = x[(slice(None),) * start + tuple(p.long() for p in picks)]
+    np.testing.assert_allclose(got, want.numpy(), atol=TOL, rtol=TOL)
+
+
+@pytest.mark.parametrize("dtype, dim", [(DType.f32, 1), (DType.f32, 0), (DType.i64, -1),
+                                        (DType.i32, 2), (DType.bool, 1)])
+def test_cumsum_matches_torch(dtype, dim, tmp_path):
+    """Integers and bools sum in i64, as torch's do; ONNX's CumSum takes no bool."""
+    g = Graph("g")
+    x = g.input("x", TensorType((N, 4, 5), dtype))
+    g.set_outputs(g.add("cumsum", [x], {"dim": dim}))
+    a = torch.randn(3, 4, 5) * 100
+    a = a > 0 if dtype == DType.bool else a.to(dtype.torch)
+    (got,) = ort_check_and_run(g, tmp_path, a)
+    want = torch.cumsum(a, dim)
+    assert got.dtype == want.numpy().dtype
     np.testing.assert_allclose(got, want.numpy(), atol=TOL, rtol=TOL)
 
 
