@@ -2,7 +2,8 @@
 written by `torch.onnx.export`, import from their `.onnx` file and match ONNX Runtime on
 the same file at the suite's larger batch, and compiled (optimizer and Numba kernels) match
 it too. All are exported with a symbolic batch (`STATIC` would name any that needs a static
-one)."""
+one). The way out too: each optimized by Cuvil and written by `to_onnx` passes the full
+ONNX checker and runs in ORT as eager does."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("onnx")
+onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("torchvision")
 pytest.importorskip("timm")
@@ -25,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from onnx_models import ort_run  # noqa: E402
 
 import cuvil  # noqa: E402
-from bench.real_suite import build  # noqa: E402
-from cuvil.onnx import from_onnx  # noqa: E402
+from bench.real_suite import build, first_tensor  # noqa: E402
+from cuvil.onnx import from_onnx, to_onnx  # noqa: E402
 
 pytestmark = pytest.mark.slow  # each model exports and compiles in 15-60 s on two cores
 TOL = 1e-4
@@ -82,3 +83,17 @@ def test_real_model_from_onnx_compiles_and_matches_ort(name, tmp_path):
     """The imported graph compiled (optimizer, then Numba kernels) computes ORT's results."""
     path, inputs = export(name, tmp_path)
     _match(cuvil.compile(str(path))(*inputs), ort_run(path, *inputs))
+
+
+@pytest.mark.parametrize("name", TORCHSCRIPT + DYNAMO + STATIC)
+def test_real_model_exported_by_cuvil_runs_in_ort_as_eager(name, tmp_path):
+    """`cuvil.optimize` from batch 1, `to_onnx`, the full checker, then ORT at the larger
+    batch against eager, relative to the output's own size (some are far below 1)."""
+    model, small, big = build(name)
+    path = tmp_path / f"{name}.onnx"
+    to_onnx(cuvil.optimize(model, small), path)
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    with torch.no_grad():
+        want = first_tensor(model(*big)).numpy()
+    got = ort_run(path, *big)[0]
+    np.testing.assert_allclose(got, want, atol=TOL * float(np.abs(want).max()), rtol=TOL)
