@@ -1,5 +1,7 @@
-"""Shared test set-up: hypothesis settings for a noisy 2-core machine, and the zoo models
-imported once per session (torch.export takes about a second per model)."""
+"""Shared test set-up: hypothesis settings for a noisy 2-core machine, the zoo models
+imported once per session (torch.export takes about a second per model), and the `heavy`
+marker: such tests are left out of a run that names no `-m` expression (`./dev test`, CI)
+and run with `-m heavy`."""
 
 from __future__ import annotations
 
@@ -31,6 +33,21 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ and "CUVIL_COMPILE_WORKERS" not in 
 
     os.environ["CUVIL_COMPILE_WORKERS"] = str(
         max(1, worker_count() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "heavy: left out of a run without -m, for time "
+                                       "(`./dev test -m heavy` runs them)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without an `-m` expression, the heavy tests are deselected."""
+    if config.option.markexpr:
+        return
+    heavy = [item for item in items if item.get_closest_marker("heavy")]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [item for item in items if not item.get_closest_marker("heavy")]
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from cuvil.ir.graph import Node
 from cuvil.ir.types import DType, is_static
 from cuvil.onnx.export import ELEM, Writer
+from cuvil.onnx.export_index import INDEX_EMITTERS
+from cuvil.onnx.export_quantized import QUANTIZED_EMITTERS
 from cuvil.onnx.export_recurrent import recurrent
 
 Emit = Callable[[Writer, Node], None]
@@ -249,9 +251,6 @@ EMITTERS: dict[str, Emit] = {
                                     out=n.name, axis=0),
     "gather": lambda w, n: w.add("GatherElements", [w.arg(i) for i in n.inputs],
                                  out=n.name, axis=n.attrs["dim"]),
-    "cumsum": lambda w, n: w.add("CumSum", [w.arg(n.inputs[0]),
-                                            w.constant(n.attrs["dim"], DType.i64)],
-                                 out=n.name),
     "cat": lambda w, n: w.add("Concat", [w.arg(i, n.type.dtype) for i in n.inputs],
                               out=n.name, axis=n.attrs["dim"]),
     "permute": _permute,
@@ -272,4 +271,6 @@ EMITTERS: dict[str, Emit] = {
     "scaled_dot_product_attention": _sdpa,
     "lstm_layer": recurrent,
     "gru_layer": recurrent,
+    **INDEX_EMITTERS,
+    **QUANTIZED_EMITTERS,
 }

@@ -13,8 +13,9 @@ from onnx import TensorProto, helper
 
 from cuvil import zoo
 
-# nn.TransformerEncoderLayer's attention does not go through the TorchScript exporter
-DYNAMO = {"transformer"}
+# nn.TransformerEncoderLayer's attention and GPT-2's aten::diff (in its mask code) do not go
+# through the TorchScript exporter
+DYNAMO = {"transformer", "hf_gpt2"}
 
 
 def export_zoo(name: str, directory: Path, **sizes) -> tuple[Path, tuple[torch.Tensor, ...]]:

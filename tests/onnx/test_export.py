@@ -1,8 +1,9 @@
 """`cuvil.onnx.to_onnx` writes an optimized graph that ONNX Runtime runs as eager does: each
-zoo model, optimized (its fused ops expanded from their `.cvr` definitions), passes the
-full ONNX checker and matches torch eager within 1e-4 at a batch other than the example's,
-with ONNX Runtime's contrib ops (FusedConv, BiasGelu) and with standard ops only; symbolic
-dims are dim_params; an op with no ONNX form is a one-line error."""
+zoo model (its HuggingFace GPT-2 and BERT too), optimized (its fused ops expanded from
+their `.cvr` definitions), passes the full ONNX checker and matches torch eager within 1e-4
+at a batch other than the example's, with ONNX Runtime's contrib ops (FusedConv, BiasGelu)
+and with standard ops only; symbolic dims are dim_params; an op with no ONNX form is a
+one-line error."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ ort = pytest.importorskip("onnxruntime")
 
 MS = "com.microsoft"
 ZOO = ["mlp", "mlp_gelu", "cnn", "resnet", "mobilenet", "gpt2", "vit", "mixer", "axpy",
-       "transformer"]
+       "transformer", "hf_gpt2", "hf_bert"]
 SMALL = {"mlp": {"width": 64}, "mlp_gelu": {"width": 64}, "cnn": {"size": 16},
          "resnet": {"size": 8, "channels": 16}, "mobilenet": {"size": 8},
          "gpt2": {"seq": 16, "d_model": 64}, "vit": {"size": 16, "dim": 32},
@@ -36,12 +37,24 @@ def ort_run(path, inputs) -> list[np.ndarray]:
     return session.run(None, feeds)
 
 
+def _at_batch(inputs: tuple[torch.Tensor, ...], batch: int) -> tuple[torch.Tensor, ...]:
+    """Inputs like `inputs` at `batch`: normal floats, token ids below the zoo's vocabulary."""
+    from cuvil.zoo.huggingface import VOCAB
+
+    torch.manual_seed(1)
+    return tuple(torch.randn(batch, *x.shape[1:], dtype=x.dtype) if x.is_floating_point()
+                 else torch.randint(0, VOCAB, (batch, *x.shape[1:]), dtype=x.dtype)
+                 for x in inputs)
+
+
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_model_exports_and_runs_in_ort_as_eager(name, tmp_path):
+    """GPT-2's mask code (`arange`, `cumsum`, `diff`, `index`) and BERT's are exported too."""
+    if name.startswith("hf_"):
+        pytest.importorskip("transformers")
     model, inputs = zoo.get(name, **SMALL.get(name, {}))
     graph = cuvil.optimize(model, inputs)
-    torch.manual_seed(1)
-    x = tuple(torch.randn(3, *t.shape[1:], dtype=t.dtype) for t in inputs)
+    x = _at_batch(inputs, 3)
     with torch.no_grad():
         want = model(*x)
     for contrib in (True, False):
@@ -89,11 +102,11 @@ def _graph(op: str, attrs: dict) -> Graph:
 
 
 def test_an_op_without_onnx_form_is_a_one_line_error_naming_node_and_op():
-    g = _graph("quantize", {"scale": 0.1})
+    g = _graph("qweight", {"axis": -1})
     with pytest.raises(CuvilError) as e:
         to_onnx(g)
     message = str(e.value)
-    assert "\n" not in message and "quantize" in message and g.outputs[0] in message
+    assert "\n" not in message and "qweight" in message and g.outputs[0] in message
 
 
 def test_a_layout_conversion_is_an_identity_and_symbolic_reshape_runs(tmp_path):

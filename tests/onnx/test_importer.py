@@ -1,6 +1,6 @@
-"""`cuvil.onnx` imports what `torch.onnx.export` writes for the zoo: each model's ONNX file
-imports (its dim_param `batch` a symbolic dim), compiles, and matches ONNX Runtime on the
-same file, at a batch other than the exported one."""
+"""`cuvil.onnx` imports what `torch.onnx.export` writes for the zoo (its HuggingFace models
+too): each model's ONNX file imports (its dim_param `batch` a symbolic dim), compiles, and
+matches ONNX Runtime on the same file, at a batch other than the exported one."""
 
 from __future__ import annotations
 
@@ -25,14 +25,25 @@ SMALL = {"mlp": {"width": 64}, "mlp_gelu": {"width": 64}, "cnn": {"size": 16},
                                                              "ff": 128}}
 
 
+# the zoo's HuggingFace models (token ids in); GPT-2's export takes 30 s, its compile 20 s
+HUGGINGFACE = [pytest.param("hf_gpt2", marks=pytest.mark.heavy), "hf_bert"]
+
+
 def _at_batch(inputs: tuple[torch.Tensor, ...], batch: int) -> tuple[torch.Tensor, ...]:
+    """Inputs like `inputs` at `batch`: normal floats, token ids below the zoo's vocabulary."""
+    from cuvil.zoo.huggingface import VOCAB
+
     torch.manual_seed(1)
-    return tuple(torch.randn(batch, *x.shape[1:], dtype=x.dtype) for x in inputs)
+    return tuple(torch.randn(batch, *x.shape[1:], dtype=x.dtype) if x.is_floating_point()
+                 else torch.randint(0, VOCAB, (batch, *x.shape[1:]), dtype=x.dtype)
+                 for x in inputs)
 
 
 @pytest.mark.slow  # each model compiles in 5-60 s on two shared cores
-@pytest.mark.parametrize("name", ZOO)
+@pytest.mark.parametrize("name", ZOO + HUGGINGFACE)
 def test_zoo_model_compiles_from_onnx_and_matches_ort(name, tmp_path):
+    if name.startswith("hf_"):
+        pytest.importorskip("transformers")
     path, inputs = export_zoo(name, tmp_path, batch=2, **SMALL.get(name, {}))
     graph = from_onnx(path)
     assert "torch_op" not in graph.ops()

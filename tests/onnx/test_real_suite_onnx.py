@@ -1,7 +1,9 @@
 """The library models of `bench/real_suite.py` (torchvision, timm, transformers, LSTM/GRU),
 written by `torch.onnx.export`, import from their `.onnx` file and match ONNX Runtime on
-the same file at the suite's larger batch; some of each kind compile and match it too.
-All are exported with a symbolic batch (`STATIC` would name any that needs a static one)."""
+the same file at the suite's larger batch, and compiled (optimizer and Numba kernels) match
+it too. All are exported with a symbolic batch (`STATIC` would name any that needs a static
+one). The way out too: each optimized by Cuvil and written by `to_onnx` passes the full
+ONNX checker and runs in ORT as eager does."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("onnx")
+onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("torchvision")
 pytest.importorskip("timm")
@@ -24,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from onnx_models import ort_run  # noqa: E402
 
 import cuvil  # noqa: E402
-from bench.real_suite import build  # noqa: E402
-from cuvil.onnx import from_onnx  # noqa: E402
+from bench.real_suite import build, first_tensor  # noqa: E402
+from cuvil.onnx import from_onnx, to_onnx  # noqa: E402
 
 pytestmark = pytest.mark.slow  # each model exports and compiles in 15-60 s on two cores
 TOL = 1e-4
@@ -36,7 +38,9 @@ TORCHSCRIPT = ["resnet18", "mobilenet_v3_small", "efficientnet_b0", "regnet_x_40
 # mask code at a symbolic batch is Range, CumSum and GatherND over values of that size
 DYNAMO = ["bert", "gpt2", "llama"]
 STATIC: list[str] = []  # exported at a static batch (where mask code all folds at import)
-COMPILED = ["resnet18", "bert", "whisper_encoder", "lstm"]  # compiled too (each 1-10 min)
+# compiled only in the heavy run (`-m heavy`, tests/conftest.py): each adds 20-40 s on two
+# cores, and the default run compiles a model of each kind
+HEAVY = ["mobilenet_v3_small", "regnet_x_400mf", "convnext_atto", "deit_tiny", "llama"]
 
 
 def export(name: str, directory: Path) -> tuple[Path, tuple[torch.Tensor, ...]]:
@@ -73,7 +77,23 @@ def test_real_model_from_onnx_imports_and_matches_ort(name, tmp_path):
     _match(cuvil.run(graph, *inputs), ort_run(path, *inputs))
 
 
-@pytest.mark.parametrize("name", COMPILED)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.heavy if n in HEAVY else ())
+                                  for n in TORCHSCRIPT + DYNAMO + STATIC])
 def test_real_model_from_onnx_compiles_and_matches_ort(name, tmp_path):
+    """The imported graph compiled (optimizer, then Numba kernels) computes ORT's results."""
     path, inputs = export(name, tmp_path)
     _match(cuvil.compile(str(path))(*inputs), ort_run(path, *inputs))
+
+
+@pytest.mark.parametrize("name", TORCHSCRIPT + DYNAMO + STATIC)
+def test_real_model_exported_by_cuvil_runs_in_ort_as_eager(name, tmp_path):
+    """`cuvil.optimize` from batch 1, `to_onnx`, the full checker, then ORT at the larger
+    batch against eager, relative to the output's own size (some are far below 1)."""
+    model, small, big = build(name)
+    path = tmp_path / f"{name}.onnx"
+    to_onnx(cuvil.optimize(model, small), path)
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    with torch.no_grad():
+        want = first_tensor(model(*big)).numpy()
+    got = ort_run(path, *big)[0]
+    np.testing.assert_allclose(got, want, atol=TOL * float(np.abs(want).max()), rtol=TOL)
