@@ -13,7 +13,7 @@ from cuvil.verify import UNSOUND, UNVERIFIED, VERIFIED, verify, verify_rule
 
 TESTS = Path(__file__).resolve().parents[1]
 UNSOUND_DIR = TESTS / "cvr" / "unsound"
-SOUND = TESTS / "rules" / "data" / "sound.cvr"
+SOUND = TESTS / "verify" / "data" / "sound.cvr"
 REFERENCE = TESTS / "cvr" / "pass" / "reference.cvr"
 UNSOUND_FILES = sorted(UNSOUND_DIR.glob("*.cvr"))
 
