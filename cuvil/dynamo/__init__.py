@@ -36,7 +36,7 @@ def backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *,
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
-    from cuvil.dynamo.compiler import untraced, where
+    from cuvil.dynamo.compiler import dynamo_acts_on, untraced, where
 
     options = dict(options or {})
 
@@ -49,6 +49,8 @@ def backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *,
     try:
         return compiled(gm, example_inputs)
     except Exception as e:  # AOTAutograd's trace (an op with no derivative): eager, warned
+        if dynamo_acts_on(e):
+            raise
         return untraced(gm, e)
 
 

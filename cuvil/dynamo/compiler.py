@@ -55,6 +55,16 @@ def eager(gm: fx.GraphModule, what: str, error: BaseException) -> Callable:
     return gm
 
 
+def dynamo_acts_on(error: BaseException) -> bool:
+    """Whether Dynamo acts on `error` from a backend itself: its own signals (restart the
+    analysis, skip the frame), a graph break (a fake tensor's refusal), an IndexError it
+    hands to the user. Those pass through the backend as they are."""
+    from torch._dynamo import exc
+
+    return isinstance(error, (exc.TorchDynamoException, IndexError,
+                              *exc.exceptions_allowed_to_be_fallback))
+
+
 def untraced(gm: fx.GraphModule, error: BaseException) -> Callable:
     """Dynamo's graph `gm`, which AOTAutograd could not trace, as it is, with one warning
     naming the op the error names (an op with no derivative) and its source line."""
