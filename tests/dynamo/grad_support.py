@@ -84,12 +84,13 @@ def _dtype(op) -> torch.dtype | None:
 
 @functools.cache
 def grad_cases(test_id: str) -> tuple[GradCase, ...]:
-    """The first `MAX_SAMPLES` samples of an OpInfo, seeded; every float tensor of a
-    sample is an input (a copy: no tensor is an input twice)."""
+    """The first `MAX_SAMPLES` samples of an OpInfo that draw no random numbers, seeded;
+    every float tensor of a sample is an input (a copy: no tensor is an input twice)."""
     op = opinfos()[test_id]
     dtype = _dtype(op)
     torch.manual_seed(0)
-    samples = list(op.sample_inputs("cpu", dtype, requires_grad=True))[:MAX_SAMPLES]
+    samples = [s for s in op.sample_inputs("cpu", dtype, requires_grad=True)
+               if not s.kwargs.get("dropout_p")][:MAX_SAMPLES]
     cases = []
     for i, sample in enumerate(samples):
         flat, spec = pytree.tree_flatten((sample.input, tuple(sample.args), sample.kwargs))
@@ -97,8 +98,17 @@ def grad_cases(test_id: str) -> tuple[GradCase, ...]:
         leaves = [INPUT if g else v for v, g in zip(flat, grads, strict=True)]
         inputs = tuple(v.detach().clone() for v, g in zip(flat, grads, strict=True) if g)
         cases.append(GradCase(f"{test_id}[{i}] {_describe(flat)}", test_id, leaves, spec,
-                              op.op, inputs))
+                              _function(op), inputs))
     return tuple(cases)
+
+
+def _function(op):
+    """The OpInfo's function; for one wrapped in `wrapper_set_seed` (it seeds torch's
+    generator, which Dynamo does not trace), the torch function of its name."""
+    code = getattr(op.op, "__code__", None)
+    if code is None or "wrapper_set_seed" not in code.co_names:
+        return op.op
+    return functools.reduce(getattr, op.name.split("."), torch)
 
 
 def _describe(flat: list) -> str:
