@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/training.py [--quick] [--models mlp,cnn,transformer,resnet18]
                                        [--batch 32] [--optimizer sgd|adam] [--skip inductor]
-                                       [--zoo mlp64,cnn,transformer] [--markdown]
+                                       [--zoo mlp,cnn,transformer] [--markdown]
 
 A step is what a training loop does: zero the gradients, forward, the loss (cross-entropy
 on fixed random labels for a classifier, mean squared error against a fixed random target
@@ -11,11 +11,11 @@ model from the same weights, with its own optimizer: `torch.compile(model)` (ind
 `torch.compile(model, backend="cuvil")` compile the model, the loss and the optimizer
 run as eager PyTorch in all three. Per model and system: the time per step (the best of
 several block medians, `bench/models.py`'s `block_times`), its ratio to eager and to
-inductor (lower is faster), the first step's time (it compiles) and the first step's loss
-against eager's. The models, at batch 32 by default: the zoo's MLP (784-512-512-10), a
-small CNN with batch norm (the zoo's), one `nn.TransformerEncoderLayer(256, 4, 1024)`
-(dropout off, so losses compare) on 64 tokens, torchvision's ResNet-18 (10 classes) on
-64x64 images. All in train mode.
+inductor (lower is faster), the first step's time (it compiles), and the first step's loss
+and largest relative parameter-gradient error against eager's. The models, at batch 32 by
+default: the zoo's MLP (784-512-512-10), a small CNN with batch norm (the zoo's), one
+`nn.TransformerEncoderLayer(256, 4, 1024)` (dropout off, so losses compare) on 64 tokens,
+torchvision's ResNet-18 (10 classes) on 64x64 images. All in train mode.
 
 Then inference: the zoo models of `--zoo` under `torch.no_grad()` through the cuvil
 backend (AOTAutograd's inference graph, compiled by Cuvil) against `cuvil.compile` of the
@@ -97,7 +97,15 @@ def step_fn(system: str, model: nn.Module, x: torch.Tensor, loss: Callable,
         opt.step()
         return value.detach()
 
+    step.params = params  # type: ignore[attr-defined]
     return step
+
+
+def grad_error(params: list[nn.Parameter], reference: list[nn.Parameter]) -> float:
+    """The largest relative error (norm of the difference over the norm of eager's) of any
+    parameter's gradient."""
+    return max(((p.grad - q.grad).norm() / q.grad.norm().clamp_min(1e-30)).item()
+               for p, q in zip(params, reference, strict=True) if q.grad is not None)
 
 
 def train_case(name: str, args: argparse.Namespace) -> list[dict]:
@@ -113,6 +121,9 @@ def train_case(name: str, args: argparse.Namespace) -> list[dict]:
             t0 = time.perf_counter()
             first = steps[system]().item()
             rows[system] = {"first_s": time.perf_counter() - t0, "loss": first}
+            if "eager" in steps:  # the first step's gradients, at the same weights
+                rows[system]["grad_err"] = grad_error(steps[system].params,
+                                                      steps["eager"].params)
         except Exception as e:  # a system that fails is a row of "-", not an abort
             print(f"{name}: {system} failed: {type(e).__name__}: "
                   f"{(str(e).strip().splitlines() or [''])[0][:200]}", file=sys.stderr)
@@ -125,7 +136,8 @@ def train_case(name: str, args: argparse.Namespace) -> list[dict]:
              "vs_inductor": _ratio(times.get(s), times.get("inductor")),
              "first_s": r.get("first_s"), "failed": r.get("failed", False),
              "loss_err": None if eager_loss is None or "loss" not in r
-             else abs(r["loss"] - eager_loss)} for s, r in rows.items()]
+             else abs(r["loss"] - eager_loss), "grad_err": r.get("grad_err")}
+            for s, r in rows.items()]
 
 
 def inference_case(name: str, args: argparse.Namespace) -> list[dict]:
@@ -162,13 +174,17 @@ def _fmt(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _sci(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1e}"
+
+
 def render_training(rows: list[dict], markdown: bool) -> str:
     header = ["model", "system", "ms/step", "x eager", "x inductor", "first step s",
-              "loss err"]
+              "loss err", "grad err"]
     cells = [[r["case"], r["system"] + (" (failed)" if r["failed"] else ""),
               _fmt(r["ms"], 2), _fmt(r["vs_eager"], 2), _fmt(r["vs_inductor"], 2),
               _fmt(r["first_s"], 1),
-              "-" if r["loss_err"] is None else f"{r['loss_err']:.1e}"] for r in rows]
+              _sci(r["loss_err"]), _sci(r["grad_err"])] for r in rows]
     return table(header, cells, markdown)
 
 
