@@ -102,10 +102,14 @@ def step_fn(system: str, model: nn.Module, x: torch.Tensor, loss: Callable,
 
 
 def grad_error(params: list[nn.Parameter], reference: list[nn.Parameter]) -> float:
-    """The largest relative error (norm of the difference over the norm of eager's) of any
-    parameter's gradient."""
-    return max(((p.grad - q.grad).norm() / q.grad.norm().clamp_min(1e-30)).item()
-               for p, q in zip(params, reference, strict=True) if q.grad is not None)
+    """The largest relative error of any parameter's gradient: the norm of its difference
+    to eager's over the norm of eager's, or over 1e-3 of the largest norm where eager's is
+    less (rounding noise: the bias of a convolution a batch norm follows, whose gradient
+    is zero in exact arithmetic)."""
+    pairs = [(p.grad, q.grad) for p, q in zip(params, reference, strict=True)
+             if q.grad is not None]
+    floor = 1e-3 * max(q.norm().item() for _, q in pairs)
+    return max((p - q).norm().item() / max(q.norm().item(), floor, 1e-30) for p, q in pairs)
 
 
 def train_case(name: str, args: argparse.Namespace) -> list[dict]:
