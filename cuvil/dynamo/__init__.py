@@ -6,8 +6,11 @@ forward graph and, when a gradient is wanted, a backward graph (its min-cut part
 chooses the saved activations); Cuvil compiles each of them (`compiler.py`:
 `compile_graph` is a compiler for `aot_autograd` of one's own, too). Options pass
 through: `torch.compile(model, backend="cuvil", options={"rules": ..., "target": ...})`
-takes `cuvil.compile`'s keyword arguments. `COUNTS` counts the graphs Cuvil compiled
-("compiles") and those it refused, which run in eager PyTorch with a warning ("eager").
+takes `cuvil.compile`'s keyword arguments. A graph AOTAutograd cannot trace (an op with no
+derivative, where a gradient is wanted) runs in eager PyTorch with one warning naming the op
+and its source line; its backward then raises what eager raises. `COUNTS` counts the graphs
+Cuvil compiled ("compiles") and those it refused, which run in eager PyTorch with a warning
+("eager").
 
 The backend is registered by the `torch_dynamo_backends` entry point (pyproject.toml), so
 `backend="cuvil"` works without importing Cuvil, and by importing this module.
@@ -33,7 +36,7 @@ def backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *,
     from functorch.compile import min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
-    from cuvil.dynamo.compiler import where
+    from cuvil.dynamo.compiler import dynamo_acts_on, untraced, where
 
     options = dict(options or {})
 
@@ -43,7 +46,12 @@ def backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *,
     compiled = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
                             inference_compiler=compiler("inference"),
                             partition_fn=min_cut_rematerialization_partition)
-    return compiled(gm, example_inputs)
+    try:
+        return compiled(gm, example_inputs)
+    except Exception as e:  # AOTAutograd's trace (an op with no derivative): eager, warned
+        if dynamo_acts_on(e):
+            raise
+        return untraced(gm, e)
 
 
 def register() -> None:

@@ -55,10 +55,41 @@ def eager(gm: fx.GraphModule, what: str, error: BaseException) -> Callable:
     return gm
 
 
-def where(gm: fx.GraphModule) -> str:
-    """" of FILE:LINE": the model's source line that the first op of Dynamo's graph `gm`
-    comes from (AOTAutograd's graphs keep no stack traces)."""
+def dynamo_acts_on(error: BaseException) -> bool:
+    """Whether Dynamo acts on `error` from a backend itself: its own signals (restart the
+    analysis, skip the frame), a graph break (a fake tensor's refusal), an IndexError it
+    hands to the user. Those pass through the backend as they are."""
+    from torch._dynamo import exc
+
+    return isinstance(error, (exc.TorchDynamoException, IndexError,
+                              *exc.exceptions_allowed_to_be_fallback))
+
+
+def untraced(gm: fx.GraphModule, error: BaseException) -> Callable:
+    """Dynamo's graph `gm`, which AOTAutograd could not trace, as it is, with one warning
+    naming the op the error names (an op with no derivative) and its source line."""
+    text = _first_line(error)
     for node in gm.graph.nodes:
+        name = _op_name(node.target) if node.op == "call_function" else ""
+        if name and re.search(rf"\b{re.escape(name)}\b", text):
+            called = f" (called{where(gm, node).replace(' of ', ' at ')})" \
+                if where(gm, node) else ""
+            return eager(gm, f"graph{where(gm)}",
+                         CuvilError(f"AOTAutograd cannot trace {name}{called}: {text}"))
+    return eager(gm, f"graph{where(gm)}", CuvilError(f"AOTAutograd cannot trace it: {text}"))
+
+
+def _op_name(target: Any) -> str:
+    """`h48.square.default` for an op overload, the name of any other callable."""
+    if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+        return str(target)
+    return getattr(target, "__name__", str(target))
+
+
+def where(gm: fx.GraphModule, op: fx.Node | None = None) -> str:
+    """" of FILE:LINE": the model's source line that node `op`, else the first op, of
+    Dynamo's graph `gm` comes from (AOTAutograd's graphs keep no stack traces)."""
+    for node in [op] if op is not None else gm.graph.nodes:
         found = re.findall(r'File "([^"]+)", line (\d+)', node.meta.get("stack_trace") or "")
         if found:
             return f" of {found[-1][0]}:{found[-1][1]}"
