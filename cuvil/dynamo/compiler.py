@@ -22,6 +22,7 @@ from cuvil.dynamo.graphs import (
     dynamic_spec,
     outputs_of,
     placeholder_metas,
+    refuse_offset_views,
     sources_of,
 )
 from cuvil.errors import CuvilError
@@ -107,6 +108,8 @@ class Program:
 
     def __init__(self, gm: fx.GraphModule, example_inputs: Sequence[Any], options: dict,
                  what: str):
+        if what.startswith("forward"):
+            refuse_offset_views(gm)
         metas = placeholder_metas(gm, example_inputs)
         sources, dims = sources_of(metas)
         keep, self.rest = outputs_of(gm, dims)

@@ -8,6 +8,7 @@ norm's running statistics updated as eager updates them."""
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -45,27 +46,27 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a - b).norm() / b.norm().clamp_min(1e-12)).item()
 
 
-# Open defect: the encoder layer's backward graph views saved q/k/v as laid out in eager,
-# Cuvil's forward returns them contiguous; the backward is refused and its eager run raises.
-OPEN_LAYOUT = pytest.mark.xfail(raises=RuntimeError, strict=True,
-                                reason="backward views a saved activation Cuvil lays out "
-                                       "otherwise")
-
-
-@pytest.mark.parametrize("make", [pytest.param(encoder_layer, marks=OPEN_LAYOUT), resnet18],
+@pytest.mark.parametrize("make, cuvil_graphs", [(encoder_layer, 0), (resnet18, 2)],
                          ids=["transformer", "resnet18"])
-def test_every_parameter_gradient_of_a_bench_model_matches_eager(make):
+def test_every_parameter_gradient_of_a_bench_model_matches_eager(make, cuvil_graphs):
+    """ResNet-18's forward and backward are Cuvil's. The encoder layer's forward saves k and
+    v as views into one q/k/v projection, which Cuvil's outputs cannot be: both of its graphs
+    run in eager, each with a warning, and its gradients are eager's."""
     torch.manual_seed(0)
     model, x = make()
     model.train()
     reference = copy.deepcopy(model)
     before = COUNTS.copy()
-    loss = loss_of(torch.compile(model, backend="cuvil")(x))
-    loss.backward()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = loss_of(torch.compile(model, backend="cuvil")(x))
+        loss.backward()
     expected = loss_of(reference(x))
     expected.backward()
-    assert COUNTS["compiles"] - before["compiles"] == 2  # the forward and the backward
-    assert COUNTS["eager"] == before["eager"]
+    assert COUNTS["compiles"] - before["compiles"] == cuvil_graphs
+    assert COUNTS["eager"] - before["eager"] == 2 - cuvil_graphs
+    if cuvil_graphs == 0:
+        assert any("is a view at an offset" in str(w.message) for w in caught)
     torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)
     for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
         assert relative(p.grad, q.grad) < 1e-4, name
