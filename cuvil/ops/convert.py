@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from cuvil.ir.types import DEVICES, LAYOUTS, NCHW, NHWC, DType, TensorType
+from cuvil.ops.draw import arith
 from cuvil.ops.registry import CONVERT, AttrSpec, OpDef, check, register
 
 
@@ -48,22 +49,23 @@ def _dequantize_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("cast", ("x",), (AttrSpec("dtype", "dtype"),), _cast_type,
                lambda xs, a: xs[0].to(DType(a["dtype"]).torch), CONVERT,
-               doc="x converted to dtype", lowering="elementwise", shapes="cast"))
+               doc="x converted to dtype", lowering="elementwise", shapes=arith.cast))
 register(OpDef("to_layout", ("x",), (AttrSpec("layout", "layout"),), _layout_type,
                lambda xs, a: xs[0], CONVERT, flops=lambda ts, out, a: 0,
                doc="x stored in another physical layout (logical identity)", lowering="move",
-               foldable=False))
+               foldable=False, shapes=arith.to_layout))
 register(OpDef("to_device", ("x",), (AttrSpec("device", "device"),), _device_type,
                lambda xs, a: xs[0], CONVERT, flops=lambda ts, out, a: 0,
                doc="x moved to another device (logical identity)", lowering="transfer",
-               foldable=False))
+               foldable=False, shapes=arith.to_device))
 register(OpDef("quantize", ("x",),
                (AttrSpec("scale", "float"), AttrSpec("zero_point", "int", 0),
                 AttrSpec("dtype", "dtype", "i8")),
                _quantize_type, lambda xs, a: _quantize(xs[0], **a), CONVERT,
                doc="clamp(round(x / scale) + zero_point) as an integer dtype",
-               lowering="elementwise"))
+               lowering="elementwise", shapes=arith.quantize))
 register(OpDef("dequantize", ("x",), (AttrSpec("scale", "float"), AttrSpec("zero_point", "int", 0)),
                _dequantize_type,
                lambda xs, a: (xs[0].to(torch.float32) - a["zero_point"]) * a["scale"], CONVERT,
-               doc="(x - zero_point) * scale as f32", lowering="elementwise", out_dtype="f32"))
+               doc="(x - zero_point) * scale as f32", lowering="elementwise", out_dtype="f32",
+               shapes=arith.dequantize))

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from cuvil.ir.types import Dim, DType, TensorType, default_layout
+from cuvil.ops.draw import arith
 from cuvil.ops.element import evaluate as element_evaluate
 from cuvil.ops.element import parse as element_parse
 from cuvil.ops.registry import ELEMENTWISE, AttrSpec, OpDef, check, promote, register
@@ -80,6 +81,7 @@ def elementwise_op(name: str, element: str, inputs: tuple[str, ...] = ("x",),
     names = (*inputs, *(a.name for a in attrs))
     element_parse(element, names)  # fail at definition, not at first use
     out = fields.pop("out_dtype", None)
+    draw = fields.pop("shapes", arith.broadcasting if len(inputs) > 1 else arith.unary)
 
     def ref(xs, a):
         return element_evaluate(element, {**dict(zip(inputs, xs, strict=True)), **a})
@@ -87,15 +89,14 @@ def elementwise_op(name: str, element: str, inputs: tuple[str, ...] = ("x",),
     return OpDef(name, inputs, attrs,
                  lambda ts, a: elementwise_type(ts, DType(out) if out else None), ref,
                  ELEMENTWISE, doc=doc or element, element=element, out_dtype=out,
-                 shapes=fields.pop("shapes", "broadcasting" if len(inputs) > 1 else "unary"),
-                 **fields)
+                 shapes=draw, **fields)
 
 
 def _binary(name: str, fn, element: str, out_dtype: DType | None = None) -> None:
     out = out_dtype.value if out_dtype else None
     register(OpDef(name, ("x", "y"), (), lambda ts, a: elementwise_type(ts, out_dtype),
                    lambda xs, a: fn(xs[0], xs[1]), ELEMENTWISE, doc=element, element=element,
-                   out_dtype=out, shapes="broadcasting"))
+                   out_dtype=out, shapes=arith.broadcasting))
 
 
 def _unary(name: str, fn, element: str, attrs: tuple[AttrSpec, ...] = (),
@@ -105,7 +106,7 @@ def _unary(name: str, fn, element: str, attrs: tuple[AttrSpec, ...] = (),
         return t.with_(dtype=DType.f32) if float_out and not t.dtype.is_float else t
 
     register(OpDef(name, ("x",), attrs, infer, lambda xs, a: fn(xs[0], **a), ELEMENTWISE,
-                   doc=fields.pop("doc", element), element=element, shapes="unary", **fields))
+                   doc=fields.pop("doc", element), element=element, shapes=arith.unary, **fields))
 
 
 for _name, _fn, _element in [
@@ -115,12 +116,12 @@ for _name, _fn, _element in [
     _binary(_name, _fn, _element)
 register(OpDef("pow", ("x", "y"), (), lambda ts, a: elementwise_type(ts),
                lambda xs, a: torch.pow(xs[0], xs[1]), ELEMENTWISE, doc="x ** y", work=8,
-               shapes="broadcasting", domain="positive"))
+               shapes=arith.broadcasting, domain="positive"))
 register(OpDef("div", ("x", "y"), (),
                lambda ts, a: elementwise_type(
                    ts, None if result_dtype(ts).is_float else DType.f32),
                lambda xs, a: torch.div(xs[0], xs[1]), ELEMENTWISE, doc="x / y (true division)",
-               element="x / y", shapes="broadcasting"))
+               element="x / y", shapes=arith.broadcasting))
 
 for _name, _fn, _element in [
     ("eq", torch.eq, "x == y"), ("ne", torch.ne, "x != y"), ("lt", torch.lt, "x < y"),
@@ -155,7 +156,7 @@ register(elementwise_op("hardswish", "x * min(max(x + 3, 0), 6) / 6", work=4,
                         float_only=True, doc="x * relu6(x + 3) / 6"))
 register(OpDef("logical_not", ("x",), (), lambda ts, a: ts[0].with_(dtype=DType.bool),
                lambda xs, a: torch.logical_not(xs[0]), ELEMENTWISE, doc="not x",
-               element="not x", out_dtype="bool", shapes="unary"))
+               element="not x", out_dtype="bool", shapes=arith.unary))
 _unary("hardtanh", lambda x, min_val, max_val: F.hardtanh(x, min_val, max_val),
        "min(max(x, min_val), max_val)",
        (AttrSpec("min_val", "float", -1.0, samples=(-1.0, 0.0, -0.5)),
@@ -180,7 +181,7 @@ def _clamp(x: torch.Tensor, a) -> torch.Tensor:
 register(OpDef("clamp", ("x",), (AttrSpec("min", "any", None, samples=(None, -1.0, 0.0, -0.5)),
                                  AttrSpec("max", "any", None, samples=(None, 1.0, 6.0, 0.5))),
                _clamp_type, lambda xs, a: _clamp(xs[0], a), ELEMENTWISE,
-               doc="clamp(x, min, max); None: open", shapes="unary"))
+               doc="clamp(x, min, max); None: open", shapes=arith.unary))
 _unary("gelu", lambda x, approximate: F.gelu(x, approximate=approximate), "",
        (AttrSpec("approximate", "str", "none", samples=("none", "tanh")),), work=8,
        float_only=True, doc='x*Phi(x); approximate="tanh" uses the tanh form')
@@ -196,7 +197,7 @@ def _where_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("where", ("cond", "x", "y"), (), _where_type,
                lambda xs, a: torch.where(xs[0], xs[1], xs[2]), ELEMENTWISE,
-               doc="cond ? x : y", element="x if cond else y", shapes="broadcasting"))
+               doc="cond ? x : y", element="x if cond else y", shapes=arith.broadcasting))
 
 
 def _masked_fill_type(ts: list[TensorType], a) -> TensorType:
@@ -208,4 +209,4 @@ def _masked_fill_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("masked_fill", ("x", "mask"), (AttrSpec("value", "float"),), _masked_fill_type,
                lambda xs, a: xs[0].masked_fill(xs[1], a["value"]), ELEMENTWISE,
-               doc="mask ? value : x", element="value if mask else x", shapes="broadcasting"))
+               doc="mask ? value : x", element="value if mask else x", shapes=arith.broadcasting))

@@ -15,6 +15,7 @@ import sympy
 import torch
 
 from cuvil.ir.types import DType, TensorType
+from cuvil.ops.draw import index as draw
 from cuvil.ops.reduce import norm_dims
 from cuvil.ops.registry import MISC, AttrSpec, OpDef, check, register
 
@@ -30,7 +31,7 @@ def _cumsum_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("cumsum", ("x",), (AttrSpec("dim", "int"),), _cumsum_type,
                lambda xs, a: torch.cumsum(xs[0], a["dim"]), MISC, lowering="scan",
-               doc="running sum along dim (integers and bools sum in i64)"))
+               doc="running sum along dim (integers and bools sum in i64)", shapes=draw.cumsum))
 
 
 def _diff_type(ts: list[TensorType], a) -> TensorType:
@@ -45,7 +46,7 @@ def _diff_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("diff", ("x",), (AttrSpec("dim", "int", -1),), _diff_type,
                lambda xs, a: torch.diff(xs[0], dim=a["dim"]), MISC, lowering="scan",
-               doc="x[i + 1] - x[i] along dim (for bools: x[i + 1] != x[i])"))
+               doc="x[i + 1] - x[i] along dim (for bools: x[i + 1] != x[i])", shapes=draw.diff))
 
 
 def _index_type(ts: list[TensorType], a) -> TensorType:
@@ -68,7 +69,7 @@ def _index(xs: list[torch.Tensor], a) -> torch.Tensor:
 register(OpDef("index", ("x", "index"), (AttrSpec("start", "int", 0),), _index_type, _index,
                MISC, variadic=True, lowering="index", flops=lambda ts, out, a: 0,
                doc="x[:, ..., i0, i1, ...]: index tensors for the dims from start on, "
-                   "broadcast together"))
+                   "broadcast together", shapes=draw.index))
 
 
 def _gather_type(ts: list[TensorType], a) -> TensorType:
@@ -85,4 +86,4 @@ def _gather_type(ts: list[TensorType], a) -> TensorType:
 register(OpDef("gather", ("x", "index"), (AttrSpec("dim", "int"),), _gather_type,
                lambda xs, a: torch.gather(xs[0], a["dim"], xs[1]), MISC, lowering="index",
                flops=lambda ts, out, a: 0,
-               doc="out[i][j] = x[i][index[i][j]] along dim (torch.gather)"))
+               doc="out[i][j] = x[i][index[i][j]] along dim (torch.gather)", shapes=draw.gather))

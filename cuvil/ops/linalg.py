@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from cuvil.ir.types import TensorType, numel
+from cuvil.ops.draw import arith
 from cuvil.ops.elementwise import broadcast_shapes
 from cuvil.ops.registry import GEMM, OpDef, check, register
 
@@ -34,6 +35,7 @@ def _bmm_type(ts: list[TensorType], a) -> TensorType:
 
 
 register(OpDef("matmul", ("x", "y"), (), _matmul_type, lambda xs, a: torch.matmul(*xs), GEMM,
-               flops=_matmul_flops, doc="x @ y with torch.matmul's broadcasting"))
+               flops=_matmul_flops, doc="x @ y with torch.matmul's broadcasting",
+               shapes=arith.matmul))
 register(OpDef("bmm", ("x", "y"), (), _bmm_type, lambda xs, a: torch.bmm(*xs), GEMM,
-               flops=_matmul_flops, doc="batched x @ y, both rank 3"))
+               flops=_matmul_flops, doc="batched x @ y, both rank 3", shapes=arith.matmul))

@@ -15,6 +15,7 @@ import torch
 from cuvil.errors import CuvilError
 from cuvil.ir.torch_template import fill_template, resolve_target
 from cuvil.ir.types import DType, TensorType
+from cuvil.ops.draw import arith, movement
 from cuvil.ops.registry import LEAF, MISC, OPAQUE, AttrSpec, OpDef, register
 
 
@@ -34,7 +35,7 @@ register(OpDef("scalar", (), (AttrSpec("value", "number"), AttrSpec("dtype", "dt
                lambda ts, a: TensorType((), DType(a["dtype"]), weak=True),
                lambda xs, a: torch.tensor(a["value"], dtype=DType(a["dtype"]).torch), LEAF,
                doc="a number standing for a tensor: 0-d and weak (its dtype follows the "
-                   "tensors it meets, as a Python number's does in torch)"))
+                   "tensors it meets, as a Python number's does in torch)", shapes=arith.scalar))
 
 
 def _arange(a) -> torch.Tensor:
@@ -56,7 +57,7 @@ register(OpDef("arange", (), (AttrSpec("shape", "shape"), AttrSpec("start", "num
                               AttrSpec("step", "number", 1), AttrSpec("dtype", "dtype", "i64")),
                _arange_type, lambda xs, a: _arange(a), MISC, lowering="source",
                doc="[start, start + step, ...] of length shape[0] (a symbolic size: the "
-                   "importer folds a static one)"))
+                   "importer folds a static one)", shapes=movement.arange))
 
 
 def _torch_op(xs: list[torch.Tensor], a) -> torch.Tensor:

@@ -10,7 +10,20 @@ import torch
 import torch.nn.functional as F
 
 from cuvil.ir.types import Dim, DType, TensorType, default_layout, is_static, numel
-from cuvil.ops.registry import CONV, GEMM, MISC, NORM, POOL, AttrSpec, OpDef, check, register
+from cuvil.ops.draw import arith
+from cuvil.ops.draw import nn as draw
+from cuvil.ops.registry import (
+    CONV,
+    GEMM,
+    MISC,
+    NORM,
+    POOL,
+    AttrSpec,
+    OpDef,
+    check,
+    pair,
+    register,
+)
 
 
 def floordiv(a: Dim, b: int) -> Dim:
@@ -32,13 +45,6 @@ def window_out(size: Dim, k: int, s: int, p: int, d: int = 1, ceil: bool = False
     if ceil and is_static(out) and (out - 1) * s >= size + p:
         out -= 1
     return out
-
-
-def pair(v) -> tuple:
-    """An `ints` attribute of a 2-d op as (h, w): `2`, `(2,)` and `(2, 2)` all mean (2, 2),
-    as in torch. The one definition: the frontend, lowering and verification use it too."""
-    v = tuple(v) if isinstance(v, tuple | list) else (v,)
-    return v * 2 if len(v) == 1 else v
 
 
 def _conv_type(ts: list[TensorType], a) -> TensorType:
@@ -66,7 +72,7 @@ _CONV_ATTRS = (AttrSpec("stride", "ints", (1, 1)), AttrSpec("padding", "ints", (
                AttrSpec("dilation", "ints", (1, 1)), AttrSpec("groups", "int", 1))
 register(OpDef("conv2d", ("x", "w"), _CONV_ATTRS, _conv_type,
                lambda xs, a: F.conv2d(xs[0], xs[1], None, **a), CONV, flops=_conv_flops,
-               doc="2-d cross-correlation, no bias (NCHW logical shapes)"))
+               doc="2-d cross-correlation, no bias (NCHW logical shapes)", shapes=draw.conv2d))
 
 
 def _channel_param_type(ts: list[TensorType], a, what: str) -> TensorType:
@@ -83,7 +89,8 @@ register(OpDef("batch_norm", ("x", "weight", "bias", "mean", "var"),
                lambda xs, a: F.batch_norm(xs[0], xs[3], xs[4], xs[1], xs[2], False, 0.0,
                                           a["eps"]),
                NORM, flops=lambda ts, out, a: 2 * numel(out.shape), lowering="elementwise",
-               doc="(x - mean) / sqrt(var + eps) * weight + bias over dim 1 (inference)"))
+               doc="(x - mean) / sqrt(var + eps) * weight + bias over dim 1 (inference)",
+               shapes=arith.batch_norm))
 
 
 def _layer_norm_type(ts: list[TensorType], a) -> TensorType:
@@ -100,7 +107,8 @@ register(OpDef("layer_norm", ("x", "weight", "bias"),
                _layer_norm_type,
                lambda xs, a: F.layer_norm(xs[0], a["normalized_shape"], xs[1], xs[2], a["eps"]),
                NORM, flops=lambda ts, out, a: 8 * numel(out.shape),
-               doc="normalise over the trailing normalized_shape dims, then scale and shift"))
+               doc="normalise over the trailing normalized_shape dims, then scale and shift",
+               shapes=arith.layer_norm))
 
 
 def _softmax_type(ts: list[TensorType], a) -> TensorType:
@@ -113,7 +121,7 @@ for _name, _fn in [("softmax", torch.softmax), ("log_softmax", torch.log_softmax
     register(OpDef(_name, ("x",), (AttrSpec("dim", "int", -1),), _softmax_type,
                    lambda xs, a, fn=_fn: fn(xs[0], a["dim"]), NORM,
                    flops=lambda ts, out, a: 5 * numel(out.shape),
-                   doc=f"{_name} along dim"))
+                   doc=f"{_name} along dim", shapes=arith.softmax))
 
 
 def _pool_type(ts: list[TensorType], a) -> TensorType:
@@ -136,7 +144,7 @@ register(OpDef("max_pool2d", ("x",),
                 AttrSpec("padding", "ints", (0, 0)), AttrSpec("dilation", "ints", (1, 1)),
                 AttrSpec("ceil_mode", "bool", False)),
                _pool_type, lambda xs, a: F.max_pool2d(xs[0], **_pool_args(a)), POOL,
-               doc="max over sliding windows"))
+               doc="max over sliding windows", shapes=draw.pool))
 def _avg_pool_type(ts: list[TensorType], a) -> TensorType:
     check(ts[0].dtype.is_float, "input must be float")  # torch averages floats only
     return _pool_type(ts, a)
@@ -147,7 +155,7 @@ register(OpDef("avg_pool2d", ("x",),
                 AttrSpec("padding", "ints", (0, 0)), AttrSpec("ceil_mode", "bool", False),
                 AttrSpec("count_include_pad", "bool", True)),
                _avg_pool_type, lambda xs, a: F.avg_pool2d(xs[0], **_pool_args(a)), POOL,
-               doc="mean over sliding windows"))
+               doc="mean over sliding windows", shapes=draw.pool))
 
 
 def _adaptive_type(ts: list[TensorType], a) -> TensorType:
@@ -161,7 +169,7 @@ def _adaptive_type(ts: list[TensorType], a) -> TensorType:
 register(OpDef("adaptive_avg_pool2d", ("x",), (AttrSpec("output_size", "ints"),), _adaptive_type,
                lambda xs, a: F.adaptive_avg_pool2d(xs[0], a["output_size"]), POOL,
                flops=lambda ts, out, a: numel(ts[0].shape),
-               doc="mean over output_size adaptive windows"))
+               doc="mean over output_size adaptive windows", shapes=draw.adaptive_pool))
 
 
 def _embedding_type(ts: list[TensorType], a) -> TensorType:
@@ -174,7 +182,8 @@ def _embedding_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("embedding", ("weight", "indices"), (), _embedding_type,
                lambda xs, a: F.embedding(xs[1], xs[0]), MISC, lowering="gather",
-               flops=lambda ts, out, a: 0, doc="rows of weight picked by indices"))
+               flops=lambda ts, out, a: 0, doc="rows of weight picked by indices",
+               shapes=draw.embedding))
 
 
 def _sdpa_type(ts: list[TensorType], a) -> TensorType:
@@ -202,4 +211,4 @@ register(OpDef("scaled_dot_product_attention", ("q", "k", "v", "mask?"),
                _sdpa_type, _sdpa, GEMM, lowering="attention",
                flops=lambda ts, out, a: 4 * numel(out.shape[:-1]) * ts[1].shape[-2]
                * ts[0].shape[-1],
-               doc="softmax(q @ k^T * scale + mask) @ v"))
+               doc="softmax(q @ k^T * scale + mask) @ v", shapes=draw.attention))

@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from cuvil.ir.types import DType, TensorType, numel
+from cuvil.ops.draw import arith
+from cuvil.ops.draw import nn as draw
 from cuvil.ops.linalg import _matmul_flops, _matmul_type
 from cuvil.ops.nn import _CONV_ATTRS, _conv_flops, _conv_type
 from cuvil.ops.registry import CONV, CONVERT, GEMM, AttrSpec, OpDef, check, register
@@ -123,7 +125,9 @@ register(OpDef("qweight_scale", ("w",), (AttrSpec("axis", "int", -1),),
                doc="qweight's scales, shaped to broadcast over the output using w"))
 register(OpDef("matmul_i8", ("x", "w"), (AttrSpec("x_zero", "int", 0),), _matmul_i8_type,
                _matmul_i8, GEMM, flops=_matmul_flops, lowering="qgemm",
-               doc="sum_k (x - x_zero) * w as int32: u8/i8 x, i8 w [K, N]"))
+               doc="sum_k (x - x_zero) * w as int32: u8/i8 x, i8 w [K, N]",
+               shapes=arith.matmul_i8))
 register(OpDef("conv2d_i8", ("x", "w"), (*_CONV_ATTRS, AttrSpec("x_zero", "int", 0)),
                _conv2d_i8_type, _conv2d_i8, CONV, flops=_conv_flops, lowering="qconv",
-               doc="conv2d of (x - x_zero) and w as int32 sums: u8/i8 x, i8 w"))
+               doc="conv2d of (x - x_zero) and w as int32 sums: u8/i8 x, i8 w",
+               shapes=draw.conv2d_i8))

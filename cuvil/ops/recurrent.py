@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from cuvil.ir.types import TensorType
+from cuvil.ops.draw import nn as draw
 from cuvil.ops.registry import MISC, AttrSpec, OpDef, check, register
 
 GATES = {"lstm_layer": 4, "gru_layer": 3}
@@ -68,4 +69,5 @@ for _op, _inputs in [("lstm_layer", ("x", "h0", "c0", "w_ih", "w_hh", "b_ih", "b
                    lambda xs, a, op=_op: _reference(op, xs, a), MISC, lowering="recurrent",
                    flops=lambda ts, out, a, op=_op: _flops(op, ts), float_only=True,
                    doc=f"one direction of one {_op[:-6].upper()} layer over a time-major "
-                       "sequence: the final state(s), then every step's hidden state"))
+                       "sequence: the final state(s), then every step's hidden state",
+                   shapes=draw.recurrent))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from cuvil.ir.types import DType, TensorType, numel
+from cuvil.ops.draw import arith
 from cuvil.ops.registry import REDUCTION, AttrSpec, OpDef, check, register
 
 
@@ -57,4 +58,4 @@ for _name, _fn, _rule in [("sum", torch.sum, _sum_dtype), ("mean", torch.mean, _
                           ("amax", torch.amax, lambda d: d)]:
     register(OpDef(_name, ("x",), _ATTRS, _reduce_type(_name, _rule), _ref(_fn), REDUCTION,
                    flops=lambda ts, out, a: numel(ts[0].shape),
-                   doc=f"{_name} over dim (empty: all dims)"))
+                   doc=f"{_name} over dim (empty: all dims)", shapes=arith.reduction))

@@ -68,6 +68,13 @@ class AttrSpec:
         return self.default is REQUIRED
 
 
+def pair(v) -> tuple:
+    """An `ints` attribute of a 2-d op as (h, w): `2`, `(2,)` and `(2, 2)` all mean (2, 2),
+    as in torch. The one definition: the frontend, lowering and verification use it too."""
+    v = tuple(v) if isinstance(v, tuple | list) else (v,)
+    return v * 2 if len(v) == 1 else v
+
+
 Infer = Callable[[list[TensorType], dict[str, Any]], TensorType]
 Ref = Callable[[list[torch.Tensor], dict[str, Any]], torch.Tensor]
 Flops = Callable[[list[TensorType], TensorType, dict[str, Any]], Any]
@@ -93,7 +100,7 @@ class OpDef:
     float_only: bool = False  # floating-point inputs only (torch has no integer kernel)
     foldable: bool = True  # computed at compile time when its inputs are constants
     out_dtype: str | None = None  # the dtype it returns whatever its inputs' dtypes
-    shapes: str = ""  # the `rules verify` shape generator; "" = the one named after the op
+    shapes: Callable | None = None  # how `rules verify` draws its inputs (`cuvil.ops.draw`)
     domain: str = ""  # "positive": `rules verify` draws mostly positive inputs
 
     def __post_init__(self) -> None:

@@ -10,6 +10,7 @@ import sympy
 import torch
 
 from cuvil.ir.types import Dim, TensorType, is_static, numel
+from cuvil.ops.draw import movement
 from cuvil.ops.nn import ceildiv
 from cuvil.ops.reduce import norm_dims
 from cuvil.ops.registry import SHAPE, AttrSpec, OpDef, check, register
@@ -40,7 +41,8 @@ for _name in ("reshape", "view"):
     register(OpDef(_name, ("x",), (AttrSpec("shape", "shape"),), _reshape_type,
                    lambda xs, a: xs[0].reshape(_ref_shape(xs[0], a["shape"])), SHAPE,
                    lowering="alias",
-                   doc="x with a new shape (same elements, row-major order)"))
+                   doc="x with a new shape (same elements, row-major order)",
+                   shapes=movement.reshape))
 
 
 def _permute_type(ts: list[TensorType], a) -> TensorType:
@@ -52,7 +54,7 @@ def _permute_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("permute", ("x",), (AttrSpec("dims", "ints"),), _permute_type,
                lambda xs, a: xs[0].permute(a["dims"]).contiguous(), SHAPE, lowering="move",
-               doc="x with its dims reordered"))
+               doc="x with its dims reordered", shapes=movement.permute))
 
 
 def _transpose_type(ts: list[TensorType], a) -> TensorType:
@@ -71,7 +73,7 @@ register(OpDef("transpose", ("x",), (AttrSpec("dim0", "int", -2), AttrSpec("dim1
                _transpose_type,
                lambda xs, a: xs[0].transpose(a["dim0"], a["dim1"]).contiguous(), SHAPE,
                lowering="move",
-               doc="x with dims dim0 and dim1 swapped"))
+               doc="x with dims dim0 and dim1 swapped", shapes=movement.transpose))
 
 
 def _flatten_type(ts: list[TensorType], a) -> TensorType:
@@ -88,7 +90,7 @@ def _flatten_type(ts: list[TensorType], a) -> TensorType:
 register(OpDef("flatten", ("x",), (AttrSpec("start_dim", "int", 0), AttrSpec("end_dim", "int", -1)),
                _flatten_type, lambda xs, a: xs[0].flatten(a["start_dim"], a["end_dim"]), SHAPE,
                lowering="alias",
-               doc="dims start_dim..end_dim merged into one"))
+               doc="dims start_dim..end_dim merged into one", shapes=movement.flatten))
 
 
 def _unsqueeze_type(ts: list[TensorType], a) -> TensorType:
@@ -100,7 +102,7 @@ def _unsqueeze_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("unsqueeze", ("x",), (AttrSpec("dim", "int"),), _unsqueeze_type,
                lambda xs, a: xs[0].unsqueeze(a["dim"]), SHAPE,
-               lowering="alias", doc="x with a new dim of size 1"))
+               lowering="alias", doc="x with a new dim of size 1", shapes=movement.unsqueeze))
 
 
 def _squeeze_type(ts: list[TensorType], a) -> TensorType:
@@ -117,7 +119,8 @@ def _squeeze_type(ts: list[TensorType], a) -> TensorType:
 register(OpDef("squeeze", ("x",), (AttrSpec("dim", "ints", ()),), _squeeze_type,
                lambda xs, a: xs[0].squeeze(a["dim"]) if a["dim"] else xs[0].squeeze(), SHAPE,
                lowering="alias",
-               doc="x without the given size-1 dims (empty: all of them)"))
+               doc="x without the given size-1 dims (empty: all of them)",
+               shapes=movement.squeeze))
 
 
 def _expand_type(ts: list[TensorType], a) -> TensorType:
@@ -135,7 +138,7 @@ def _expand_type(ts: list[TensorType], a) -> TensorType:
 register(OpDef("expand", ("x",), (AttrSpec("shape", "shape"),), _expand_type,
                lambda xs, a: xs[0].expand(_ref_shape(xs[0], a["shape"])).contiguous(), SHAPE,
                lowering="move",
-               doc="x broadcast to shape (-1 keeps a dim)"))
+               doc="x broadcast to shape (-1 keeps a dim)", shapes=movement.expand))
 
 
 def _cat_type(ts: list[TensorType], a) -> TensorType:
@@ -152,7 +155,7 @@ def _cat_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("cat", ("x",), (AttrSpec("dim", "int", 0),), _cat_type,
                lambda xs, a: torch.cat(xs, a["dim"]), SHAPE, lowering="concat", variadic=True,
-               doc="inputs joined along dim"))
+               doc="inputs joined along dim", shapes=movement.cat))
 
 
 def _slice_type(ts: list[TensorType], a) -> TensorType:
@@ -179,7 +182,7 @@ register(OpDef("slice", ("x",),
                (AttrSpec("dim", "int", 0), AttrSpec("start", "int", 0),
                 AttrSpec("end", "any", None), AttrSpec("step", "int", 1)),
                _slice_type, lambda xs, a: _slice(xs[0], a), SHAPE, lowering="move",
-               doc="x[start:end:step] along dim (end None: to the end)"))
+               doc="x[start:end:step] along dim (end None: to the end)", shapes=movement.slice_))
 
 
 def _select_type(ts: list[TensorType], a) -> TensorType:
@@ -193,4 +196,4 @@ def _select_type(ts: list[TensorType], a) -> TensorType:
 register(OpDef("select", ("x",), (AttrSpec("dim", "int"), AttrSpec("index", "int")), _select_type,
                lambda xs, a: xs[0].select(a["dim"], a["index"]).contiguous(), SHAPE,
                lowering="move",
-               doc="x[..., index, ...] along dim (the dim is removed)"))
+               doc="x[..., index, ...] along dim (the dim is removed)", shapes=movement.select))

@@ -18,10 +18,10 @@ import torch
 from cuvil.dsl.ast import Builtin, Call, Literal, Term, Var, Wildcard
 from cuvil.ir.types import DType, TensorType
 from cuvil.ops import registry
+from cuvil.ops.draw import MOSTLY_POSITIVE, POSITIVE
 from cuvil.ops.registry import OpDef
 from cuvil.verify.guards import compute
 from cuvil.verify.instances import Instance, leaf_key
-from cuvil.verify.shapes import MOSTLY_POSITIVE, POSITIVE
 
 
 def fill_values(inst: Instance, rng: random.Random) -> None:

@@ -2,11 +2,12 @@
 of its attribute variables (`evaluate.py` then gives them tensors).
 
 `Builder` walks the left-hand side top-down. Each op call asks its shape generator
-(`shapes.py`) what its inputs must be; a variable takes a type the first time it is met
-(later uses are judged by the ops' `infer`); a composite op is built through its body, so
-its inputs fit what the body needs. The catalog's `infer` checks every call on the way back
-up, so an instance that comes out is well typed by construction. The guard's plain facts
-(`guards.hints`) are put in up front; the whole guard is checked on the finished instance.
+(`OpDef.shapes`, `cuvil/ops/draw`) what its inputs must be; a variable takes a type the
+first time it is met (later uses are judged by the ops' `infer`); a composite op is built
+through its body, so its inputs fit what the body needs. The catalog's `infer` checks every
+call on the way back up, so an instance that comes out is well typed by construction. The
+guard's plain facts (`guards.hints`) are put in up front; the whole guard is checked on the
+finished instance.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from cuvil.dsl.ast import Call, Literal, Term, Var, Wildcard
 from cuvil.errors import CuvilError
 from cuvil.ir.types import LAYOUTS, NCHW, NHWC, DType, TensorType, default_layout
 from cuvil.ops import registry
+from cuvil.ops.draw import FREE, Invalid, Want, fits, generic
 from cuvil.ops.registry import (
     COMPOSITE,
     CONV,
@@ -34,13 +36,6 @@ from cuvil.ops.registry import (
     OpDef,
 )
 from cuvil.verify.guards import Hint, Hints
-from cuvil.verify.shapes import (
-    FREE,
-    Invalid,
-    Want,
-    fits,
-    generator_of,
-)
 
 SPECIAL_SCALARS = (0.0, 1.0, -1.0, 0.5, 2.0)
 MAX_NUMEL = 1 << 18  # elements of the largest leaf tensor
@@ -152,7 +147,7 @@ class Builder:
         return out
 
     def build_inputs(self, call: Call, want: Want, attrs: Attrs) -> list[TensorType]:
-        steps = generator_of(attrs.opdef)(self, want, attrs, call.args)
+        steps = (attrs.opdef.shapes or generic)(self, want, attrs, call.args)
         types: list[TensorType] = []
         need = next(steps, None)
         while need is not None and len(types) < len(call.args):

@@ -25,6 +25,7 @@ import torch
 from cuvil.errors import CuvilError
 from cuvil.ir.types import DEVICES
 from cuvil.library.checked import CheckedRule, RuleLibrary
+from cuvil.ops.draw import Invalid
 from cuvil.verify.compare import (
     Mismatch,
     compare_types,
@@ -35,7 +36,6 @@ from cuvil.verify.compare import (
 from cuvil.verify.evaluate import computed_attrs, fill_values, type_of, value_of
 from cuvil.verify.guards import Unknown, builtin_calls, compute, hints, holds
 from cuvil.verify.instances import Builder, Instance, new_instance
-from cuvil.verify.shapes import Invalid
 
 VERIFIED, UNSOUND, UNVERIFIED = "verified", "UNSOUND", "unverified"
 INSTANCES = 50

@@ -1,7 +1,8 @@
-"""Valid shapes by construction: what each op's inputs must look like for a wanted output.
+"""How `rules verify` draws an op's inputs: valid shapes by construction, for a wanted output.
 
 Random shapes rarely fit (matmul's inner dims, conv geometry, reshape sizes), so the
-instance builder asks one *generator* per op for its inputs. A generator is a Python
+instance builder asks the op's *generator* (`OpDef.shapes`, defined in this package's
+modules beside the other ops' generators) for its inputs. A generator is a Python
 generator function `gen(ctx, want, attrs, args)`: it fixes the op's free attributes through
 `attrs.get(name, choose)`, then yields a `Want` for each tensor input in order and receives
 the type that was built for it, so a later input can follow an earlier one (matmul's `w`
@@ -114,20 +115,7 @@ def factorize(n: int, parts: int, rng) -> tuple[int, ...]:
     return tuple(out)
 
 
-Generator = Callable[..., Iterator[Want]]
-GENERATORS: dict[str, Generator] = {}
-
-
-def generator(*names: str) -> Callable[[Generator], Generator]:
-    """Register a generator under the names `OpDef.shapes` uses (an op's own name when it
-    has a generator of its own)."""
-
-    def register(fn: Generator) -> Generator:
-        for name in names:
-            GENERATORS[name] = fn
-        return fn
-
-    return register
+Generator = Callable[..., Iterator[Want]]  # (ctx, want, attrs, args) -> Wants
 
 
 def generic(ctx, want: Want, attrs, args) -> Iterator[Want]:
@@ -137,24 +125,3 @@ def generic(ctx, want: Want, attrs, args) -> Iterator[Want]:
         want = want.with_(dtype=ctx.free_dtype(float_only=True))
     for _ in args:
         yield want if len(args) == 1 else Want(device=want.device)
-
-
-def generator_of(opdef) -> Generator:
-    """The generator the op's catalog entry names (`OpDef.shapes`), else its own name's."""
-    _load()
-    return GENERATORS.get(opdef.shapes or opdef.name, generic)
-
-
-_loaded = False
-
-
-def _load() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        from cuvil.verify import (  # noqa: F401
-            shapes_index,
-            shapes_math,
-            shapes_movement,
-            shapes_nn,
-        )

@@ -6,7 +6,7 @@ index of the wanted shape)."""
 from __future__ import annotations
 
 from cuvil.ir.types import DType
-from cuvil.verify.shapes import Invalid, Want, generator
+from cuvil.ops.draw import Invalid, Want
 
 SUMMED = (DType.f32, DType.f64)  # cumsum keeps these; integers and bools sum to i64
 INTEGERS = (DType.i32, DType.i64, DType.bool)
@@ -24,7 +24,6 @@ def _scan_shape(ctx, want, attrs) -> tuple[list[int], int]:
     return out, d % r
 
 
-@generator("cumsum")
 def cumsum(ctx, want, attrs, args):
     out, _ = _scan_shape(ctx, want, attrs)
     if want.dtype in SUMMED:
@@ -37,14 +36,12 @@ def cumsum(ctx, want, attrs, args):
     yield want.with_(shape=tuple(out), dtype=dtype, layout=None)
 
 
-@generator("diff")
 def diff(ctx, want, attrs, args):
     out, d = _scan_shape(ctx, want, attrs)
     out[d] += 1
     yield want.with_(shape=tuple(out), layout=None)
 
 
-@generator("index")
 def index(ctx, want, attrs, args):
     """out = x.shape[:start] + picked + x.shape[start + k:], k = the index tensors."""
     rng, k = ctx.rng, len(args) - 1
@@ -62,7 +59,6 @@ def index(ctx, want, attrs, args):
         yield Want(shape, DType.i64, None, x.device, ("below", x.shape[start + j]))
 
 
-@generator("gather")
 def gather(ctx, want, attrs, args):
     """index: the wanted shape; x: as large or larger off `dim`, any length along it."""
     out = ctx.fill(want.shape, ctx.rank(1, 4))

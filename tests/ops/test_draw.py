@@ -10,10 +10,10 @@ import pytest
 
 from cuvil.dsl.ast import Call, Pos, Var
 from cuvil.ops import all_ops, registry
+from cuvil.ops.draw import Invalid, factorize
 from cuvil.verify.evaluate import fill_values, type_of, value_of
 from cuvil.verify.guards import Hints
 from cuvil.verify.instances import Builder, new_instance
-from cuvil.verify.shapes import Invalid, factorize
 
 HERE = Pos("test", 1, 1)
 OPS = sorted(name for name, op in all_ops().items()

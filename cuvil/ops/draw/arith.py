@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from cuvil.ir.types import NCHW, NHWC, DType
 from cuvil.ops import element
-from cuvil.verify.shapes import (
+from cuvil.ops.draw import (
     MOSTLY_POSITIVE,
     POSITIVE,
     Invalid,
     Want,
     cover,
-    generator,
     variant,
 )
 
@@ -29,7 +28,6 @@ def _input_dtypes(opdef, want: Want, n: int, truth: DType | None) -> list[DType 
     return [truth if x in truths else other for x in opdef.inputs[:n]]
 
 
-@generator("broadcasting")
 def broadcasting(ctx, want, attrs, args):
     """Operands that broadcast to the wanted shape (some of lower rank or with 1s). An
     operand fixed by the ones before it (`x` in `sub(x, amax(x))`) is left as it comes;
@@ -70,7 +68,6 @@ def broadcasting(ctx, want, attrs, args):
         shapes[i] = tuple(t.shape)
 
 
-@generator("unary")
 def unary(ctx, want, attrs, args):
     """Same shape in, same shape out (a truth-valued input of any dtype). Attributes are
     drawn from their catalog samples."""
@@ -102,7 +99,6 @@ def _matmul_ranks(ctx, want, args, bmm: bool) -> tuple[int, int]:
     return ctx.rng.choice(options)
 
 
-@generator("matmul_i8")
 def matmul_i8(ctx, want, attrs, args):
     """x [.., m, k] (u8 or i8) times w [k, n] (i8)."""
     out = ctx.fill(want.shape, want.rank if want.rank else ctx.rank(1, 3))
@@ -111,7 +107,6 @@ def matmul_i8(ctx, want, attrs, args):
     yield Want((k, out[-1]), DType.i8, None, x.device)
 
 
-@generator("matmul", "bmm")
 def matmul(ctx, want, attrs, args):
     """x [.., m, k] @ w [.., k, n]: the inner dims agree, the batch dims broadcast."""
     rx, ry = _matmul_ranks(ctx, want, args, attrs.opdef.name == "bmm")
@@ -171,7 +166,6 @@ def _reduced_positions(ctx, attrs, want) -> tuple[int, tuple[int, ...]]:
     return rank, positions
 
 
-@generator("sum", "mean", "amax")
 def reduction(ctx, want, attrs, args):
     rank, positions = _reduced_positions(ctx, attrs, want)
     keep = attrs.get("keepdim")
@@ -186,7 +180,6 @@ def reduction(ctx, want, attrs, args):
     yield Want(shape, dtype, want.layout if keep else None, want.device, loose=want.loose)
 
 
-@generator("softmax", "log_softmax")
 def softmax(ctx, want, attrs, args):
     if attrs.fixed("dim"):
         d = attrs.get("dim")
@@ -199,7 +192,6 @@ def softmax(ctx, want, attrs, args):
     yield want.with_(shape=shape, dtype=want.dtype or DType.f32)
 
 
-@generator("layer_norm")
 def layer_norm(ctx, want, attrs, args):
     attrs.get("eps", lambda: ctx.rng.choice((1e-5, 1e-3)))
     if attrs.fixed("normalized_shape"):
@@ -215,7 +207,6 @@ def layer_norm(ctx, want, attrs, args):
         yield Want(ns, x.dtype, None, x.device)
 
 
-@generator("batch_norm")
 def batch_norm(ctx, want, attrs, args):
     attrs.get("eps", lambda: ctx.rng.choice((1e-5, 1e-3)))
     x = yield want.with_(shape=ctx.fill(want.shape, ctx.rank(2, 4)),
@@ -226,21 +217,18 @@ def batch_norm(ctx, want, attrs, args):
         yield Want((x.shape[1],), x.dtype, None, x.device, POSITIVE if i == 4 else None)
 
 
-@generator("scalar")
 def scalar(ctx, want, attrs, args):
     attrs.get("value", ctx.scalar)
     attrs.get("dtype", str(want.dtype) if want.dtype else "f32")
     yield from ()
 
 
-@generator("cast")
 def cast(ctx, want, attrs, args):
     attrs.get("dtype", lambda: str(want.dtype or ctx.rng.choice(DTYPES)))
     source = ctx.rng.choice(DTYPES) if ctx.rng.random() < 0.4 else None
     yield want.with_(dtype=source)
 
 
-@generator("to_layout")
 def to_layout(ctx, want, attrs, args):
     shape = ctx.fill(want.shape)
     layouts = (NCHW, NHWC, "contiguous") if len(shape) == 4 else ("contiguous",)
@@ -248,13 +236,11 @@ def to_layout(ctx, want, attrs, args):
     yield want.with_(shape=shape, layout=None)
 
 
-@generator("to_device")
 def to_device(ctx, want, attrs, args):
     attrs.get("device", lambda: want.device or ctx.rng.choice(("cpu", "cuda")))
     yield want.with_(device=ctx.rng.choice((None, "cpu", "cuda")))
 
 
-@generator("quantize")
 def quantize(ctx, want, attrs, args):
     attrs.get("scale", lambda: ctx.rng.choice((0.05, 0.1, 0.25)))
     attrs.get("zero_point", lambda: ctx.rng.choice((0, 3, -2)))
@@ -262,7 +248,6 @@ def quantize(ctx, want, attrs, args):
     yield want.with_(dtype=ctx.rng.choice((DType.f32, DType.f32, DType.f64, DType.f16)))
 
 
-@generator("dequantize")
 def dequantize(ctx, want, attrs, args):
     attrs.get("scale", lambda: ctx.rng.choice((0.05, 0.1, 0.25)))
     attrs.get("zero_point", lambda: ctx.rng.choice((0, 3, -2)))

@@ -5,8 +5,8 @@ recurrent layers."""
 from __future__ import annotations
 
 from cuvil.ir.types import DType
-from cuvil.ops.nn import pair
-from cuvil.verify.shapes import Generator, Invalid, Want, cover, generator
+from cuvil.ops.draw import Generator, Invalid, Want, cover
+from cuvil.ops.registry import pair
 
 
 def window_in(out: int, k: int, s: int, p: int, d: int, rng) -> int:
@@ -17,7 +17,6 @@ def window_in(out: int, k: int, s: int, p: int, d: int, rng) -> int:
     return size
 
 
-@generator("conv2d")
 def conv2d(ctx, want, attrs, args):
     """x [N, C, H, W] and w [Co, C/groups, kh, kw] worked back from the output."""
     rng = ctx.rng
@@ -39,7 +38,6 @@ def conv2d(ctx, want, attrs, args):
     yield Want((co, x.shape[1] // g, kh, kw), x.dtype, None, x.device)
 
 
-@generator("max_pool2d", "avg_pool2d")
 def pool(ctx, want, attrs, args):
     rng = ctx.rng
     k = pair(attrs.get("kernel_size", lambda: rng.choice(((2, 2), (3, 3), (1, 1), 2, 3))))
@@ -58,7 +56,6 @@ def pool(ctx, want, attrs, args):
     yield want.with_(shape=shape)
 
 
-@generator("adaptive_avg_pool2d")
 def adaptive_pool(ctx, want, attrs, args):
     rng = ctx.rng
     n, c, ho, wo = ctx.fill(want.shape, 4)
@@ -68,7 +65,6 @@ def adaptive_pool(ctx, want, attrs, args):
     yield want.with_(shape=shape)
 
 
-@generator("embedding")
 def embedding(ctx, want, attrs, args):
     out = ctx.fill(want.shape, ctx.rank(2, 3))
     if not out:
@@ -77,7 +73,6 @@ def embedding(ctx, want, attrs, args):
     yield Want(out[:-1], DType.i64, None, w.device, ("below", w.shape[0]))
 
 
-@generator("scaled_dot_product_attention")
 def attention(ctx, want, attrs, args):
     """q [.., L, E], k [.., S, E], v [.., S, Ev]; a mask broadcasting to [.., L, S]."""
     rng = ctx.rng
@@ -98,7 +93,6 @@ def attention(ctx, want, attrs, args):
         yield Want(mask, dtype, None, q.device)
 
 
-@generator("lstm_layer", "gru_layer")
 def recurrent(ctx, want, attrs, args):
     """x [T, B, I], states [B, H], w_ih [G*H, I], w_hh [G*H, H], biases [G*H], for an
     output [states + T, B, H]."""
@@ -136,4 +130,4 @@ def _int8_product(inner: Generator) -> Generator:
     return generate
 
 
-generator("conv2d_i8")(_int8_product(conv2d))
+conv2d_i8 = _int8_product(conv2d)

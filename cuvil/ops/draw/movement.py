@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from cuvil.ir.types import DType
-from cuvil.verify.shapes import Invalid, Want, factorize, generator
+from cuvil.ops.draw import Invalid, Want, factorize
 
 NUMERIC = ("f32", "f64", "i32", "i64")
 
@@ -18,7 +18,6 @@ def _least_rank(dims) -> int:
     return max((d + 1 if d >= 0 else -d for d in dims), default=0)
 
 
-@generator("reshape", "view")
 def reshape(ctx, want, attrs, args):
     """Same elements, another shape; the target may hold one -1."""
     rng = ctx.rng
@@ -34,7 +33,6 @@ def reshape(ctx, want, attrs, args):
     yield want.with_(shape=factorize(n, ctx.rank(1, 4), rng), layout=None)
 
 
-@generator("permute")
 def permute(ctx, want, attrs, args):
     rng = ctx.rng
     if attrs.fixed("dims"):
@@ -54,7 +52,6 @@ def permute(ctx, want, attrs, args):
     yield want.with_(shape=tuple(shape), layout=None)
 
 
-@generator("transpose")
 def transpose(ctx, want, attrs, args):
     rng = ctx.rng
     fixed = [attrs.get(k) for k in ("dim0", "dim1") if attrs.fixed(k)]
@@ -70,7 +67,6 @@ def transpose(ctx, want, attrs, args):
     yield want.with_(shape=tuple(shape), layout=None)
 
 
-@generator("flatten")
 def flatten(ctx, want, attrs, args):
     """Dims start_dim..end_dim of the input multiply to one dim of the output."""
     rng = ctx.rng
@@ -103,7 +99,6 @@ def flatten(ctx, want, attrs, args):
     yield want.with_(shape=shape, layout=None)
 
 
-@generator("unsqueeze")
 def unsqueeze(ctx, want, attrs, args):
     out = list(ctx.fill(want.shape, ctx.rank(1, 4)))
     r = len(out)
@@ -114,7 +109,6 @@ def unsqueeze(ctx, want, attrs, args):
     yield want.with_(shape=tuple(out), layout=None)
 
 
-@generator("squeeze")
 def squeeze(ctx, want, attrs, args):
     rng = ctx.rng
     out = list(ctx.fill(want.shape, ctx.rank(0, 3), lo=2))
@@ -134,7 +128,6 @@ def squeeze(ctx, want, attrs, args):
                      layout=None)
 
 
-@generator("expand")
 def expand(ctx, want, attrs, args):
     rng = ctx.rng
     if attrs.fixed("shape"):
@@ -153,7 +146,6 @@ def expand(ctx, want, attrs, args):
     yield want.with_(shape=shape, layout=None)
 
 
-@generator("cat")
 def cat(ctx, want, attrs, args):
     rng = ctx.rng
     fixed = attrs.get("dim") if attrs.fixed("dim") else None
@@ -177,7 +169,6 @@ def cat(ctx, want, attrs, args):
         first = first or t.dtype
 
 
-@generator("slice")
 def slice_(ctx, want, attrs, args):
     rng = ctx.rng
     rank = max(ctx.rank(1, 4), _least_rank((attrs.get("dim"),)) if attrs.fixed("dim") else 1)
@@ -199,7 +190,6 @@ def slice_(ctx, want, attrs, args):
     yield want.with_(shape=tuple(out), layout=None)
 
 
-@generator("select")
 def select(ctx, want, attrs, args):
     rng = ctx.rng
     out = ctx.fill(want.shape, ctx.rank(0, 3))
@@ -217,7 +207,6 @@ def select(ctx, want, attrs, args):
     yield want.with_(shape=(*out[:d], size, *out[d:]), layout=None)
 
 
-@generator("arange")
 def arange(ctx, want, attrs, args):
     if want.rank not in (None, 1) or want.dtype is DType.bool:
         raise Invalid("arange makes a 1-d numeric tensor")
