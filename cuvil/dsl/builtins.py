@@ -4,16 +4,20 @@ A built-in is written once here with: its static signature (which `dsl.expressio
 checks), where it may appear (a `where` guard, a `cost` expression, an attribute computed
 on a right-hand side: `eps=value(e)`), where the optimizer keeps its value for egglog
 (`type`: a table per type id, `t_NAME`; `class`: a table per e-class; nothing for the
-rest), and its value, computed from a tensor's type. The optimizer's type table, the cost
-model and `rules verify` all take the value from `value`, so the three cannot disagree.
+rest), and its meaning: `value(site, *args)`, where a tensor argument is a `Known` (what a
+stage knows of that value: its type, whether it is known at compile time, its number if it
+is a 0-d constant, what calibration observed of it) and `site` says where the expression is
+evaluated (the targets of the compile; in a cost, the node being costed). The optimizer's
+tables, the cost model and `rules verify` each gather those facts their own way and take
+every value from `value`, so they cannot disagree.
 
     dim(x, i)   int    guards, costs, attributes   i-th size of x (i < 0 counts from the end)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -32,59 +36,93 @@ _NUMERIC_ATTRS = ("int", "float", "number")
 
 
 @dataclass(frozen=True)
+class Known:
+    """What a stage knows of a tensor a built-in is asked about."""
+
+    type: TensorType
+    const: bool = False  # known at compile time: a constant, or a foldable op of constants
+    scalar: float | None = None  # its number, when it is a 0-d constant
+    observed: Mapping[str, Any] | None = None  # calibration: absmax, scale, zero_point
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where an expression is evaluated."""
+
+    targets: frozenset[str] = frozenset()  # the targets being compiled for
+    node: Mapping[str, Callable[[], float]] = field(default_factory=dict)  # a cost's node:
+    # its `roofline`, `flops` and `moved`, computed when asked
+
+
+NOWHERE = Site()
+
+
+@dataclass(frozen=True)
 class BuiltinDef:
     name: str
     params: tuple[str, ...]
     result: str
     where: tuple[str, ...]  # GUARD, COST
     doc: str
-    value: Callable[..., Any] | None = None  # (type of the first argument, other args)
+    value: Callable[..., Any]  # (site, arguments: a tensor as `Known`) -> value or None
     analysis: str = ""  # "type": kept per type id; "class": kept per e-class
     fills: tuple[str, ...] = ()  # attribute kinds it can compute on a right-hand side
 
 
-def _dim(t: TensorType, i: int) -> Any:
-    return t.shape[i] if -t.rank <= i < t.rank else None
+def _dim(s: Site, x: Known, i: int) -> Any:
+    return x.type.shape[i] if -x.type.rank <= i < x.type.rank else None
+
+
+def _observed(name: str) -> Callable[[Site, Known], Any]:
+    return lambda s, x: None if x.observed is None else x.observed[name]
+
+
+def _node(name: str) -> Callable[[Site], float]:
+    return lambda s: s.node[name]()
 
 
 TABLE: tuple[BuiltinDef, ...] = (
-    BuiltinDef("rank", (TENSOR,), INT, (GUARD, COST), "number of dims", lambda t: t.rank,
-            "type", _NUMERIC_ATTRS),
+    BuiltinDef("rank", (TENSOR,), INT, (GUARD, COST), "number of dims",
+               lambda s, x: x.type.rank, "type", _NUMERIC_ATTRS),
     BuiltinDef("dim", (TENSOR, INT_LITERAL), INT, (GUARD, COST),
-            "i-th size (i < 0 counts from the end)", _dim, "type", _NUMERIC_ATTRS),
+               "i-th size (i < 0 counts from the end)", _dim, "type", _NUMERIC_ATTRS),
     BuiltinDef("numel", (TENSOR,), INT, (GUARD, COST), "number of elements",
-            lambda t: t.numel, "type", _NUMERIC_ATTRS),
+               lambda s, x: x.type.numel, "type", _NUMERIC_ATTRS),
     BuiltinDef("bytes", (TENSOR,), INT, (COST,), "size in bytes",
-            lambda t: t.numel * t.dtype.itemsize),
+               lambda s, x: x.type.numel * x.type.dtype.itemsize),
     BuiltinDef("shape", (TENSOR,), TUPLE, (GUARD,), "the sizes, as a tuple",
-            lambda t: tuple(t.shape), "type", ("shape", "ints")),
+               lambda s, x: tuple(x.type.shape), "type", ("shape", "ints")),
     BuiltinDef("dtype", (TENSOR,), STR, (GUARD, COST), 'element type ("f32", "i64", ...)',
-            lambda t: str(t.dtype), "type", ("dtype", "str")),
+               lambda s, x: str(x.type.dtype), "type", ("dtype", "str")),
     BuiltinDef("layout", (TENSOR,), STR, (GUARD, COST), 'physical layout ("NHWC", ...)',
-            lambda t: t.layout, "type", ("layout", "str")),
+               lambda s, x: x.type.layout, "type", ("layout", "str")),
     BuiltinDef("device", (TENSOR,), STR, (GUARD, COST), 'device ("cpu", "cuda")',
-            lambda t: t.device, "type", ("device", "str")),
+               lambda s, x: x.type.device, "type", ("device", "str")),
     BuiltinDef("is_float", (TENSOR,), BOOL, (GUARD, COST), "floating-point dtype",
-            lambda t: t.dtype.is_float, "type"),
-    BuiltinDef("is_const", (TENSOR,), BOOL, (GUARD,), "known at compile time", analysis="class"),
-    BuiltinDef("value", (TENSOR,), FLOAT, (GUARD,), "the value of a 0-d constant",
-            analysis="class", fills=("float", "optfloat", "number")),
-    BuiltinDef("has_target", (STR_LITERAL,), BOOL, (GUARD,), "the target is being compiled for"),
+               lambda s, x: x.type.dtype.is_float, "type"),
+    BuiltinDef("is_const", (TENSOR,), BOOL, (GUARD,), "known at compile time (a constant, "
+               "or a foldable op of constants)", lambda s, x: x.const, "class"),
+    BuiltinDef("value", (TENSOR,), FLOAT, (GUARD,), "the number of a 0-d constant",
+               lambda s, x: x.scalar, "class", ("float", "optfloat", "number")),
+    BuiltinDef("has_target", (STR_LITERAL,), BOOL, (GUARD,), "the target is being compiled for",
+               lambda s, name: name in s.targets),
     # Calibration facts (`cuvil.Quantize`): what observers saw of a value over the
     # calibration batches; only values that were observed have them.
     BuiltinDef("calibrated", (TENSOR,), BOOL, (GUARD,), "observed during calibration",
-               analysis="class"),
+               lambda s, x: x.observed is not None, "class"),
     BuiltinDef("absmax", (TENSOR,), FLOAT, (GUARD,), "largest |value| observed (clipped by "
-               "the calibration method)", analysis="class", fills=("float", "number")),
+               "the calibration method)", _observed("absmax"), "class", ("float", "number")),
     BuiltinDef("scale", (TENSOR,), FLOAT, (GUARD,), "its int8 scale from calibration",
-               analysis="class", fills=("float", "number")),
+               _observed("scale"), "class", ("float", "number")),
     BuiltinDef("zero_point", (TENSOR,), INT, (GUARD,), "its int8 zero point from calibration",
-               analysis="class", fills=("int", "number")),
-    BuiltinDef("max", (NUMBER, NUMBER), NUMBER, (COST,), "the larger", max),
-    BuiltinDef("min", (NUMBER, NUMBER), NUMBER, (COST,), "the smaller", min),
-    BuiltinDef("roofline", (), FLOAT, (COST,), "this node's default cost, to scale or adjust"),
-    BuiltinDef("flops", (), FLOAT, (COST,), "this node's arithmetic (the catalog's count)"),
-    BuiltinDef("moved", (), FLOAT, (COST,), "bytes this node reads and writes"),
+               _observed("zero_point"), "class", ("int", "number")),
+    BuiltinDef("max", (NUMBER, NUMBER), NUMBER, (COST,), "the larger", lambda s, a, b: max(a, b)),
+    BuiltinDef("min", (NUMBER, NUMBER), NUMBER, (COST,), "the smaller", lambda s, a, b: min(a, b)),
+    BuiltinDef("roofline", (), FLOAT, (COST,), "this node's default cost, to scale or adjust",
+               _node("roofline")),
+    BuiltinDef("flops", (), FLOAT, (COST,), "this node's arithmetic (the catalog's count)",
+               _node("flops")),
+    BuiltinDef("moved", (), FLOAT, (COST,), "bytes this node reads and writes", _node("moved")),
 )
 BUILTINS: dict[str, BuiltinDef] = {b.name: b for b in TABLE}
 

@@ -22,7 +22,7 @@ from typing import Any
 import sympy
 
 from cuvil.dsl import ast
-from cuvil.dsl.builtins import BUILTINS, COST
+from cuvil.dsl.builtins import BUILTINS, COST, NOWHERE, Known, Site
 from cuvil.errors import CuvilError
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE, Dim, TensorType, is_static
 from cuvil.library.composite import body_calls
@@ -41,7 +41,6 @@ VIEW_COST = 0.05
 FALLBACK_US = 20.0
 UPLOAD_CALLS = 1000  # the calls a constant's one upload to a device is amortized over
 MAX_COST = 1e15
-_NODE = ("roofline", "flops", "moved")  # built-ins about the node being costed
 
 
 @dataclass
@@ -135,12 +134,13 @@ class CostModel:
         opdef = registry.get(decl.op, self.defs)
         values: list[Any] = [*ins, *(attrs[a.name] for a in opdef.attrs)]
         env = dict(zip(decl.params, values, strict=False))
-        env["<roofline>"] = lambda: self.roofline(decl.op, attrs, ins, out, target)
-        env["<flops>"] = lambda: self.flops(decl.op, attrs, ins, out)
-        env["<moved>"] = lambda: sum(self.bytes(t) for t in ins) + self.bytes(out)
-        return float(self._eval(decl.expr, env, target, decl))
+        site = Site(node={
+            "roofline": lambda: self.roofline(decl.op, attrs, ins, out, target),
+            "flops": lambda: self.flops(decl.op, attrs, ins, out),
+            "moved": lambda: sum(self.bytes(t) for t in ins) + self.bytes(out)})
+        return float(self._eval(decl.expr, env, target, decl, site))
 
-    def _eval(self, e, env: dict, target: dict, decl) -> Any:
+    def _eval(self, e, env: dict, target: dict, decl, site: Site = NOWHERE) -> Any:
         match e:
             case ast.Literal(value=v):
                 return v
@@ -151,26 +151,24 @@ class CostModel:
                     raise CuvilError(f"{e.pos}: error: the target has no parameter {name!r}")
                 return target[name]
             case ast.Neg(operand=x):
-                return -self._eval(x, env, target, decl)
+                return -self._eval(x, env, target, decl, site)
             case ast.Not(operand=x):
-                return not self._eval(x, env, target, decl)
+                return not self._eval(x, env, target, decl, site)
             case ast.BinOp(op=op, left=a, right=b):
-                return _binop(op, self._eval(a, env, target, decl),
-                              self._eval(b, env, target, decl))
-            case ast.Builtin(name=name) if name in _NODE:
-                return env[f"<{name}>"]()  # not names a `.cvr` parameter can have
+                return _binop(op, self._eval(a, env, target, decl, site),
+                              self._eval(b, env, target, decl, site))
             case ast.Builtin(name=name, args=args):
-                vals = [self._eval(a, env, target, decl) for a in args]
-                return self._builtin(name, vals, e)
+                vals = [self._eval(a, env, target, decl, site) for a in args]
+                return self._builtin(name, vals, e, site)
         raise CuvilError(f"{decl.pos}: error: unsupported cost expression")
 
-    def _builtin(self, name: str, vals: list, e) -> Any:
+    def _builtin(self, name: str, vals: list, e, site: Site) -> Any:
         """The built-in table's value; a symbolic size at its assumed size (`hints`), an
         out-of-range `dim` 0."""
         spec = BUILTINS.get(name)
-        if spec is None or COST not in spec.where or spec.value is None:
+        if spec is None or COST not in spec.where:
             raise CuvilError(f"{e.pos}: error: '{name}' cannot be used in a cost")
-        value = spec.value(*vals)
+        value = spec.value(site, *(Known(v) if isinstance(v, TensorType) else v for v in vals))
         if value is None:
             return 0.0
         return self.size(value) if isinstance(value, sympy.Basic) else value

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from cuvil.dsl.builtins import BUILTINS, NOWHERE, Known
 from cuvil.egraph.schema import encode_f64
 from cuvil.egraph.snapshot import ENode, Snapshot
 from cuvil.egraph.typer import Typer
@@ -70,12 +71,15 @@ class Folder:
             if handle is None:
                 continue
             self.announced.add(cls)
-            out.append(f"(set (is_const {handle}) true)")
             t = typer.table.types[snap.ty[cls]]
-            if "value" in uses and t.rank == 0 and t.dtype is not DType.bf16:
-                value = self.scalar_value(cls, snap, typer)
-                if value is not None:
-                    out.append(f"(set (value {handle}) {encode_f64(value)})")
+            number = (self.scalar_value(cls, snap, typer)
+                      if "value" in uses and t.rank == 0 and t.dtype is not DType.bf16 else None)
+            known = Known(t, const=True, scalar=number)
+            if "is_const" in uses:
+                is_const = BUILTINS["is_const"].value(NOWHERE, known)
+                out.append(f"(set (is_const {handle}) {'true' if is_const else 'false'})")
+            if (v := BUILTINS["value"].value(NOWHERE, known)) is not None:
+                out.append(f"(set (value {handle}) {encode_f64(v)})")
         return out
 
     def scalar_value(self, cls: str, snap: Snapshot, typer: Typer) -> float | None:

@@ -63,7 +63,8 @@ class GuardCompiler:
             case ast.Literal(value=bool(v)):
                 return [[]] if v != negate else []
             case ast.Builtin(name="has_target", args=(ast.Literal(value=str(t)),)):
-                return [[]] if (t in self.targets) != negate else []
+                site = bi.Site(targets=frozenset(self.targets))
+                return [[]] if bi.BUILTINS["has_target"].value(site, t) != negate else []
         text, sort, atoms = self.value(e)
         if sort != BOOL:
             raise self.error(e, "a guard must be a condition")

@@ -16,7 +16,7 @@ from typing import Any
 
 import sympy
 
-from cuvil.dsl.builtins import BUILTINS
+from cuvil.dsl.builtins import BUILTINS, NOWHERE, Known
 from cuvil.egraph.guards import CLASS_ANALYSES, TYPE_ANALYSES
 from cuvil.egraph.schema import BOOL, F64, I64, decode_attr, encode_f64, encode_string
 from cuvil.egraph.snapshot import ENode, Snapshot
@@ -65,7 +65,8 @@ class TypeTable:
         for name, sort in TYPE_ANALYSES.items():
             if name not in self.uses or (name == "numel" and not t.is_static):
                 continue
-            out.append(f"(set (t_{name} {k}) {_egglog_value(BUILTINS[name].value(t), sort)})")
+            value = BUILTINS[name].value(NOWHERE, Known(t))
+            out.append(f"(set (t_{name} {k}) {_egglog_value(value, sort)})")
         return out
 
 
@@ -82,16 +83,13 @@ def analysis_commands(handle: str, t: TensorType, table: TypeTable, is_const: bo
     """`set` commands giving e-class `handle` its type (and constness, scalar value, and
     the calibration facts observed of it)."""
     out = [f"(set (ty {handle}) {table.id(t)})"]
-    if "is_const" in table.uses:
-        out.append(f"(set (is_const {handle}) {'true' if is_const else 'false'})")
-    if "value" in table.uses and value is not None:
-        out.append(f"(set (value {handle}) {encode_f64(value)})")
-    facts = {**facts, "calibrated": True} if facts else {}
-    for name, v in facts.items():
-        if name in table.uses and name in CLASS_ANALYSES:
-            sort = CLASS_ANALYSES[name]
-            text = encode_f64(v) if sort == F64 else _egglog_value(v, sort)
-            out.append(f"(set ({name} {handle}) {text})")
+    known = Known(t, is_const, value, facts or None)
+    for name, sort in CLASS_ANALYSES.items():
+        v = BUILTINS[name].value(NOWHERE, known) if name in table.uses else None
+        if v is None or (name == "calibrated" and not v):  # unobserved: no calibration facts
+            continue
+        text = encode_f64(v) if sort == F64 else _egglog_value(v, sort)
+        out.append(f"(set ({name} {handle}) {text})")
     return out
 
 

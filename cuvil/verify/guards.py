@@ -14,11 +14,12 @@ builder makes them true up front instead of hoping that random instances satisfy
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cuvil.dsl import ast
-from cuvil.dsl.builtins import BUILTINS
+from cuvil.dsl.builtins import BUILTINS, Known, Site
 from cuvil.ir.types import TensorType
 from cuvil.ops.quantized import affine_qparams
 
@@ -59,7 +60,7 @@ def _condition(e: ast.Expr, facts: Facts, negate: bool) -> bool:
                 return False
             return _COMPARE[_NEGATE[op] if negate else op](left, right)
         case ast.Builtin(name="has_target", args=(ast.Literal(value=str(target)),)):
-            return (target in facts.targets) != negate
+            return _builtin("has_target", (ast.Literal(target, e.pos),), facts) != negate
     try:
         return bool(_value(e, facts)) != negate
     except Unknown:
@@ -103,39 +104,53 @@ def _arithmetic(op: str, a: Any, b: Any) -> Any:
 
 
 def _builtin(name: str, args: tuple[ast.Expr, ...], facts: Facts) -> Any:
-    var = args[0].name if args and isinstance(args[0], ast.Var) else None
-    if name == "is_const":
-        return var in facts.consts
-    if name == "value":
-        if var not in facts.scalars:
-            raise Unknown(f"{var} is not a 0-d constant")
-        return facts.scalars[var]
-    if name in CALIBRATION:
-        return _calibration(name, var, facts)
+    """The built-in table's value over what the instance says of its arguments."""
     spec = BUILTINS.get(name)
-    if spec is None or spec.value is None or var not in facts.types:
+    if spec is None:
         raise Unknown(f"unknown built-in {name}")
-    value = spec.value(facts.types[var], *(_value(a, facts) for a in args[1:]))
+    values = [_known(a.name, facts) if isinstance(a, ast.Var) and a.name in facts.types
+              else _value(a, facts) for a in args]
+    value = spec.value(Site(targets=frozenset(facts.targets)), *values)
     if value is None:
-        raise Unknown(f"{name} out of range")
+        raise Unknown(f"{name}({', '.join(map(str, args))}) is not known here")
     return value
 
 
-CALIBRATION = ("calibrated", "absmax", "scale", "zero_point")
+def _known(var: str, facts: Facts) -> Known:
+    return Known(facts.types[var], const=var in facts.consts, scalar=facts.scalars.get(var),
+                 observed=_observed(var, facts))
 
 
-def _calibration(name: str, var: str | None, facts: Facts) -> Any:
+def _observed(var: str, facts: Facts) -> Mapping[str, Any] | None:
     """Calibration facts of an instance's input: as if calibrated on its own values (u8,
-    affine), so that no value falls outside the calibrated range."""
+    affine), so that no value falls outside the calibrated range; read when asked."""
     x = getattr(facts, "tensors", {}).get(var)
     if x is None or not x.is_floating_point() or not x.numel():
-        if name == "calibrated":
-            return False
-        raise Unknown(f"{var} was not calibrated")
-    lo, hi = float(x.min()), float(x.max())
-    scale, zero = affine_qparams(lo, hi)
-    return {"calibrated": True, "absmax": max(abs(lo), abs(hi)), "scale": scale,
-            "zero_point": zero}[name]
+        return None
+    return _Calibration(x)
+
+
+class _Calibration(Mapping):
+    """absmax, scale and zero_point of one tensor, computed on first use."""
+
+    def __init__(self, x) -> None:
+        self._x, self._facts = x, None
+
+    def _all(self) -> dict[str, Any]:
+        if self._facts is None:
+            lo, hi = float(self._x.min()), float(self._x.max())
+            scale, zero = affine_qparams(lo, hi)
+            self._facts = {"absmax": max(abs(lo), abs(hi)), "scale": scale, "zero_point": zero}
+        return self._facts
+
+    def __getitem__(self, name: str) -> Any:
+        return self._all()[name]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return 3
 
 
 # -- hints ------------------------------------------------------------------------------------
