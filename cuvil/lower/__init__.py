@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {"lower_to_source": "cuvil.lower.compile",
-         "Target": "cuvil.lower.target", "CpuTarget": "cuvil.lower.target",
+         "Target": "cuvil.lower.target",
          "get_target": "cuvil.lower.target", "register_target": "cuvil.lower.target"}
 
 __all__ = list(_LAZY)

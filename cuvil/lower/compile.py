@@ -10,6 +10,7 @@ the callable is `cuvil.runtime.build.compile_graph`.
 from __future__ import annotations
 
 from cuvil.errors import CuvilError
+from cuvil.ir.devices import HOST, device_target
 from cuvil.ir.graph import Graph
 from cuvil.lower.codegen import ModuleBuilder, Program
 from cuvil.lower.context import LowerContext
@@ -56,7 +57,7 @@ def generate(g: Graph, instances, targets, threads: int, fuse: bool, forced: dic
     targets = targets if isinstance(targets, Targets) else Targets(targets)
     ctx = LowerContext(g, threads, instances=instances)
     groups = place_groups(partition(g, instances, fuse, attention_match), g)
-    cpu_attention = get_target("cpu").generator("attention")
+    cpu_attention = get_target(device_target()[HOST]).generator("attention")
     groups = heads_in_place(groups, g, lambda group: targets.of(group, g).generator(
         "attention") is cpu_attention)
     groups, specs = _lower_groups(_apply_forced(groups, g, forced), ctx, targets)
@@ -135,14 +136,14 @@ def _kind(g: Graph, n: str) -> tuple[str, list[str]]:
 
 def _classify(g: Graph, n: str) -> tuple[str, str]:
     """(template, reason) of one node, for its device."""
-    return classify(g[n], g) if g[n].type.device == "cpu" else device_kind(g[n])
+    return classify(g[n], g) if g[n].type.device == HOST else device_kind(g[n])
 
 
 def _device_fallbacks(groups: list[Group], g: Graph, targets: Targets) -> None:
     """Fallbacks of nodes on a device run on the CPU, their operands copied there and back
     (`fallback_policy="cpu"`), or are an error (`"error"`)."""
     moved = [grp for grp in groups if grp.template == "fallback"
-             and g[grp.output].type.device != "cpu"]
+             and g[grp.output].type.device != HOST]
     for grp in moved:
         grp.reason = f"{grp.reason or 'no kernel'}; runs on the CPU, copies in and out"
     if moved and targets.policy == "error":

@@ -70,4 +70,4 @@ def register_target(name: str, params: Mapping[str, float] | None = None,
 
 def available_targets() -> list[str]:
     """The names of the registered targets."""
-    return sorted(targets._TARGETS)
+    return targets.target_names()

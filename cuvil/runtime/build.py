@@ -24,6 +24,7 @@ import sympy
 from numba.core import types as nbtypes
 
 from cuvil import gc_pause
+from cuvil.ir import devices
 from cuvil.ir.graph import Graph
 from cuvil.ir.torch_template import TorchCall
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE, format_dim
@@ -138,7 +139,7 @@ def call_spec(g: Graph, program: Program, plan: MemoryPlan) -> CallSpec:
 def _torch_fallback(g: Graph, node) -> TorchFallback | None:
     """A `torch_op` fallback on the CPU as plain data (None for any other fallback)."""
     values = [g[v].type for v in node.inputs] + [node.type]
-    if node.op != "torch_op" or any(t.device != "cpu" for t in values):
+    if node.op != "torch_op" or not all(devices.on_host(t.device) for t in values):
         return None
     call = TorchCall.of(node.attrs, lambda d: format_dim(d) if isinstance(d, sympy.Expr)
                         else None)
@@ -147,11 +148,10 @@ def _torch_fallback(g: Graph, node) -> TorchFallback | None:
 
 
 def _devices_available(g: Graph) -> None:
-    """A graph with values on `cuda` needs a GPU, or Numba's CUDA simulator."""
-    if any(node.type.device == "cuda" for node in g):
-        from cuvil.runtime.cuda import require_gpu
-
-        require_gpu()
+    """Each device the graph's values are on is there (a GPU, or Numba's CUDA simulator):
+    its target's `require` hook raises otherwise."""
+    for name in sorted({node.type.device for node in g}):
+        devices.device(name).require()
 
 
 def _const(program: Program, ctx: LowerContext, value: str, done: dict):
@@ -161,8 +161,7 @@ def _const(program: Program, ctx: LowerContext, value: str, done: dict):
         return derived.compute(ctx, value, done)
     if value not in program.uploads:
         return ctx.const_array(value)
-    from cuvil.runtime.cuda import upload
-
+    upload = devices.device(program.arrays[value].device).upload
     return upload(ctx.const_array(program.uploads[value]))
 
 

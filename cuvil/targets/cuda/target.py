@@ -8,44 +8,46 @@ CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`) and on a GPU.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
-from cuvil.egraph.cost import DEFAULT_PARAMS
-from cuvil.lower.target import Generator, Target
+from cuvil.lower.cuda import (
+    attention,
+    conv,
+    elementwise,
+    gemm,
+    pool,
+    recurrent,
+    rows,
+    transfer,
+)
+from cuvil.lower.target import Target
+from cuvil.targets.cuda import PARAMS
 
 # Device functions a kernel body may call (`cuvil.runtime.cuda.device`), by name.
 DEVICE_FUNCTIONS = ("vexp", "vtanh", "verf", "vsigmoid", "vmax", "vamax", "vmaximum",
                     "vminimum", "vrsqrt")
-
-
-def _template(module: str) -> Generator:
-    def generate(group, ctx):
-        return importlib.import_module(f"cuvil.lower.cuda.{module}").generate(group, ctx)
-
-    generate.__qualname__ = f"cuda.{module}.generate"
-    return generate
+GENERATORS = {"elementwise": elementwise.generate, "gemm": gemm.generate,
+              "rows": rows.generate, "conv": conv.generate, "pool": pool.generate,
+              "attention": attention.generate, "transfer": transfer.generate,
+              "recurrent": recurrent.generate}
 
 
 @dataclass
 class CudaTarget(Target):
-    """numba.cuda on one GPU; figures from DEFAULT_PARAMS (an H200-class device, PCIe link)."""
+    """numba.cuda on one GPU; figures from `PARAMS` (an H200-class device, PCIe link)."""
 
     name: str = "cuda"
-    gflops: float = DEFAULT_PARAMS["cuda"]["gflops"]
-    gbps: float = DEFAULT_PARAMS["cuda"]["gbps"]
-    launch_us: float = DEFAULT_PARAMS["cuda"]["launch_us"]
+    gflops: float = PARAMS["gflops"]
+    gbps: float = PARAMS["gbps"]
+    launch_us: float = PARAMS["launch_us"]
     device: str = "cuda"
-    link_gbps: float = DEFAULT_PARAMS["cuda"]["link_gbps"]
+    link_gbps: float = PARAMS["link_gbps"]
     kernel_decorator: str = "@cuda_kernel(fastmath={fastmath})"
     parallel_decorator: str = "@cuda_kernel(fastmath={fastmath})"
 
     def __post_init__(self):
         if not self.generators:
-            self.generators = {name: _template(module) for name, module in [
-                ("elementwise", "elementwise"), ("gemm", "gemm"), ("rows", "rows"),
-                ("conv", "conv"), ("pool", "pool"), ("attention", "attention"),
-                ("transfer", "transfer"), ("recurrent", "recurrent")]}
+            self.generators = dict(GENERATORS)
 
     @property
     def cost_params(self) -> dict[str, float]:

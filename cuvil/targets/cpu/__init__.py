@@ -1,0 +1,23 @@
+"""The CPU target: Numba kernels on the host, whose arrays are numpy arrays in host memory.
+
+`target.CpuTarget` lowers; `PARAMS` are its roofline figures, measured on the 2-core
+reference machine (GEMM 150-167 GFLOP/s through `np.dot` in Numba, DRAM copy 20-24 GB/s,
+~1-2 us per call).
+"""
+
+from __future__ import annotations
+
+from cuvil import aligned
+from cuvil.ir.devices import HOST, Device
+from cuvil.targets import register_target
+
+PARAMS = {"gflops": 150.0, "gbps": 20.0, "launch_us": 2.0}
+
+
+def _build():
+    from cuvil.targets.cpu.target import CpuTarget  # its templates load with it
+
+    return CpuTarget()
+
+
+register_target(Device(HOST, target="cpu", params=PARAMS, allocate=aligned.empty), _build)
