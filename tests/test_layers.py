@@ -1,7 +1,8 @@
 """tests/test_layers.py: the packages form one-way layers; no module imports upward.
 
     ir <- ops <- dsl <- library <- verify <- egraph <- lower <- runtime <- targets
-       <- quantize <- frontend <- onnx <- zoo <- cache <- options <- pipeline <- dump, dynamo, live <- cli, demo
+       <- quantize <- frontend <- onnx <- zoo <- cache <- options <- pipeline
+       <- dump, dynamo, live <- cli, demo
        <- the `cuvil` package itself
 
 with the utilities (`errors`, `atomic`, `aligned`, `paths`, `trace`, `progress`,
@@ -41,7 +42,7 @@ BASE = LAYERS[0]
 
 
 def package_of(parts: list[str]) -> str:
-    """`cuvil.lower.templates.gemm` -> `lower`; the top package itself -> `cuvil`."""
+    """`cuvil.targets.cpu.templates.gemm` -> `lower`; the top package itself -> `cuvil`."""
     return parts[1] if len(parts) > 1 else "cuvil"
 
 

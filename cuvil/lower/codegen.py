@@ -32,7 +32,7 @@ from cuvil.ir.graph import Node
 from cuvil.ir.types import Dim, DType, TensorType, is_static
 from cuvil.lower.dim_code import dim_code
 from cuvil.lower.physical import physical_shape
-from cuvil.lower.templates.spec import FASTMATH, ONE_THREAD, THREADS, KernelSpec, Scratch
+from cuvil.lower.spec import FASTMATH, ONE_THREAD, THREADS, KernelSpec, Scratch
 
 KERNEL = "kernel"  # the name of the kernel in its own module
 

@@ -24,8 +24,8 @@ from cuvil.lower.group import (
 )
 from cuvil.lower.inline import inline_composites
 from cuvil.lower.report import FallbackReport
+from cuvil.lower.spec import ONE_THREAD, THREADS, Unsupported
 from cuvil.lower.target import get_target
-from cuvil.lower.templates.spec import ONE_THREAD, THREADS, Unsupported
 
 
 def lower_to_source(graph: Graph, *, target="cpu", threads: int = 2,
@@ -51,15 +51,13 @@ def generate(g: Graph, instances, targets, threads: int, fuse: bool, forced: dic
              fallback: bool) -> tuple[Program, LowerContext, list[Group]]:
     """Partition, place groups on their devices' targets, run the templates, build the
     module text. `targets`: a `Targets`, or what it is built from."""
-    from cuvil.lower.templates.attention import match as attention_match
-    from cuvil.lower.templates.heads import heads_in_place
-
     targets = targets if isinstance(targets, Targets) else Targets(targets)
     ctx = LowerContext(g, threads, instances=instances)
-    groups = place_groups(partition(g, instances, fuse, attention_match), g)
-    cpu_attention = get_target(device_target()[HOST]).generator("attention")
-    groups = heads_in_place(groups, g, lambda group: targets.of(group, g).generator(
-        "attention") is cpu_attention)
+    host = get_target(device_target()[HOST])  # partitioning groups for its templates
+    groups = place_groups(partition(g, instances, fuse, host.attention_matcher()), g)
+    host_attention = host.generator("attention")
+    groups = host.regroup(groups, g, lambda group: targets.of(group, g).generator(
+        "attention") is host_attention)
     groups, specs = _lower_groups(_apply_forced(groups, g, forced), ctx, targets)
     if not fallback:
         _refuse_fallbacks(groups, g, targets.primary.name)

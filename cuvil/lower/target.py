@@ -12,6 +12,7 @@ decorators here without touching any of them:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -45,14 +46,44 @@ class Target:
     def imports(self, body: str) -> str:
         """The import block of a generated module whose code is `body`: by default that of
         the target that owns this target's device (whose kernels these build on)."""
-        owner = get_target(device_target()[self.device])
-        if type(owner).imports is Target.imports:
+        owner = self._device_owner()
+        if owner is None or type(owner).imports is Target.imports:
             raise CuvilError(f"target {self.name}: no target of device {self.device} "
                              "says how its modules import their helpers")
         return owner.imports(body)
 
     def generator(self, template: str) -> Generator | None:
         return self.generators.get(template)
+
+    # What partitioning asks of the host's target (`cuvil.lower.compile.generate`): the
+    # nodes of an attention pattern a template lowers as one group, and a pass over the
+    # groups afterwards. A target that brings neither groups nodes one op at a time.
+    def attention_matcher(self) -> Callable | None:
+        """(graph, partition, softmax node) -> the names of an attention pattern, or None."""
+        return None
+
+    def regroup(self, groups: list, graph, own: Callable) -> list:
+        """`groups` rearranged for this target's templates (`own(group)`: whether the group
+        is lowered by this target's generator of its family)."""
+        return groups
+
+    def _device_owner(self) -> Target | None:
+        """The target that owns this target's device, unless that is this target's class."""
+        owner = get_target(device_target()[self.device])
+        return None if type(owner) is type(self) and owner.name == self.name else owner
+
+    @property
+    def helpers(self) -> dict[str, str]:
+        """The shared functions its generated code may call: name -> the module defining
+        it (the runtime compiles those a kernel calls before the kernel); by default those
+        of the target that owns its device."""
+        owner = self._device_owner()
+        return {} if owner is None else owner.helpers
+
+    def helpers_called(self, body: str) -> dict[str, str]:
+        """The helpers generated code `body` calls, in the table's order."""
+        return {name: module for name, module in self.helpers.items()
+                if re.search(rf"\b{name}(\(|  #)", body)}
 
     @property
     def cost_params(self) -> dict[str, float]:

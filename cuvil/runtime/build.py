@@ -28,15 +28,14 @@ from cuvil.ir import devices
 from cuvil.ir.graph import Graph
 from cuvil.ir.torch_template import TorchCall
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE, format_dim
-from cuvil.lower.codegen import KERNEL, Program, describe_group, entry_module
+from cuvil.lower.codegen import KERNEL, Program, describe_group, entry_module, target_of
 from cuvil.lower.compile import fallback_report, generate, prepare
 from cuvil.lower.context import LowerContext
 from cuvil.lower.devices import Targets
 from cuvil.lower.physical import layout_perm, storage
 from cuvil.lower.report import CompileReport, KernelReport
+from cuvil.lower.spec import ONE_THREAD, THREADS
 from cuvil.lower.steps import step_reports
-from cuvil.lower.templates.helpers import used_helpers
-from cuvil.lower.templates.spec import ONE_THREAD, THREADS
 from cuvil.runtime import compile_pool, derived
 from cuvil.runtime.blas import single_threaded_blas
 from cuvil.runtime.calling import Array, CallSpec, Param, TorchFallback
@@ -66,7 +65,7 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
                                         forced, fallback)
         lower_s = time.perf_counter() - start
         module, path, paths = _load(program, cache_dir)
-        aside = _compile_cold_aside(module, program, ctx, paths)
+        aside = _compile_cold_aside(module, program, ctx, paths, tgt)
         kernels, failed = _compile(module, program, ctx, aside)
         if not failed:
             break
@@ -191,7 +190,8 @@ def _signatures(program: Program, ctx: LowerContext, kernel) -> list[tuple]:
                               for s in program.steps if s.kernel == kernel.name))
 
 
-def _compile_cold_aside(module, program: Program, ctx: LowerContext, paths) -> dict:
+def _compile_cold_aside(module, program: Program, ctx: LowerContext, paths,
+                        tgt: Targets) -> dict:
     """With two or more kernels to compile from scratch, compile them side by side in
     worker processes (`compile_pool`); `_compile` then loads them from Numba's cache.
     Returns kernel name -> its share of that compile's wall time, for the kernels compiled
@@ -206,7 +206,8 @@ def _compile_cold_aside(module, program: Program, ctx: LowerContext, paths) -> d
             job = compile_pool.Job(str(paths[kernel.name]), KERNEL,
                                    tuple(compile_pool.encode(s) for s in sigs),
                                    4.0 if kernel.spec.parallel else 1.0,
-                                   tuple(used_helpers(kernel.module)))
+                                   tuple(target_of(kernel.spec, tgt.primary).helpers_called(
+                                       kernel.module).items()))
             jobs.append((job, fn))
     if len(jobs) < 2:
         return {}

@@ -42,7 +42,7 @@ class Job:
     name: str
     signatures: tuple[tuple, ...]  # per signature, per argument: (dtype, ndim) or ("int64",)
     weight: float = 1.0  # expected compile time, relative (a parallel kernel: 4)
-    helpers: tuple[str, ...] = ()  # the shared drivers it calls
+    helpers: tuple[tuple[str, str], ...] = ()  # the shared drivers it calls: (name, module)
 
 
 def encode(sig: tuple) -> tuple:
@@ -166,18 +166,17 @@ def cold_drivers(helpers: dict[str, str]) -> set[str]:
 
 
 def _helper_modules(jobs) -> dict[str, str]:
-    from cuvil.lower.templates.helpers import HELPERS
-
-    return {name: HELPERS[name] for job, _ in jobs for name in job.helpers}
+    return {name: module for job, _ in jobs for name, module in job.helpers}
 
 
 def _pioneers(jobs: list[Job], cold: set[str]) -> tuple[list[Job], list[Job]]:
     """(jobs to compile here first, one per driver never compiled; the others)."""
     first = []
     for job in jobs:
-        if cold & set(job.helpers):
+        names = {name for name, _ in job.helpers}
+        if cold & names:
             first.append(job)
-            cold -= set(job.helpers)
+            cold -= names
     return first, [job for job in jobs if job not in first]
 
 

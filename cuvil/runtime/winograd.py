@@ -6,7 +6,7 @@ An image is cut in 2x2 output tiles, each reading a 4x4 patch of the padded inpu
 
     V[xi, c, tile] = (B' d B)[xi]   d: the tile's patch of channel c     (`_in_tiles`)
     M[xi] = U[xi]' @ V[xi]          U[xi] [C, OC]: the weight's (G g G')[xi], made at
-                                    compile time (`lower.templates.conv.winograd_weight`)
+                                    compile time (`targets.cpu.templates.conv.winograd_weight`)
     out[o, tile] = A' M[:, o, tile] A, then the convolution's epilogue (`_out_tiles`)
 
 with B' = [[1,0,-1,0], [0,1,1,0], [0,-1,1,0], [0,1,0,-1]] and A' = [[1,1,1,0],

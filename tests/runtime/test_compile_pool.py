@@ -93,8 +93,9 @@ def test_one_worker_means_no_processes(monkeypatch):
 
 
 def test_a_driver_never_compiled_is_compiled_here_first_by_one_kernel():
-    jobs = [Job("a", "k", (), 1, ("gemm",)), Job("b", "k", (), 1, ("gemm", "vexp")),
-            Job("c", "k", (), 1, ("gemm",)), Job("d", "k", (), 1, ())]
+    gemm, vexp = ("gemm", "cuvil.runtime.blas"), ("vexp", "cuvil.runtime.vmath")
+    jobs = [Job("a", "k", (), 1, (gemm,)), Job("b", "k", (), 1, (gemm, vexp)),
+            Job("c", "k", (), 1, (gemm,)), Job("d", "k", (), 1, ())]
     first, rest = compile_pool._pioneers(jobs, {"gemm", "vexp"})
     assert [j.path for j in first] == ["a", "b"] and [j.path for j in rest] == ["c", "d"]
 

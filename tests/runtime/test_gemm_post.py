@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 import cuvil
-from cuvil.lower.templates.gemm import panels
 from cuvil.runtime.blas import PANEL_MAX_ROWS
 from cuvil.runtime.gemm_post import linear_post
+from cuvil.targets.cpu.templates.gemm import panels
 
 TANH_RULES = """
 ruleset fusion_linear_tanh

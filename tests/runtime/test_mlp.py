@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cuvil.lower.templates.gemm import PANEL, narrow, panels
 from cuvil.runtime.mlp import FUSED_ROWS, mlp_head_post, mlp_post
+from cuvil.targets.cpu.templates.gemm import PANEL, narrow, panels
 
 MODE = np.array([0, 3, 1 << 15, FUSED_ROWS], np.int64)
 EMPTY = np.zeros(0, np.float32)

@@ -11,9 +11,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cuvil.lower.templates.gemm import PANEL, narrow, panels
 from cuvil.runtime.blas import PANEL_MAX_ROWS, gemm, gemm_batched, gemm_weight
 from cuvil.runtime.sgemm import sgemm
+from cuvil.targets.cpu.templates.gemm import PANEL, narrow, panels
 
 dims = st.tuples(st.integers(0, 70), st.integers(0, 40), st.integers(0, 90))
 

@@ -12,9 +12,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cuvil.lower.templates.conv import _winograd_fits, winograd_weight
 from cuvil.runtime.conv_post import conv2d_nchw_winograd_post
 from cuvil.runtime.winograd import conv2d_nchw_winograd, scratch_size
+from cuvil.targets.cpu.templates.conv import _winograd_fits, winograd_weight
 
 
 def _case(n, c, oc, oh, ow, pad, seed=0):

@@ -6,11 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cuvil.lower.target import Target
-from cuvil.lower.templates import (
+from cuvil.targets.cpu import PARAMS
+from cuvil.targets.cpu.helpers import HELPERS, helper_text, used_helpers
+from cuvil.targets.cpu.templates import (
     attention,
     conv,
     elementwise,
     gemm,
+    heads,
     indexing,
     mlp,
     movement,
@@ -20,8 +23,6 @@ from cuvil.lower.templates import (
     recurrent,
     reduction,
 )
-from cuvil.lower.templates.helpers import helper_text, used_helpers
-from cuvil.targets.cpu import PARAMS
 
 GENERATORS = {"elementwise": elementwise.generate, "gemm": gemm.generate,
               "rows": reduction.generate, "conv": conv.generate, "pool": pool.generate,
@@ -44,6 +45,17 @@ class CpuTarget(Target):
     def __post_init__(self):
         if not self.generators:
             self.generators = dict(GENERATORS)
+
+    def attention_matcher(self):
+        return attention.match
+
+    def regroup(self, groups: list, graph, own) -> list:
+        """Attention groups hold the head splits and merge of their operands."""
+        return heads.heads_in_place(groups, graph, own)
+
+    @property
+    def helpers(self) -> dict[str, str]:
+        return dict(HELPERS)
 
     def imports(self, body: str) -> str:
         """The import block of a generated module whose code is `body`."""

@@ -20,25 +20,25 @@ PARAMS = {"gflops": 50000.0, "gbps": 3000.0, "launch_us": 5.0, "link_gbps": 25.0
 def _allocate(n: int, dtype: str):
     import numpy as np
 
-    from cuvil.runtime.cuda import device_empty
+    from cuvil.targets.cuda.runtime import device_empty
 
     return device_empty(n, np.dtype(dtype))
 
 
 def _upload(array):
-    from cuvil.runtime.cuda import upload
+    from cuvil.targets.cuda.runtime import upload
 
     return upload(array)
 
 
 def _synchronize() -> None:
-    from cuvil.runtime.cuda import synchronize
+    from cuvil.targets.cuda.runtime import synchronize
 
     synchronize()
 
 
 def _require() -> None:
-    from cuvil.runtime.cuda import require_gpu
+    from cuvil.targets.cuda.runtime import require_gpu
 
     require_gpu()
 

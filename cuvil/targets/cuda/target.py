@@ -1,7 +1,7 @@
 """`CudaTarget`: cost parameters of the GPU and its kernel generators.
 
 Kernels are plain `numba.cuda` functions decorated with the runtime's `cuda_kernel`
-(`cuvil.runtime.cuda.launch`), which compiles them and launches one thread per output
+(`cuvil.targets.cuda.runtime.launch`), which compiles them and launches one thread per output
 element in a grid-stride loop: the generated text stays readable and the same under the
 CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`) and on a GPU.
 """
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cuvil.lower.cuda import (
+from cuvil.lower.target import Target
+from cuvil.targets.cuda import PARAMS
+from cuvil.targets.cuda.templates import (
     attention,
     conv,
     elementwise,
@@ -20,10 +22,8 @@ from cuvil.lower.cuda import (
     rows,
     transfer,
 )
-from cuvil.lower.target import Target
-from cuvil.targets.cuda import PARAMS
 
-# Device functions a kernel body may call (`cuvil.runtime.cuda.device`), by name.
+# Device functions a kernel body may call (`cuvil.targets.cuda.runtime.device`), by name.
 DEVICE_FUNCTIONS = ("vexp", "vtanh", "verf", "vsigmoid", "vmax", "vamax", "vmaximum",
                     "vminimum", "vrsqrt")
 GENERATORS = {"elementwise": elementwise.generate, "gemm": gemm.generate,
@@ -57,5 +57,5 @@ class CudaTarget(Target):
         lines = ["import math", "import numpy as np", "from numba import cuda"]
         drivers = [n for n in ("cuda_kernel", "transfer", *DEVICE_FUNCTIONS) if f"{n}(" in body]
         if drivers:
-            lines.append(f"from cuvil.runtime.cuda import {', '.join(drivers)}")
+            lines.append(f"from cuvil.targets.cuda.runtime import {', '.join(drivers)}")
         return "\n".join(lines) + "\n"
