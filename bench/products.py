@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from models import block_times  # noqa: E402
 
-from cuvil.runtime import blas  # noqa: E402
-from cuvil.runtime.sgemm import sgemm, sgemm_panels  # noqa: E402
+from cuvil.targets.cpu.kernels import blas  # noqa: E402
+from cuvil.targets.cpu.kernels.sgemm import sgemm, sgemm_panels  # noqa: E402
 from cuvil.targets.cpu.templates.gemm import GEMV_MAX_ROWS, panels  # noqa: E402
 
 SHAPES = ["1x784x512", "64x784x512", "64x512x512", "64x512x10", "16x512x512",

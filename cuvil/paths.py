@@ -44,6 +44,15 @@ def package_hash(package: str) -> str:
     return files_hash(PACKAGE / package, (".py",))[:12]
 
 
+def drivers_hash() -> str:
+    """A hash of the source Cuvil's compiled drivers are built from: the runtime's and the
+    targets' (a target's kernels inline runtime code, and code of each other)."""
+    import hashlib
+
+    both = f"{package_hash('runtime')} {package_hash('targets')}"
+    return hashlib.sha256(both.encode()).hexdigest()[:12]
+
+
 def files_hash(folder: Path, suffixes: tuple[str, ...]) -> str:
     """SHA-256 of the names and contents of the files under `folder` ending in `suffixes`.
 

@@ -87,8 +87,8 @@ def test_moving_a_module_changes_the_tree_hash(monkeypatch, tmp_path):
     """A program cached before a module moved (its generated code naming the old path) is
     keyed on the old source hash: after the move, a miss that recompiles."""
     monkeypatch.setenv("CUVIL_CACHE_DIR", str(tmp_path / "cache"))
-    root = _tree(tmp_path / "src", {"runtime/blas.py": "x = 1\n"})
+    root = _tree(tmp_path / "src", {"old/kernel.py": "x = 1\n"})
     before = files_hash(root, (".py",))
-    (root / "targets").mkdir()
-    (root / "runtime" / "blas.py").rename(root / "targets" / "blas.py")
+    (root / "new").mkdir()
+    (root / "old" / "kernel.py").rename(root / "new" / "kernel.py")
     assert files_hash(root, (".py",)) != before

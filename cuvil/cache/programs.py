@@ -152,11 +152,11 @@ def decode(data: bytes, parts: dict[str, str], tensors: dict[str, torch.Tensor],
 def _load_kernels(entry_name: str, kernels: list) -> Any:
     """The entry function, its kernels' modules imported and their code loaded from Numba's
     cache (`Damaged` if Numba would have to compile one: the slow way does that)."""
+    from cuvil.ir.devices import HOST, device
     from cuvil.runtime import compile_pool
-    from cuvil.runtime.blas import single_threaded_blas
     from cuvil.runtime.module_cache import import_file
 
-    single_threaded_blas()
+    device(HOST).prepare()
     where = cache_dir() / "kernels"
     for _, name, _ in kernels:
         import_file(where / name)

@@ -43,6 +43,10 @@ class Device:
     upload: Callable[[Any], Any] = lambda array: array  # a host constant -> the device's copy
     synchronize: Callable[[], None] | None = None  # waits for its queued kernels, if it queues
     require: Callable[[], None] = _nothing  # raises when the device is not there
+    prepare: Callable[[], None] = _nothing  # readies the process before kernels compile, run
+    # derived-constant recipes its templates declare (`LowerContext.derive`): name ->
+    # (**inputs) -> {part: array}, run once per compiled graph (`cuvil.runtime.derived`)
+    recipes: Mapping[str, Callable[..., dict]] = field(default_factory=dict)
 
 
 _DEVICES: dict[str, Device] = {}
@@ -73,6 +77,12 @@ def device(name: str) -> Device:
     if name not in _DEVICES:
         raise CuvilError(f"unknown device {name!r} (known: {', '.join(sorted(_DEVICES))})")
     return _DEVICES[name]
+
+
+def recipes() -> dict[str, Callable[..., dict]]:
+    """Every registered device's derived-constant recipes, by name."""
+    load_targets()
+    return {name: r for d in _DEVICES.values() for name, r in d.recipes.items()}
 
 
 def known_devices() -> set[str]:

@@ -37,7 +37,6 @@ from cuvil.lower.report import CompileReport, KernelReport
 from cuvil.lower.spec import ONE_THREAD, THREADS
 from cuvil.lower.steps import step_reports
 from cuvil.runtime import compile_pool, derived
-from cuvil.runtime.blas import single_threaded_blas
 from cuvil.runtime.calling import Array, CallSpec, Param, TorchFallback
 from cuvil.runtime.compiled import CompiledGraph
 from cuvil.runtime.module_cache import load_module
@@ -55,7 +54,8 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
     start = time.perf_counter()
     tgt = Targets(target, fallback_policy)
     choose_layer()
-    single_threaded_blas()
+    for device in sorted(tgt.by_device):
+        devices.device(device).prepare()  # the CPU's: BLAS single-threaded
     n_threads = thread_count(threads)
     g, instances = prepare(graph)
     _devices_available(g)

@@ -223,12 +223,12 @@ def _start(share: list[Job]) -> subprocess.Popen:
 
 def main() -> None:
     """A worker: compile each job read from stdin; a failure skips to the next job."""
-    from cuvil.runtime.blas import single_threaded_blas
+    from cuvil.ir.devices import HOST, device
     from cuvil.runtime.module_cache import import_file
     from cuvil.runtime.threads import choose_layer
 
     choose_layer()
-    single_threaded_blas()
+    device(HOST).prepare()
     for path, name, signatures in json.loads(sys.stdin.read()):
         try:
             fn = getattr(import_file(path), name)

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import cuvil
-from cuvil.runtime import mlp as runtime
+from cuvil.targets.cpu.kernels import mlp as runtime
 from cuvil.targets.cpu.templates import mlp as template
 
 

@@ -3,7 +3,7 @@
 Lowers `scaled_dot_product_attention` and the same computation written out (a matmul with a
 transposed `k`, an elementwise chain of scaling and masking, a last-dim softmax, a second
 matmul). Each slice's scores stay in a per-thread scratch tile: two products
-(`cuvil.runtime.blas.gemm`: the f32 register tile, BLAS for f64) around a row loop that
+(`cuvil.targets.cpu.kernels.blas.gemm`: the f32 register tile, BLAS for f64) around a row loop that
 applies the chain and the softmax while the row is in cache. Keys given as rows are
 transposed into a per-thread scratch first (the tile reads its right operand's rows).
 Slices run in `prange`; the score tensor is never materialized.

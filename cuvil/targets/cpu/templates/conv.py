@@ -1,6 +1,6 @@
 """The convolution template: conv2d + elementwise epilogue, in NCHW or NHWC.
 
-The convolution itself is a call of a driver in `cuvil.runtime.conv` or `.conv_direct`
+The convolution itself is a call of a driver in `cuvil.targets.cpu.kernels.conv` or `.conv_direct`
 (an f32 NCHW convolution straight from a register tile, or as Winograd's F(2x2, 3x3) for a
 3x3 with enough channels, `.winograd`; im2col + BLAS per image otherwise,
 a single product for 1x1 NHWC, direct loops for NHWC depthwise), compiled once per

@@ -203,7 +203,7 @@ def _cast(x: str, have: DType, want: DType) -> str:
 # How the element functions (`cuvil.ops.element.FUNCTIONS`) are spelled in a kernel.
 _CALL = {"sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log", "tanh": "np.tanh",
          "erf": "math.erf", "abs": "abs", "sin": "np.sin", "cos": "np.cos"}
-# f32 kernels use the vectorizable versions in cuvil.runtime.vmath (5-20x faster here)
+# f32 kernels use the vectorizable versions in cuvil.targets.cpu.kernels.vmath (5-20x faster here)
 _VMATH = {"exp": "vexp", "tanh": "vtanh", "erf": "verf", "sigmoid": "vsigmoid"}
 
 

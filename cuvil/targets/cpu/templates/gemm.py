@@ -1,7 +1,7 @@
 """The GEMM + epilogue template: `matmul`/`bmm`, then the group's elementwise epilogue
 (bias, activation, residual add, ...) over the output in the same kernel call.
 
-The product is `cuvil.runtime.blas.gemm_weight`, writing straight into the planned output,
+The product is `kernels.blas.gemm_weight`, writing straight into the planned output,
 split between Numba's threads. A constant f32 right-hand side is packed here, at compile
 time, into column panels (`panels`) for Cuvil's register tile (`runtime.sgemm`), which
 takes products of up to a few hundred rows; larger ones go to scipy's OpenBLAS

@@ -3,7 +3,7 @@
 ReLU6, hardtanh), each optional, in that order.
 
 A group whose epilogue is exactly that is lowered to a runtime driver that applies it
-(`cuvil.runtime.conv_post`, `.gemm_post`), nothing generated; any other epilogue is
+(`cuvil.targets.cpu.kernels.conv_post`, `.gemm_post`), nothing generated; any other epilogue is
 generated code.
 """
 

@@ -1,6 +1,6 @@
 """The int8 convolution template: one quantized conv2d layer (`cuvil.lower.qlayer`:
 quantize, `conv2d_i8`, dequantize, per-channel weight scale, bias, ReLU), NCHW, groups 1,
-as one call of `cuvil.runtime.int8.qconv_layer`:
+as one call of `cuvil.targets.cpu.kernels.int8.qconv_layer`:
 
     quantize x [N, C, H, W] f32 into a u8 scratch xq     true division, as torch's quantize
     per image: HWC transpose, im2col (the zero point as padding), the u8 x s8 GEMM with

@@ -1,6 +1,6 @@
 """The int8 GEMM template: one quantized linear layer (`cuvil.lower.qlayer`: quantize,
 `matmul_i8`, dequantize, per-channel weight scale, bias, ReLU) as one call of
-`cuvil.runtime.int8.qgemm_layer`:
+`cuvil.targets.cpu.kernels.int8.qgemm_layer`:
 
     quantize x [M, K] f32 into a u8 scratch xq [M, K4]   true division, K padded to 4
     out [M, N] = ((xq - zx) @ wq) * sx * ws + b, ReLU    u8 x s8 VNNI, int32 sums

@@ -1,5 +1,5 @@
 """LSTM and GRU layers (`lstm_layer`, `gru_layer`): each is the runtime's `lstm_layer_run`
-or `gru_layer_run` itself (`cuvil.runtime.recurrent`), compiled once per installation; the
+or `gru_layer_run` itself (`kernels.recurrent`), compiled once per installation; the
 direction travels as a one-element array."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Device functions generated CUDA kernels call: the GPU spellings of the CPU's vectorizable
-math (`cuvil.runtime.vmath`), so one element expression serves both targets."""
+math (`cuvil.targets.cpu.kernels.vmath`), so one element expression serves both targets."""
 
 from __future__ import annotations
 
