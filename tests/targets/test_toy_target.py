@@ -15,6 +15,7 @@ from torch import nn
 
 import cuvil
 from cuvil.ir import devices
+from cuvil.lower import target as lowering
 
 TARGET_INIT = '''
 """A toy target: the CPU's kernels on a device of its own, in host memory."""
@@ -85,7 +86,11 @@ PLACEMENT = (
 
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
-    """The toy target's folder on `sys.path`, imported (so registered); its module."""
+    """The toy target's folder on `sys.path`, imported (so registered) for this test only;
+    its module."""
+    devices.load_targets()  # the built-in targets, then registries this test may change
+    monkeypatch.setattr(devices, "_DEVICES", dict(devices._DEVICES))
+    monkeypatch.setattr(lowering, "_TARGETS", dict(lowering._TARGETS))
     folder = tmp_path / "toy_target"
     folder.mkdir()
     (folder / "__init__.py").write_text(textwrap.dedent(TARGET_INIT))
@@ -113,3 +118,7 @@ def test_a_target_in_its_own_folder_compiles_a_model(toy, tmp_path):
     report = compiled.report
     assert report.target == "toy"
     assert "toy" in set(report.placement.values())
+
+
+def test_the_toy_target_is_gone_after_its_test():
+    assert "toy" not in devices.known_devices()
