@@ -9,8 +9,9 @@ function (generated kernel modules already live in `<cache>/kernels/`) as Numba 
 
 Numba checks only a cached function's own file, but drivers inline code of other runtime
 files (`conv` calls `blas`, `int8` the IR tile of `int8_tile`). So the directory is named
-by `runtime_hash()`, the hash of every runtime and target source file (the drivers live in
-the target folders' `kernels/`): any change there recompiles every driver, once.
+by `runtime_hash()`, the hash of every source file of the runtime and of the target
+folders' `kernels/` (where the drivers live): any change there recompiles every driver,
+once.
 Generated modules quote the same hash in their import lines.
 """
 
@@ -32,8 +33,8 @@ PACKAGE = Path(__file__).resolve().parents[1]
 
 @cache
 def runtime_hash() -> str:
-    """A hash of the runtime's and the targets' Python source (the drivers and what they
-    inline)."""
+    """A hash of the runtime's and the targets' kernels' Python source (the drivers and
+    what they inline)."""
     return drivers_hash()
 
 
