@@ -47,6 +47,7 @@ class Device:
     # derived-constant recipes its templates declare (`LowerContext.derive`): name ->
     # (**inputs) -> {part: array}, run once per compiled graph (`cuvil.runtime.derived`)
     recipes: Mapping[str, Callable[..., dict]] = field(default_factory=dict)
+    rules: tuple[Path, ...] = ()  # its placement rules (`.cvr`), part of the stock library
 
 
 _DEVICES: dict[str, Device] = {}
@@ -83,6 +84,12 @@ def recipes() -> dict[str, Callable[..., dict]]:
     """Every registered device's derived-constant recipes, by name."""
     load_targets()
     return {name: r for d in _DEVICES.values() for name, r in d.recipes.items()}
+
+
+def rule_files() -> list[Path]:
+    """The rule files the registered devices bring, by device name."""
+    load_targets()
+    return [path for name in sorted(_DEVICES) for path in _DEVICES[name].rules]
 
 
 def known_devices() -> set[str]:

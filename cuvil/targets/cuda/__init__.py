@@ -6,10 +6,13 @@ compiles and launches over the output, and `transfer` lowers the `to_device` con
 at device boundaries as copies. Its arrays live in device memory: the hooks registered here
 allocate them, upload constants, wait for queued kernels and check a GPU (or Numba's CUDA
 simulator, `NUMBA_ENABLE_CUDASIM=1`) is there; each imports `numba.cuda` on first use.
-`PARAMS` describe an H200-class device on a PCIe link.
+`PARAMS` describe an H200-class device on a PCIe link; `placement.cvr` offers the
+compute-heavy ops on the GPU (part of the stock library, firing with `has_target("cuda")`).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from cuvil.ir.devices import Device
 from cuvil.targets import register_target
@@ -51,4 +54,5 @@ def _build():
 
 register_target(Device("cuda", target="cuda", params=PARAMS, host_memory=False,
                        allocate=_allocate, upload=_upload, synchronize=_synchronize,
-                       require=_require), _build)
+                       require=_require, rules=(Path(__file__).parent / "placement.cvr",)),
+                _build)

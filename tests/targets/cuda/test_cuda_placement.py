@@ -16,7 +16,7 @@ import cuvil
 from cuvil.cli import probes
 from cuvil.ir import Graph, TensorType
 
-STOCK = Path(cuvil.__file__).parent / "stock_rules"
+STOCK = "stock"  # the stock library, with the targets' placement rules
 # a GPU with a free link and free launches: tiny test shapes still pay for placement
 FREE_GPU = "target cuda(link_gbps=1000000, launch_us=0, gflops=1000000, gbps=1000000)\n"
 
