@@ -44,12 +44,15 @@ class CostModel:
     hints: dict[str, int] = field(default_factory=dict)  # symbol -> size assumed
     device_params: dict = field(default_factory=dict)  # target name -> registered params
     _memo: dict = field(default_factory=dict)
+    _registered: tuple | None = None  # (device -> target, target -> registered params)
 
     def params(self, device: str) -> dict[str, float]:
         """The parameters of the target that computes `device` (its own registered ones,
         then those the pipeline passed in, then `.cvr` `target NAME(...)` overrides); a
         device no target describes costs like the host."""
-        owners, defaults = device_target(), device_params()
+        if self._registered is None:  # the registry, read once per cost model
+            self._registered = (device_target(), device_params())
+        owners, defaults = self._registered
         name = owners.get(device, device)
         host = owners[HOST]
         base = (self.device_params.get(name) or defaults.get(name)
