@@ -142,11 +142,19 @@ def _names_a_device(node: ast.expr) -> bool:
     return False
 
 
+def _tests_a_device_name(node: ast.AST) -> bool:
+    if isinstance(node, ast.Compare):
+        return any(_names_a_device(e) for e in [node.left, *node.comparators])
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith")
+            and any(_names_a_device(a) for a in node.args))
+
+
 def device_name_tests(path: Path) -> list[int]:
-    """Lines of `path` that compare a value with a device's name, or look for one in it."""
+    """Lines of `path` that compare a value with a device's name, look for one in it, or
+    test whether a text starts or ends with one."""
     return [node.lineno for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-            if isinstance(node, ast.Compare)
-            and any(_names_a_device(e) for e in [node.left, *node.comparators])]
+            if _tests_a_device_name(node)]
 
 
 @pytest.mark.xfail(strict=False, reason=f"pending in {NAMED_IMPORTS_PENDING}")
@@ -188,6 +196,7 @@ def test_named_imports_are_found(tmp_path, source, named):
     ('ok = "cuda" in devices\n', True),
     ('ok = x.device.type != "cuda"\n', True),
     ('ok = set(names) == {"cpu"}\n', True),
+    ('ok = name.startswith("cuda")\n', True),
     ('ok = device == HOST\n', False),
     ('x = to(device="cuda")\n', False),
 ])
