@@ -44,7 +44,7 @@ def step_optimize(graph: Graph) -> Graph:
     out = optimize(graph)
     report = out.report
     rules = [r for r in report.rules.values() if not r.label.startswith("unfold:")]
-    print(f"\nStep 2 - optimize. {len(rules)} rules from rules/ applied all at once "
+    print(f"\nStep 2 - optimize. {len(rules)} stock rules (rules/, the targets' placement) applied at once "
           f"(equality saturation, {report.stop_reason} after {len(report.iterations)} "
           f"iterations); the cost model picked the cheapest equivalent graph:")
     for stat in sorted(report.rules.values(), key=lambda r: r.label):
