@@ -5,7 +5,7 @@ matmul and torch's fbgemm quantized linear, side by side in one process.
 
 For each GEMM shape [M, K] x [K, N] (small-model sizes):
 
-* cuvil fp32   `cuvil.runtime.blas` as generated code calls it (gemv for M <= 8, else gemm)
+* cuvil fp32   `kernels.blas` as generated code calls it (gemv for M <= 8, else gemm)
 * cuvil i8     `int8.qgemm_prepared`: u8 activations x s8 per-channel weights, int32
                sums, dequantize + bias epilogue, f32 out (activations already quantized;
                the weight tuple `prepare`d for the static input scale and zero point)
@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from models import block_times  # noqa: E402
 
-from cuvil.runtime import blas, int8, int8_tile  # noqa: E402
-from cuvil.runtime.quantized import epilogue, pack_weight, quantize  # noqa: E402
 from cuvil.runtime.threads import choose_layer  # noqa: E402
+from cuvil.targets.cpu.kernels import blas, int8, int8_tile  # noqa: E402
+from cuvil.targets.cpu.kernels.quantized import epilogue, pack_weight, quantize  # noqa: E402
 
 SHAPES = [(m, k, n) for m in (1, 32, 256) for k in (64, 256, 1024) for n in (64, 256, 1024)]
 QUICK = [(1, 256, 256), (32, 256, 256), (256, 1024, 1024)]

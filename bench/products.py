@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from models import block_times  # noqa: E402
 
-from cuvil.lower.templates.gemm import GEMV_MAX_ROWS, panels  # noqa: E402
-from cuvil.runtime import blas  # noqa: E402
-from cuvil.runtime.sgemm import sgemm, sgemm_panels  # noqa: E402
+from cuvil.targets.cpu.kernels import blas  # noqa: E402
+from cuvil.targets.cpu.kernels.sgemm import sgemm, sgemm_panels  # noqa: E402
+from cuvil.targets.cpu.templates.gemm import GEMV_MAX_ROWS, panels  # noqa: E402
 
 SHAPES = ["1x784x512", "64x784x512", "64x512x512", "64x512x10", "16x512x512",
           "256x128x128", "256x128x512", "197x192x576", "512x768x2304", "1024x256x768"]

@@ -44,9 +44,10 @@ def step_optimize(graph: Graph) -> Graph:
     out = optimize(graph)
     report = out.report
     rules = [r for r in report.rules.values() if not r.label.startswith("unfold:")]
-    print(f"\nStep 2 - optimize. {len(rules)} rules from rules/ applied all at once "
-          f"(equality saturation, {report.stop_reason} after {len(report.iterations)} "
-          f"iterations); the cost model picked the cheapest equivalent graph:")
+    print(f"\nStep 2 - optimize. {len(rules)} stock rules (rules/ and the targets' placement "
+          f"rules) applied at once (equality saturation, {report.stop_reason} after "
+          f"{len(report.iterations)} iterations); the cost model picked the cheapest "
+          f"equivalent graph:")
     for stat in sorted(report.rules.values(), key=lambda r: r.label):
         if stat.in_result:
             print(f"  {stat.label:<24} {stat.where:<34} {stat.description}")

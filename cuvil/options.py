@@ -54,14 +54,21 @@ class CompileOptions:
         return cls(targets=targets_of(target), limits=as_limits(limits),
                    disable=tuple(disable), strategy=check_strategy(strategy), **rest)
 
+    @property
+    def host_only(self) -> bool:
+        """Whether the one target is the host's own (the CPU target)."""
+        from cuvil.ir.devices import HOST, device_target
+
+        return self.targets == (device_target()[HOST],)
+
     def optimizer(self, hints: dict[str, int]) -> Options:
         """The optimizer's options, with `hints` (the symbolic dims' example sizes)."""
-        from cuvil.egraph.cost import DEVICE_TARGET
+        from cuvil.ir.devices import device_target
 
         return Options(targets=self.targets, limits=self.limits, extract=self.extract,
                        hints=hints, strategy=self.strategy,
                        device_params=device_costs(self.targets,
-                                                  (*DEVICE_TARGET.values(), *self.targets)))
+                                                  (*device_target().values(), *self.targets)))
 
     def lowering(self) -> dict[str, Any]:
         """`runtime.compile_graph`'s keyword arguments, but for the sizes."""
@@ -108,7 +115,9 @@ def targets_of(target: str | Sequence[str]) -> tuple[str, ...]:
     names = (target,) if isinstance(target, str) else tuple(target)
     if not names:
         raise CuvilError("at least one target is needed")
-    if set(names) == {"cpu"}:
+    from cuvil.ir.devices import HOST, device_target
+
+    if set(names) == {device_target()[HOST]}:
         return names
     from cuvil.lower.custom import available_targets
 

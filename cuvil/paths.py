@@ -44,6 +44,17 @@ def package_hash(package: str) -> str:
     return files_hash(PACKAGE / package, (".py",))[:12]
 
 
+def drivers_hash() -> str:
+    """A hash of the source Cuvil's compiled drivers are built from: the runtime's and each
+    target's `kernels/` (a target's kernels inline runtime code, and code of each other)."""
+    import hashlib
+
+    kernels = sorted(p.relative_to(PACKAGE).as_posix()
+                     for p in (PACKAGE / "targets").glob("*/kernels") if p.is_dir())
+    parts = [package_hash(folder) for folder in ("runtime", *kernels)]
+    return hashlib.sha256(" ".join(parts).encode()).hexdigest()[:12]
+
+
 def files_hash(folder: Path, suffixes: tuple[str, ...]) -> str:
     """SHA-256 of the names and contents of the files under `folder` ending in `suffixes`.
 

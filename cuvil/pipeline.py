@@ -128,7 +128,7 @@ def build(model: Any, example_inputs: Any, options: CompileOptions, tracer: Trac
 def weights_of(model: Any, example_inputs: Any, options: CompileOptions, imported):
     """What `load_state_dict` swaps into (`runtime/swap.py`): a torch module's weights, for
     the CPU; None otherwise."""
-    if not isinstance(model, torch.nn.Module) or options.targets != ("cpu",):
+    if not isinstance(model, torch.nn.Module) or not options.host_only:
         return None
     from cuvil.runtime.swap import Weights
 
@@ -155,7 +155,7 @@ def _stored_program(model: Any, example_inputs: Any, options: CompileOptions, tr
     """(the program cache's key, the compiled graph it holds under it), or None for
     either: the cache serves an `nn.Module` compiled for the CPU without quantization
     (`cuvil/cache/programs.py`)."""
-    if not (options.cache and options.targets == ("cpu",) and options.quantize is None
+    if not (options.cache and options.host_only and options.quantize is None
             and isinstance(model, torch.nn.Module)):
         return None, None
     from cuvil.cache import programs

@@ -81,3 +81,14 @@ def test_the_package_hashes_are_taken_once_per_process(monkeypatch):
         assert paths.source_hash() == paths.source_hash() == "0" * 32 and len(calls) == 1
     finally:
         paths.source_hash.cache_clear()
+
+
+def test_moving_a_module_changes_the_tree_hash(monkeypatch, tmp_path):
+    """A program cached before a module moved (its generated code naming the old path) is
+    keyed on the old source hash: after the move, a miss that recompiles."""
+    monkeypatch.setenv("CUVIL_CACHE_DIR", str(tmp_path / "cache"))
+    root = _tree(tmp_path / "src", {"old/kernel.py": "x = 1\n"})
+    before = files_hash(root, (".py",))
+    (root / "new").mkdir()
+    (root / "old" / "kernel.py").rename(root / "new" / "kernel.py")
+    assert files_hash(root, (".py",)) != before

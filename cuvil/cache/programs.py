@@ -47,6 +47,7 @@ from cuvil.atomic import write_chunks
 from cuvil.cache.entry import Damaged, read_entry, report_json
 from cuvil.cache.imports import key_digest, key_parts
 from cuvil.cache.key import digest, digest_of, rules_hash, versions
+from cuvil.ir.devices import on_host
 from cuvil.ir.torch_template import TorchCall
 from cuvil.lower.report import CompileReport, FallbackReport, KernelReport, StepReport
 from cuvil.paths import cache_dir
@@ -108,7 +109,7 @@ def encode(parts: dict[str, str], compiled, tensors: dict[str, torch.Tensor]) ->
     bytes as a view of its array (no copy: BERT-base's weights and panels are ~700 MB)."""
     spec, report = compiled._spec, compiled.report
     if None in spec.torch_calls or (spec.own_containers and spec.output_tree is None) or \
-            any(d != "cpu" for _, d in spec.slots):
+            not all(on_host(d) for _, d in spec.slots):
         raise Damaged("a fallback that needs the graph, output containers torch cannot "
                       "write, or a device")
     consts, blobs = _bindings(compiled._consts, tensors)
@@ -151,11 +152,11 @@ def decode(data: bytes, parts: dict[str, str], tensors: dict[str, torch.Tensor],
 def _load_kernels(entry_name: str, kernels: list) -> Any:
     """The entry function, its kernels' modules imported and their code loaded from Numba's
     cache (`Damaged` if Numba would have to compile one: the slow way does that)."""
+    from cuvil.ir.devices import HOST, device
     from cuvil.runtime import compile_pool
-    from cuvil.runtime.blas import single_threaded_blas
     from cuvil.runtime.module_cache import import_file
 
-    single_threaded_blas()
+    device(HOST).prepare()
     where = cache_dir() / "kernels"
     for _, name, _ in kernels:
         import_file(where / name)
@@ -187,7 +188,7 @@ def _bindings(arrays: list[np.ndarray], tensors: dict[str, torch.Tensor]):
     """How each constant array is found again, and the bytes of those stored."""
     at = {}
     for path, t in tensors.items():
-        if t.device.type == "cpu" and t.untyped_storage().nbytes():
+        if t.is_cpu and t.untyped_storage().nbytes():
             at.setdefault((t.data_ptr(), tuple(t.shape), str(t.dtype)), path)
     bindings, blobs, offset = [], [], 0
     for a in arrays:

@@ -100,10 +100,11 @@ def value_names() -> dict[str, list[str]]:
 
 @functools.cache
 def _live_names() -> dict[str, list[str]]:
-    from cuvil.ir.types import DEVICES, LAYOUTS, DType
+    from cuvil.ir.devices import known_devices
+    from cuvil.ir.types import LAYOUTS, DType
 
     return {"dtype": sorted(d.value for d in DType), "layout": sorted(LAYOUTS),
-            "device": sorted(DEVICES)}
+            "device": sorted(known_devices())}
 
 
 class _Live(Catalog):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cuvil.dsl.diagnostics import Reporter
 from cuvil.dsl.pos import Pos
+from cuvil.ir.devices import rule_files
 from cuvil.paths import PACKAGE
 
 Source = str | Path | None | list | tuple
@@ -29,6 +30,13 @@ _INCLUDE = re.compile(r"^include[ \t]+(\"[^\"\n]*\"|'[^'\n]*')", re.M)
 
 def stock_rules_dir() -> Path:
     return PACKAGE / "stock_rules"
+
+
+def _shown(path: Path) -> str:
+    """A target's rule file as the library shows it: `targets/cuda/placement.cvr`."""
+    resolved = path.resolve()
+    return resolved.relative_to(PACKAGE.resolve()).as_posix() \
+        if resolved.is_relative_to(PACKAGE.resolve()) else str(path)
 
 
 def read_sources(source: Source, reporter: Reporter) -> list[tuple[str, str]]:
@@ -44,8 +52,9 @@ def _read(source: Source, reporter: Reporter, seen: set[str]) -> list[tuple[str,
         seen.add(STOCK)
         root = stock_rules_dir()
         files = sorted(root.rglob("*.cvr"), key=lambda p: p.relative_to(root).as_posix())
-        return [pair for f in files
-                if (pair := read_file(f, f"rules/{f.relative_to(root).as_posix()}", reporter))]
+        shown = [(f, f"rules/{f.relative_to(root).as_posix()}") for f in files]
+        shown += [(f, _shown(f)) for f in rule_files()]  # each target's placement rules
+        return [pair for f, name in shown if (pair := read_file(f, name, reporter))]
     if isinstance(source, list | tuple):
         return [pair for s in source for pair in _read(s, reporter, seen)]
     if isinstance(source, str) and "\n" in source:

@@ -24,19 +24,11 @@ import sympy
 from cuvil.dsl import ast
 from cuvil.dsl.builtins import BUILTINS, COST, NOWHERE, Known, Site
 from cuvil.errors import CuvilError
+from cuvil.ir.devices import HOST, device_params, device_target
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE, Dim, TensorType, is_static
 from cuvil.library.composite import body_calls
 from cuvil.ops import registry
 
-# Cost parameters per target name. The CPU figures are the CPU target's own
-# (`cuvil.lower.target.CpuTarget` reads them here); the pipeline passes the parameters of
-# every registered target in as data (`CostModel.device_params`), and `target NAME(...)`
-# in `.cvr` overrides either. A device no target describes costs like the CPU.
-DEFAULT_PARAMS = {
-    "cpu": {"gflops": 150.0, "gbps": 20.0, "launch_us": 2.0},
-    "cuda": {"gflops": 50000.0, "gbps": 3000.0, "launch_us": 5.0, "link_gbps": 25.0},
-}
-DEVICE_TARGET = {"cpu": "cpu", "cuda": "cuda"}
 VIEW_COST = 0.05
 FALLBACK_US = 20.0
 UPLOAD_CALLS = 1000  # the calls a constant's one upload to a device is amortized over
@@ -51,12 +43,29 @@ class CostModel:
     hints: dict[str, int] = field(default_factory=dict)  # symbol -> size assumed
     device_params: dict = field(default_factory=dict)  # target name -> registered params
     _memo: dict = field(default_factory=dict)
+    _registered: tuple | None = None  # (device -> target, target -> registered params)
 
     def params(self, device: str) -> dict[str, float]:
-        name = DEVICE_TARGET.get(device, device)
-        base = (self.device_params.get(name) or DEFAULT_PARAMS.get(name)
-                or self.device_params.get("cpu") or DEFAULT_PARAMS["cpu"])
+        """The parameters of the target that computes `device` (its own registered ones,
+        then those the pipeline passed in, then `.cvr` `target NAME(...)` overrides); a
+        device no target describes costs like the host."""
+        if self._registered is None:  # the registry, read once per cost model
+            self._registered = (device_target(), device_params())
+        owners, defaults = self._registered
+        name = owners.get(device, device)
+        host = owners[HOST]
+        base = (self.device_params.get(name) or defaults.get(name)
+                or self.device_params.get(host) or defaults[host])
         return {**base, **self.targets.get(name, {})}
+
+    def link_gbps(self, *devices: str) -> float:
+        """The host link's bandwidth of the first of `devices` with one (a device that is
+        not the host's memory), else 25 GB/s."""
+        for d in devices:
+            link = self.params(d).get("link_gbps")
+            if link is not None:
+                return link
+        return 25.0
 
     def size(self, d: Dim) -> float:
         if is_static(d):
@@ -94,7 +103,7 @@ class CostModel:
         in place of the flops if given (`work`: a composite op's body at its rates)."""
         moved = sum(self.bytes(t) for t in ins) + self.bytes(out)
         if op == "to_device":
-            link = self.params("cuda").get("link_gbps", 25.0)
+            link = self.link_gbps(out.device, *(t.device for t in ins))
             return p["launch_us"] + self.bytes(out) / (1e3 * link)
         work = self.flops(op, attrs, ins, out) if work is None else work
         launch = p["launch_us"] + (FALLBACK_US if op == "torch_op" else 0.0)
@@ -104,7 +113,7 @@ class CostModel:
         """`to_device` of a constant: the runtime copies it to the device once, when the
         graph is built (`cuvil.runtime.build`), so one call pays its link time amortized
         over `UPLOAD_CALLS` calls, and no launch."""
-        link = self.params("cuda").get("link_gbps", 25.0)
+        link = self.link_gbps(out.device)
         return _clamp(self.bytes(out) / (1e3 * link) / UPLOAD_CALLS)
 
     def work(self, op: str, attrs: dict, ins: list[TensorType], out: TensorType,

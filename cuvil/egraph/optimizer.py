@@ -29,6 +29,7 @@ from cuvil.egraph.saturate import Saturation, saturate
 from cuvil.egraph.session import Session
 from cuvil.egraph.strategy import resource, select_throughput
 from cuvil.egraph.worker import Post, can_fork, run_isolated
+from cuvil.ir.devices import HOST
 from cuvil.ir.graph import Graph
 from cuvil.library.checked import RuleLibrary
 from cuvil.trace import Tracer
@@ -80,7 +81,7 @@ def _enode_cost(session: Session, costs: CostModel, node, out) -> tuple[float, s
         return 0.0, out.device  # computed once, at compile time
     op, attrs = typer.decode(node)
     ins = [typer.table.types[snap.ty[c]] for c in node.children]
-    if op == "to_device" and out.device != "cpu" and all(c in constant for c in node.children):
+    if op == "to_device" and out.device != HOST and all(c in constant for c in node.children):
         cost = costs.upload_cost(out)
     else:
         cost = costs.node_cost(op, attrs, ins, out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cuvil.ir.devices import HOST
 from cuvil.ir.graph import Graph, Node
 
 
@@ -75,7 +76,7 @@ class OptimizeReport:
                 moves += 1
             else:
                 counts[node.type.device] = counts.get(node.type.device, 0) + 1
-        if set(counts) <= {"cpu"}:
+        if set(counts) <= {HOST}:
             return ""
         return ", ".join(f"{n} node(s) on {d}" for d, n in sorted(counts.items(),
                                                                   key=lambda kv: -kv[1])) \

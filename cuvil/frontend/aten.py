@@ -21,6 +21,7 @@ from cuvil.frontend.aten_index import INDEX_OPS
 from cuvil.frontend.aten_recurrent import RECURRENT_OPS
 from cuvil.frontend.aten_shape import SHAPE_OPS
 from cuvil.frontend.converter import Args, Fallback, Value, need
+from cuvil.ir.devices import HOST  # the IR's host device is torch's CPU
 from cuvil.ir.recipe import Call, Ref, transposed
 from cuvil.ops.nn import pair
 
@@ -127,7 +128,7 @@ def filled(value: float | None = None) -> Callable:
         need(not isinstance(fill, Value), "a tensor fill value")
         need(a.get("layout") in (None, torch.strided), "layout change")
         device = a.get("device")
-        need(device is None or torch.device(device).type == "cpu", "device placement")
+        need(device is None or torch.device(device).type == HOST, "device placement")
         from cuvil.ir.types import DType
 
         dtype, shape = ix.node.meta["val"].dtype, ix.out_shape()
@@ -146,7 +147,7 @@ def arange(ix: Importer, a: Args) -> Value:
     and step numbers)."""
     need(a.get("layout") in (None, torch.strided), "layout change")
     device = a.get("device")
-    need(device is None or torch.device(device).type == "cpu", "device placement")
+    need(device is None or torch.device(device).type == HOST, "device placement")
     fake, shape = ix.node.meta["val"], ix.out_shape()
     start, step = a.get("start", 0), a.get("step", 1)
     need(all(isinstance(v, int | float) for v in (start, step)), "a symbolic start or step")
@@ -174,7 +175,7 @@ def cast(ix: Importer, a: Args) -> Value:
     """`.to(dtype)` and friends; moving to another device or layout stays in torch."""
     x = ix.tensor(a["input"])
     device = a.get("device")
-    need(device is None or torch.device(device).type == "cpu", "device move")
+    need(device is None or torch.device(device).type == HOST, "device move")
     need(a.get("layout") in (None, torch.strided), "layout change")
     dtype = a["other"] if "other" in a else a.get("dtype")
     if isinstance(dtype, Value):

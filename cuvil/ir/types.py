@@ -17,6 +17,7 @@ import sympy
 import torch
 
 from cuvil.errors import IRError
+from cuvil.ir.devices import HOST
 
 
 class DType(StrEnum):
@@ -69,7 +70,6 @@ _NUMPY = {
 Dim = int | sympy.Expr
 CONTIGUOUS, NCHW, NHWC = "contiguous", "NCHW", "NHWC"
 LAYOUTS = {CONTIGUOUS, NCHW, NHWC}
-DEVICES = {"cpu", "cuda"}
 # The size a symbolic dim is assumed to have wherever one number must stand for it and no
 # example input gives one: the cost model, the memory plan's figures, whether a kernel is
 # worth a parallel loop, the made-up inputs of a graph dump.
@@ -176,7 +176,7 @@ class TensorType:
     shape: tuple[Dim, ...]
     dtype: DType
     layout: str = ""
-    device: str = "cpu"
+    device: str = HOST
     weak: bool = False
 
     def __post_init__(self):
@@ -210,14 +210,14 @@ class TensorType:
         text = f"{self.dtype}[{','.join(format_dim(d) for d in self.shape)}]"
         if self.layout != default_layout(self.rank):
             text += f":{self.layout}"
-        if self.device != "cpu":
+        if self.device != HOST:
             text += f"@{self.device}"
         return text
 
     @staticmethod
     def parse(text: str) -> TensorType:
         text = text.strip()
-        device = "cpu"
+        device = HOST
         if "@" in text:
             text, device = text.rsplit("@", 1)
         layout = ""

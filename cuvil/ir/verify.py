@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from cuvil.errors import CuvilError, IRError
+from cuvil.ir.devices import known_devices
 from cuvil.ir.graph import Graph, Node, catalog
-from cuvil.ir.types import DEVICES, DType
+from cuvil.ir.types import DType
 
 
 def verify(graph: Graph) -> None:
@@ -43,7 +44,7 @@ def _check_node(graph: Graph, node: Node, seen: set[str], registry) -> None:
             cyc = i in graph.nodes
             raise fail(f"input {i!r} is " + ("used before it is defined (cycle?)" if cyc
                                              else "not defined"))
-    if node.type.device not in DEVICES:
+    if node.type.device not in known_devices():
         raise fail(f"unknown device {node.type.device!r}")
     if node.op == "input":
         return

@@ -27,11 +27,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from cuvil.ir.devices import HOST
 from cuvil.ir.graph import Node
 from cuvil.ir.types import Dim, DType, TensorType, is_static
 from cuvil.lower.dim_code import dim_code
 from cuvil.lower.physical import physical_shape
-from cuvil.lower.templates.spec import FASTMATH, ONE_THREAD, THREADS, KernelSpec, Scratch
+from cuvil.lower.spec import FASTMATH, ONE_THREAD, THREADS, KernelSpec, Scratch
 
 KERNEL = "kernel"  # the name of the kernel in its own module
 
@@ -62,7 +63,7 @@ class Array:
     kind: str  # input, const, buffer, scratch, output
     dtype: DType
     shape: tuple  # physical dims (`"threads"` allowed in scratch)
-    device: str = "cpu"  # where its memory is (`cuda`: a device array)
+    device: str = HOST  # where its memory is (another device: that device's array)
 
 
 @dataclass
@@ -168,7 +169,7 @@ class ModuleBuilder:
         """A constant moved to a device is a constant there: copied once, when the graph is
         built, never per call."""
         node = self.ctx.graph[group.output]
-        if group.template != "transfer" or node.type.device == "cpu" or node.name in outputs \
+        if group.template != "transfer" or node.type.device == HOST or node.name in outputs \
                 or not self.ctx.is_const(node.inputs[0]):
             return False
         self._array(node.name, "const")

@@ -10,6 +10,7 @@ the callable is `cuvil.runtime.build.compile_graph`.
 from __future__ import annotations
 
 from cuvil.errors import CuvilError
+from cuvil.ir.devices import HOST, device_target
 from cuvil.ir.graph import Graph
 from cuvil.lower.codegen import ModuleBuilder, Program
 from cuvil.lower.context import LowerContext
@@ -23,8 +24,8 @@ from cuvil.lower.group import (
 )
 from cuvil.lower.inline import inline_composites
 from cuvil.lower.report import FallbackReport
+from cuvil.lower.spec import ONE_THREAD, THREADS, Unsupported
 from cuvil.lower.target import get_target
-from cuvil.lower.templates.spec import ONE_THREAD, THREADS, Unsupported
 
 
 def lower_to_source(graph: Graph, *, target="cpu", threads: int = 2,
@@ -50,15 +51,13 @@ def generate(g: Graph, instances, targets, threads: int, fuse: bool, forced: dic
              fallback: bool) -> tuple[Program, LowerContext, list[Group]]:
     """Partition, place groups on their devices' targets, run the templates, build the
     module text. `targets`: a `Targets`, or what it is built from."""
-    from cuvil.lower.templates.attention import match as attention_match
-    from cuvil.lower.templates.heads import heads_in_place
-
     targets = targets if isinstance(targets, Targets) else Targets(targets)
     ctx = LowerContext(g, threads, instances=instances)
-    groups = place_groups(partition(g, instances, fuse, attention_match), g)
-    cpu_attention = get_target("cpu").generator("attention")
-    groups = heads_in_place(groups, g, lambda group: targets.of(group, g).generator(
-        "attention") is cpu_attention)
+    host = get_target(device_target()[HOST])  # partitioning groups for its templates
+    groups = place_groups(partition(g, instances, fuse, host.attention_matcher()), g)
+    host_attention = host.generator("attention")
+    groups = host.regroup(groups, g, lambda group: targets.of(group, g).generator(
+        "attention") is host_attention)
     groups, specs = _lower_groups(_apply_forced(groups, g, forced), ctx, targets)
     if not fallback:
         _refuse_fallbacks(groups, g, targets.primary.name)
@@ -135,14 +134,14 @@ def _kind(g: Graph, n: str) -> tuple[str, list[str]]:
 
 def _classify(g: Graph, n: str) -> tuple[str, str]:
     """(template, reason) of one node, for its device."""
-    return classify(g[n], g) if g[n].type.device == "cpu" else device_kind(g[n])
+    return classify(g[n], g) if g[n].type.device == HOST else device_kind(g[n])
 
 
 def _device_fallbacks(groups: list[Group], g: Graph, targets: Targets) -> None:
     """Fallbacks of nodes on a device run on the CPU, their operands copied there and back
     (`fallback_policy="cpu"`), or are an error (`"error"`)."""
     moved = [grp for grp in groups if grp.template == "fallback"
-             and g[grp.output].type.device != "cpu"]
+             and g[grp.output].type.device != HOST]
     for grp in moved:
         grp.reason = f"{grp.reason or 'no kernel'}; runs on the CPU, copies in and out"
     if moved and targets.policy == "error":

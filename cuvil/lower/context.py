@@ -25,7 +25,7 @@ from cuvil.ir.graph import Graph
 from cuvil.ir.types import DType, TensorType
 from cuvil.lower.bf16 import from_tensor
 from cuvil.lower.physical import layout_perm, reference_numel
-from cuvil.lower.templates.spec import Scratch
+from cuvil.lower.spec import Scratch
 
 # At run time, outputs smaller than this run serially: waking the thread pool costs ~5 us.
 PAR_MIN = 1 << 15

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cuvil.errors import CuvilError
+from cuvil.ir.devices import HOST
 from cuvil.lower import target as targets
 
 ROOFLINE = ("gflops", "gbps", "launch_us")
@@ -37,7 +38,7 @@ class CustomTarget(targets.Target):
 
 def register_target(name: str, params: Mapping[str, float] | None = None,
                     kernels: Mapping[str, targets.Generator] | None = None, *,
-                    device: str = "cpu", base: str | None = "cpu",
+                    device: str = HOST, base: str | None = "cpu",
                     parallel: bool = True) -> targets.Target:
     """Register (or replace) the target `name`; returns it. See the module docstring.
 
@@ -70,4 +71,4 @@ def register_target(name: str, params: Mapping[str, float] | None = None,
 
 def available_targets() -> list[str]:
     """The names of the registered targets."""
-    return sorted(targets._TARGETS)
+    return targets.target_names()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cuvil.errors import CuvilError
+from cuvil.ir.devices import HOST, device_target
 from cuvil.ir.graph import Graph
 from cuvil.lower.group import Group, family, is_alias
 from cuvil.lower.target import Target, get_target
@@ -36,19 +37,19 @@ class Targets:
         self.by_device: dict[str, Target] = {}
         for t in self.ordered:
             self.by_device.setdefault(t.device, t)
-        self.by_device.setdefault("cpu", get_target("cpu"))
+        self.by_device.setdefault(HOST, get_target(device_target()[HOST]))
 
     @property
     def names(self) -> list[str]:
         return [t.name for t in self.ordered]
 
     def host(self) -> Target:
-        return self.by_device["cpu"]
+        return self.by_device[HOST]
 
     def of(self, group: Group, graph: Graph) -> Target:
         """The target that lowers `group`: its device's (a transfer: the device side's)."""
         device = graph[group.output].type.device
-        if group.template == "transfer" and device == "cpu":
+        if group.template == "transfer" and device == HOST:
             device = graph[graph[group.output].inputs[0]].type.device
         if device not in self.by_device:
             raise CuvilError(f"no target computes device {device!r} "
@@ -80,7 +81,7 @@ def place_groups(groups: list[Group], graph: Graph) -> list[Group]:
 
 
 def device_kind(node) -> tuple[str, str]:
-    """(template, reason) of a node on a device other than the CPU."""
+    """(template, reason) of a node on a device other than the host."""
     kind = family(node.op)
     if is_alias(node.op):
         return "alias", ""
@@ -127,8 +128,8 @@ def _inputs(group: Group, graph: Graph) -> list[str]:
 def _fusable_into(src: Group, graph: Graph) -> bool:
     """An elementwise group, or a GEMM or a convolution (its epilogue), on a device."""
     return _device_elementwise(src, graph) or (
-        src.template in ("gemm", "conv") and device_of(src, graph) != "cpu")
+        src.template in ("gemm", "conv") and device_of(src, graph) != HOST)
 
 
 def _device_elementwise(group: Group, graph: Graph) -> bool:
-    return group.template == "elementwise" and device_of(group, graph) != "cpu"
+    return group.template == "elementwise" and device_of(group, graph) != HOST

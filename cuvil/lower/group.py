@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from cuvil.ir.devices import HOST
 from cuvil.ir.graph import Graph, Node
 from cuvil.ir.types import default_layout
 from cuvil.lower import qlayer
@@ -86,7 +87,7 @@ def classify(node: Node, graph: Graph) -> tuple[str, str]:
     for t in types:
         if not kernel_dtype(t.dtype):
             return "fallback", f"dtype {t.dtype} has no CPU kernel"
-        if t.device != "cpu":
+        if t.device != HOST:
             return "fallback", f"device {t.device} is not the CPU target's"
     kind = family(node.op)
     if is_alias(node.op):

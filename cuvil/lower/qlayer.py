@@ -5,7 +5,7 @@
 
 with P `matmul_i8` (wq int8 [K, N], ws and b f32 over N) or `conv2d_i8` (NCHW, groups 1,
 wq int8 [OC, C, KH, KW], ws and b f32 [OC, 1, 1]); wq, ws and b constants, x f32. The int8
-kernels (`cuvil.runtime.int8`) compute exactly this in one call: quantize x, the u8 x s8
+kernels (`cuvil.targets.cpu.kernels.int8`) compute exactly this in one call: quantize x, the u8 x s8
 product with int32 sums, and `sum * s * ws + b` (then ReLU) written as f32. Between int8
 layers (`rules/quantize/requant.cvr`) the input may be u8 already (no inner quantize: the
 previous layer requantized it) and the output requantized to u8 (the outer quantize): the

@@ -1,8 +1,9 @@
 """Compile targets: kernel generators per template, plus the cost parameters the optimizer's
 default roofline uses (`launch_us + max(flops / (1e3 * gflops), bytes / (1e3 * gbps))`).
 
-`CpuTarget` is the first. A CUDA target (a later issue) or a user's target registers its own
-generators and decorators with `register_target`, without touching the CPU code:
+Each target lives in its own folder under `cuvil/targets/` and registers itself there
+(`cuvil.targets.register_target`); a user's target registers its own generators and
+decorators here without touching any of them:
 
     cpu = get_target("cpu")
     register_target(Target("mycpu", gflops=50, gbps=10, launch_us=2,
@@ -11,12 +12,12 @@ generators and decorators with `register_target`, without touching the CPU code:
 
 from __future__ import annotations
 
-import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cuvil.egraph.cost import DEFAULT_PARAMS
 from cuvil.errors import CuvilError
+from cuvil.ir.devices import HOST, device_target, load_targets
 
 Generator = Callable  # (group, LowerContext) -> KernelSpec
 
@@ -30,7 +31,7 @@ class Target:
     gbps: float  # sustained memory bandwidth
     launch_us: float  # fixed cost of one kernel call
     generators: dict[str, Generator] = field(default_factory=dict)
-    device: str = "cpu"  # the IR device (`TensorType.device`) whose values it computes
+    device: str = HOST  # the IR device (`TensorType.device`) whose values it computes
     # decorators of generated kernels (serial / parallel)
     kernel_decorator: str = ("@njit(cache=True, nogil=True, error_model='numpy', "
                              "fastmath={fastmath})")
@@ -43,19 +44,46 @@ class Target:
         return self.parallel_decorator != self.kernel_decorator
 
     def imports(self, body: str) -> str:
-        """The import block of a generated module whose code is `body`."""
-        from cuvil.lower.templates.helpers import helper_text, used_helpers
-
-        lines = ["import math\n"] if "math." in body else []
-        lines.append("import numpy as np")
-        names = [n for n in ("njit", "prange") if f"{n}(" in body]
-        if names:
-            lines.append(f"from numba import {', '.join(names)}")
-        lines += helper_text(used_helpers(body))
-        return "\n".join(lines) + "\n"
+        """The import block of a generated module whose code is `body`: by default that of
+        the target that owns this target's device (whose kernels these build on)."""
+        owner = self._device_owner()
+        if owner is None or type(owner).imports is Target.imports:
+            raise CuvilError(f"target {self.name}: no target of device {self.device} "
+                             "says how its modules import their helpers")
+        return owner.imports(body)
 
     def generator(self, template: str) -> Generator | None:
         return self.generators.get(template)
+
+    # What partitioning asks of the host's target (`cuvil.lower.compile.generate`): the
+    # nodes of an attention pattern a template lowers as one group, and a pass over the
+    # groups afterwards. A target that brings neither groups nodes one op at a time.
+    def attention_matcher(self) -> Callable | None:
+        """(graph, partition, softmax node) -> the names of an attention pattern, or None."""
+        return None
+
+    def regroup(self, groups: list, graph, own: Callable) -> list:
+        """`groups` rearranged for this target's templates (`own(group)`: whether the group
+        is lowered by this target's generator of its family)."""
+        return groups
+
+    def _device_owner(self) -> Target | None:
+        """The target that owns this target's device, unless that is this target's class."""
+        owner = get_target(device_target()[self.device])
+        return None if type(owner) is type(self) and owner.name == self.name else owner
+
+    @property
+    def helpers(self) -> dict[str, str]:
+        """The shared functions its generated code may call: name -> the module defining
+        it (the runtime compiles those a kernel calls before the kernel); by default those
+        of the target that owns its device."""
+        owner = self._device_owner()
+        return {} if owner is None else owner.helpers
+
+    def helpers_called(self, body: str) -> dict[str, str]:
+        """The helpers generated code `body` calls, in the table's order."""
+        return {name: module for name, module in self.helpers.items()
+                if re.search(rf"\b{name}(\(|  #)", body)}
 
     @property
     def cost_params(self) -> dict[str, float]:
@@ -74,6 +102,7 @@ def register_target(target: Target | Callable[[], Target], name: str | None = No
 def get_target(name: str | Target) -> Target:
     if isinstance(name, Target):
         return name
+    load_targets()
     if name not in _TARGETS:
         known = ", ".join(sorted(_TARGETS))
         raise CuvilError(f"unknown target {name!r} (known: {known})")
@@ -83,45 +112,7 @@ def get_target(name: str | Target) -> Target:
     return entry
 
 
-def _template(module: str) -> Generator:
-    """The `generate` of a template module, imported on first use: asking a target for its
-    cost parameters (the optimizer does) must not import Numba."""
-
-    def generate(group, ctx):
-        return importlib.import_module(f"cuvil.lower.templates.{module}").generate(group, ctx)
-
-    generate.__qualname__ = f"{module}.generate"
-    return generate
-
-
-@dataclass
-class CpuTarget(Target):
-    """Numba on the host CPU; throughputs measured on the 2-core reference machine (GEMM
-    150-167 GFLOP/s through `np.dot` in Numba, DRAM copy 20-24 GB/s, ~1-2 us per call)."""
-
-    name: str = "cpu"
-    gflops: float = DEFAULT_PARAMS["cpu"]["gflops"]
-    gbps: float = DEFAULT_PARAMS["cpu"]["gbps"]
-    launch_us: float = DEFAULT_PARAMS["cpu"]["launch_us"]
-
-    def __post_init__(self):
-        if not self.generators:
-            self.generators = {name: _template(module) for name, module in [
-                ("elementwise", "elementwise"), ("gemm", "gemm"), ("rows", "reduction"),
-                ("conv", "conv"), ("pool", "pool"), ("attention", "attention"),
-                ("concat", "movement"), ("gather", "movement"), ("source", "movement"),
-                ("recurrent", "recurrent"), ("scan", "indexing"), ("index", "indexing"),
-                ("qgemm", "qgemm"), ("qconv", "qconv"),
-                ("mlp", "mlp")]}
-
-
-register_target(CpuTarget, "cpu")
-
-
-def _cuda() -> Target:
-    from cuvil.lower.cuda.target import CudaTarget  # imports no Numba until it lowers
-
-    return CudaTarget()
-
-
-register_target(_cuda, "cuda")
+def target_names() -> list[str]:
+    """The names of the registered targets."""
+    load_targets()
+    return sorted(_TARGETS)

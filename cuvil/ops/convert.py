@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from cuvil.ir.types import DEVICES, LAYOUTS, NCHW, NHWC, DType, TensorType
+from cuvil.ir.devices import known_devices
+from cuvil.ir.types import LAYOUTS, NCHW, NHWC, DType, TensorType
 from cuvil.ops.draw import arith
 from cuvil.ops.registry import CONVERT, AttrSpec, OpDef, check, register
 
@@ -26,7 +27,7 @@ def _layout_type(ts: list[TensorType], a) -> TensorType:
 
 
 def _device_type(ts: list[TensorType], a) -> TensorType:
-    check(a["device"] in DEVICES, f"unknown device {a['device']!r}")
+    check(a["device"] in known_devices(), f"unknown device {a['device']!r}")
     return ts[0].with_(device=a["device"])
 
 

@@ -24,20 +24,19 @@ import sympy
 from numba.core import types as nbtypes
 
 from cuvil import gc_pause
+from cuvil.ir import devices
 from cuvil.ir.graph import Graph
 from cuvil.ir.torch_template import TorchCall
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE, format_dim
-from cuvil.lower.codegen import KERNEL, Program, describe_group, entry_module
+from cuvil.lower.codegen import KERNEL, Program, describe_group, entry_module, target_of
 from cuvil.lower.compile import fallback_report, generate, prepare
 from cuvil.lower.context import LowerContext
 from cuvil.lower.devices import Targets
 from cuvil.lower.physical import layout_perm, storage
 from cuvil.lower.report import CompileReport, KernelReport
+from cuvil.lower.spec import ONE_THREAD, THREADS
 from cuvil.lower.steps import step_reports
-from cuvil.lower.templates.helpers import used_helpers
-from cuvil.lower.templates.spec import ONE_THREAD, THREADS
 from cuvil.runtime import compile_pool, derived
-from cuvil.runtime.blas import single_threaded_blas
 from cuvil.runtime.calling import Array, CallSpec, Param, TorchFallback
 from cuvil.runtime.compiled import CompiledGraph
 from cuvil.runtime.module_cache import load_module
@@ -55,7 +54,8 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
     start = time.perf_counter()
     tgt = Targets(target, fallback_policy)
     choose_layer()
-    single_threaded_blas()
+    for device in sorted(tgt.by_device):
+        devices.device(device).prepare()  # the CPU's: BLAS single-threaded
     n_threads = thread_count(threads)
     g, instances = prepare(graph)
     _devices_available(g)
@@ -65,7 +65,7 @@ def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
                                         forced, fallback)
         lower_s = time.perf_counter() - start
         module, path, paths = _load(program, cache_dir)
-        aside = _compile_cold_aside(module, program, ctx, paths)
+        aside = _compile_cold_aside(module, program, ctx, paths, tgt)
         kernels, failed = _compile(module, program, ctx, aside)
         if not failed:
             break
@@ -138,7 +138,7 @@ def call_spec(g: Graph, program: Program, plan: MemoryPlan) -> CallSpec:
 def _torch_fallback(g: Graph, node) -> TorchFallback | None:
     """A `torch_op` fallback on the CPU as plain data (None for any other fallback)."""
     values = [g[v].type for v in node.inputs] + [node.type]
-    if node.op != "torch_op" or any(t.device != "cpu" for t in values):
+    if node.op != "torch_op" or not all(devices.on_host(t.device) for t in values):
         return None
     call = TorchCall.of(node.attrs, lambda d: format_dim(d) if isinstance(d, sympy.Expr)
                         else None)
@@ -147,11 +147,10 @@ def _torch_fallback(g: Graph, node) -> TorchFallback | None:
 
 
 def _devices_available(g: Graph) -> None:
-    """A graph with values on `cuda` needs a GPU, or Numba's CUDA simulator."""
-    if any(node.type.device == "cuda" for node in g):
-        from cuvil.runtime.cuda import require_gpu
-
-        require_gpu()
+    """Each device the graph's values are on is there (a GPU, or Numba's CUDA simulator):
+    its target's `require` hook raises otherwise."""
+    for name in sorted({node.type.device for node in g}):
+        devices.device(name).require()
 
 
 def _const(program: Program, ctx: LowerContext, value: str, done: dict):
@@ -161,8 +160,7 @@ def _const(program: Program, ctx: LowerContext, value: str, done: dict):
         return derived.compute(ctx, value, done)
     if value not in program.uploads:
         return ctx.const_array(value)
-    from cuvil.runtime.cuda import upload
-
+    upload = devices.device(program.arrays[value].device).upload
     return upload(ctx.const_array(program.uploads[value]))
 
 
@@ -192,7 +190,8 @@ def _signatures(program: Program, ctx: LowerContext, kernel) -> list[tuple]:
                               for s in program.steps if s.kernel == kernel.name))
 
 
-def _compile_cold_aside(module, program: Program, ctx: LowerContext, paths) -> dict:
+def _compile_cold_aside(module, program: Program, ctx: LowerContext, paths,
+                        tgt: Targets) -> dict:
     """With two or more kernels to compile from scratch, compile them side by side in
     worker processes (`compile_pool`); `_compile` then loads them from Numba's cache.
     Returns kernel name -> its share of that compile's wall time, for the kernels compiled
@@ -207,7 +206,8 @@ def _compile_cold_aside(module, program: Program, ctx: LowerContext, paths) -> d
             job = compile_pool.Job(str(paths[kernel.name]), KERNEL,
                                    tuple(compile_pool.encode(s) for s in sigs),
                                    4.0 if kernel.spec.parallel else 1.0,
-                                   tuple(used_helpers(kernel.module)))
+                                   tuple(target_of(kernel.spec, tgt.primary).helpers_called(
+                                       kernel.module).items()))
             jobs.append((job, fn))
     if len(jobs) < 2:
         return {}

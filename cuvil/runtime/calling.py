@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from cuvil import aligned
 from cuvil.errors import CuvilError
+from cuvil.ir import devices
 from cuvil.ir.dim_text import Dims, bind_shapes, size
 from cuvil.ir.torch_template import TorchCall, known_pure
 from cuvil.lower.bf16 import to_tensor
@@ -146,8 +146,6 @@ def logical_view(array: np.ndarray, perm: tuple[int, ...]):
 
 
 def empty(n: int, dtype: str, device: str):
-    if device == "cpu":
-        return aligned.empty(n, dtype)  # vectors loaded from a buffer touch one line
-    from cuvil.runtime.cuda import device_empty  # numba.cuda: only for device buffers
-
-    return device_empty(n, np.dtype(dtype))
+    """A flat array of `n` elements on `device`, made by its target's hook (the host's
+    is cache-line aligned: vectors loaded from a buffer touch one line)."""
+    return devices.device(device).allocate(n, dtype)

@@ -42,7 +42,7 @@ class Job:
     name: str
     signatures: tuple[tuple, ...]  # per signature, per argument: (dtype, ndim) or ("int64",)
     weight: float = 1.0  # expected compile time, relative (a parallel kernel: 4)
-    helpers: tuple[str, ...] = ()  # the shared drivers it calls
+    helpers: tuple[tuple[str, str], ...] = ()  # the shared drivers it calls: (name, module)
 
 
 def encode(sig: tuple) -> tuple:
@@ -166,18 +166,17 @@ def cold_drivers(helpers: dict[str, str]) -> set[str]:
 
 
 def _helper_modules(jobs) -> dict[str, str]:
-    from cuvil.lower.templates.helpers import HELPERS
-
-    return {name: HELPERS[name] for job, _ in jobs for name in job.helpers}
+    return {name: module for job, _ in jobs for name, module in job.helpers}
 
 
 def _pioneers(jobs: list[Job], cold: set[str]) -> tuple[list[Job], list[Job]]:
     """(jobs to compile here first, one per driver never compiled; the others)."""
     first = []
     for job in jobs:
-        if cold & set(job.helpers):
+        names = {name for name, _ in job.helpers}
+        if cold & names:
             first.append(job)
-            cold -= set(job.helpers)
+            cold -= names
     return first, [job for job in jobs if job not in first]
 
 
@@ -224,12 +223,12 @@ def _start(share: list[Job]) -> subprocess.Popen:
 
 def main() -> None:
     """A worker: compile each job read from stdin; a failure skips to the next job."""
-    from cuvil.runtime.blas import single_threaded_blas
+    from cuvil.ir.devices import HOST, device
     from cuvil.runtime.module_cache import import_file
     from cuvil.runtime.threads import choose_layer
 
     choose_layer()
-    single_threaded_blas()
+    device(HOST).prepare()
     for path, name, signatures in json.loads(sys.stdin.read()):
         try:
             fn = getattr(import_file(path), name)

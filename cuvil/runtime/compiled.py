@@ -225,7 +225,7 @@ class CompiledGraph:
     def _unusual_input(self, x: Any, i: int) -> np.ndarray:
         name = self._spec.params[i].name
         if isinstance(x, torch.Tensor):
-            if x.device.type != "cpu":
+            if not x.is_cpu:
                 raise CuvilError(f"input {name!r}: expected a CPU tensor, got one on {x.device}")
             if x.requires_grad:
                 warnings.warn(f"input {name!r} requires grad, but a Cuvil compiled model does "

@@ -2,9 +2,11 @@
 
 A template that needs a constant in a format only the runtime knows (the int8 kernels'
 packed weights) declares it with `LowerContext.derive`: a recipe name, its inputs and the
-types of the arrays it gives. `compute` runs the recipe of `RECIPES` once per declaration
-and checks each array against its declared type, so the lowering layer never imports the
-runtime and a format change cannot slip past unnoticed.
+types of the arrays it gives. `compute` runs the recipe of that name, which the target
+whose templates declare it registered with its device (`cuvil.ir.devices`), once per
+declaration and checks each array against its declared type, so the lowering layer never
+imports the kernels and a format change cannot slip past unnoticed. The CPU target's
+(`cuvil/targets/cpu/recipes.py`):
 
     int8_gemm   weight int8 [K, N], scale f32 [N], bias f32 [N] or None, x_zero
                 -> qdata (panels), qstart (-x_zero * column sums), qscale (= scale), qbias
@@ -13,31 +15,12 @@ runtime and a format change cannot slip past unnoticed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from cuvil import aligned, gc_pause
 from cuvil.errors import CuvilError
+from cuvil.ir.devices import recipes
 from cuvil.lower.context import Derived, LowerContext
-
-
-def _int8(pack: str) -> Callable[..., dict]:
-    """The recipe that packs with `cuvil.runtime.quantized`'s function `pack` (the int8
-    runtime is imported by the first graph that needs it)."""
-    def recipe(weight, scale, bias, x_zero: int) -> dict[str, np.ndarray]:
-        from cuvil.runtime import quantized
-        from cuvil.runtime.int8 import prepare
-
-        args = getattr(quantized, pack)(weight, scale).args(bias)
-        data, start, qscale, qbias, _, _ = prepare(args, x_zero)
-        return {"qdata": data, "qstart": start, "qscale": qscale, "qbias": qbias}
-
-    return recipe
-
-
-RECIPES: dict[str, Callable[..., dict]] = {"int8_gemm": _int8("pack_weight"),
-                                            "int8_conv": _int8("pack_conv_weight")}
 
 
 def compute(ctx: LowerContext, value: str, done: dict) -> np.ndarray:
@@ -56,8 +39,9 @@ def compute(ctx: LowerContext, value: str, done: dict) -> np.ndarray:
 
 
 def _run(derived: Derived) -> dict[str, np.ndarray]:
-    if derived.recipe not in RECIPES:
+    known = recipes()
+    if derived.recipe not in known:
         raise CuvilError(f"no runtime recipe {derived.recipe!r} for derived constants "
-                         f"(known: {', '.join(sorted(RECIPES))})")
+                         f"(known: {', '.join(sorted(known))})")
     with gc_pause.resumed():  # a recipe may compile its Numba drivers
-        return RECIPES[derived.recipe](**derived.inputs)
+        return known[derived.recipe](**derived.inputs)

@@ -9,8 +9,10 @@ function (generated kernel modules already live in `<cache>/kernels/`) as Numba 
 
 Numba checks only a cached function's own file, but drivers inline code of other runtime
 files (`conv` calls `blas`, `int8` the IR tile of `int8_tile`). So the directory is named
-by `runtime_hash()`, the hash of every runtime source file: any change there recompiles
-every driver, once. Generated modules quote the same hash in their import lines.
+by `runtime_hash()`, the hash of every source file of the runtime and of the target
+folders' `kernels/` (where the drivers live): any change there recompiles every driver,
+once.
+Generated modules quote the same hash in their import lines.
 """
 
 from __future__ import annotations
@@ -24,15 +26,16 @@ from pathlib import Path
 import numba
 from numba.core.caching import CacheImpl, UserProvidedCacheLocator
 
-from cuvil.paths import cache_dir, package_hash
+from cuvil.paths import cache_dir, drivers_hash
 
 PACKAGE = Path(__file__).resolve().parents[1]
 
 
 @cache
 def runtime_hash() -> str:
-    """A hash of the runtime package's Python source (the drivers and what they inline)."""
-    return package_hash("runtime")
+    """A hash of the runtime's and the targets' kernels' Python source (the drivers and
+    what they inline)."""
+    return drivers_hash()
 
 
 class PackageLocator(UserProvidedCacheLocator):

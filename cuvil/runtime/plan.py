@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from cuvil.ir.devices import HOST
 from cuvil.ir.types import Dim, DType, eval_dim
 from cuvil.lower.physical import reference_numel
 
@@ -25,7 +26,7 @@ class Buffer:
     shape: tuple[Dim | str, ...]  # physical; "threads" is the thread count
     first: int  # step that writes it
     last: int  # last step that reads it
-    device: str = "cpu"  # `cuda`: a device array (slots are never shared across devices)
+    device: str = HOST  # another: its array (slots are never shared across devices)
 
 
 def numel(shape: tuple, env: dict[str, int], threads: int) -> int:

@@ -28,6 +28,7 @@ from typing import Any
 
 from cuvil.atomic import write_text
 from cuvil.errors import CuvilError
+from cuvil.ir import devices
 from cuvil.lower.codegen import instrumented_entry
 from cuvil.lower.report import StepReport
 from cuvil.runtime.roofline import KernelRow, kernel_rows, kernel_table, symbol_sizes
@@ -75,12 +76,19 @@ class TimedEntry:
 
 
 def _device_sync(program):
-    """What makes a step's time its own: `cuda.synchronize` when values live on the GPU."""
-    if all(a.device == "cpu" for a in program.arrays.values()):
-        return lambda: None
-    from cuvil.runtime.cuda import synchronize
+    """What makes a step's time its own: the `synchronize` hook of each device whose values
+    the program holds and whose kernels run queued (the host's run as they are called)."""
+    hooks = list(dict.fromkeys(devices.device(d).synchronize for d in
+                               sorted({a.device for a in program.arrays.values()})))
+    hooks = [h for h in hooks if h is not None]
+    if len(hooks) <= 1:
+        return hooks[0] if hooks else lambda: None
 
-    return synchronize
+    def synchronize_all() -> None:
+        for hook in hooks:
+            hook()
+
+    return synchronize_all
 
 
 def timed_twin(compiled) -> tuple[Any, TimedEntry]:

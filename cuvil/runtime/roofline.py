@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import sympy
 
+from cuvil.ir.devices import HOST
 from cuvil.ir.graph import Graph
 from cuvil.lower.report import StepReport
 
@@ -79,7 +80,7 @@ def _row(step: StepReport, mean: float, graph: Graph, costs) -> KernelRow:
                 reads[i] = costs.bytes(graph[i].type)
     out = graph[step.node].type if step.node in graph.nodes else None
     moved = sum(reads.values()) + (costs.bytes(out) if out is not None else 0.0)
-    p = costs.params(out.device if out is not None else "cpu")
+    p = costs.params(out.device if out is not None else HOST)
     roof = max(flops / (1e3 * p["gflops"]), moved / (1e3 * p["gbps"]))
     return KernelRow(step.name, step.template, step.op, mean, predicted, roof, flops, moved)
 

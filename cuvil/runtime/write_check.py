@@ -75,7 +75,7 @@ def _host(x: Any) -> np.ndarray | None:
         return x
     if isinstance(x, torch.Tensor):
         try:
-            return x.detach().resolve_conj().numpy() if x.device.type == "cpu" else None
+            return x.detach().resolve_conj().numpy() if x.is_cpu else None
         except (RuntimeError, TypeError):
             return None
     return x.copy_to_host() if hasattr(x, "copy_to_host") else None

@@ -51,9 +51,9 @@ def rule_key(rule, library) -> str:
         h.update(f"op {canonical(library.ops[name].body)}\0".encode())
     guard = canonical(rule.guard)
     if "has_target" in guard or "TargetParam(" in guard:  # the targets it may see
-        from cuvil.ir.types import DEVICES
+        from cuvil.ir.devices import known_devices
 
-        h.update(" ".join(sorted(set(DEVICES) | set(library.targets))).encode())
+        h.update(" ".join(sorted(known_devices() | set(library.targets))).encode())
     return "rule-" + h.hexdigest()
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from cuvil.errors import CuvilError
-from cuvil.ir.types import DEVICES
+from cuvil.ir.devices import known_devices
 from cuvil.library.checked import CheckedRule, RuleLibrary
 from cuvil.ops.draw import Invalid
 from cuvil.verify.compare import (
@@ -184,7 +184,7 @@ class _Trials:
         self.rng = random.Random(f"{seed}:{rule.label}")
         self.computed = computed_attrs(rule.rhs)
         self.facts = hints(rule.guard, self.computed)
-        self.targets = sorted(set(DEVICES) | set(library.targets))
+        self.targets = sorted(known_devices() | set(library.targets))
         self.guard_false, self.why_not = 0, ""
 
     def run(self, max_dim: int):

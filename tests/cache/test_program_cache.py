@@ -63,7 +63,7 @@ def test_a_second_compile_is_the_stored_program_and_computes_what_eager_does(fre
 class FusedAttention(nn.Module):
     """GPT-2's attention: one qkv layer, heads split from its slices and merged after; the
     stored program's buffer plan must keep the qkv output alive while attention reads
-    its heads in place (`lower/templates/heads.py`)."""
+    its heads in place (`cuvil/targets/cpu/templates/heads.py`)."""
 
     def __init__(self, dim: int = 24, heads: int = 3):
         super().__init__()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cuvil.dsl import CvrError
+from cuvil.ir.devices import rule_files
 from cuvil.library import load
 from cuvil.library.loader import stock_rules_dir
 
@@ -28,8 +29,10 @@ def test_none_is_the_stock_library_shipped_as_the_top_level_rules():
     stock = load(None)
     expected = sorted(p.relative_to(stock_rules_dir()).as_posix()
                       for p in stock_rules_dir().rglob("*.cvr"))
-    assert list(stock.files) == [f"rules/{name}" for name in expected]  # shown as rules/...
-    assert len(stock.rules) == len(load(stock_rules_dir()).rules)
+    targets = [p.relative_to(ROOT / "cuvil").as_posix() for p in rule_files()]
+    assert targets  # the CUDA target's placement rules
+    assert list(stock.files) == [f"rules/{name}" for name in expected] + targets
+    assert len(stock.rules) == len(load([stock_rules_dir(), *rule_files()]).rules)
 
 
 def test_text_with_a_newline_is_source_and_other_strings_are_paths(tmp_path, monkeypatch):

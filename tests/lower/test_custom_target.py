@@ -49,7 +49,7 @@ def test_it_brings_cost_parameters_and_falls_back_to_cpu_kernels(cpu1):
 
 def test_kernels_replace_families(cpu1):
     def no_gemm(group, ctx):
-        from cuvil.lower.templates.spec import Unsupported
+        from cuvil.lower.spec import Unsupported
 
         raise Unsupported("this target has no GEMM")
 

@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 import cuvil
-from cuvil.lower.templates import mlp as template
-from cuvil.runtime import mlp as runtime
+from cuvil.targets.cpu.kernels import mlp as runtime
+from cuvil.targets.cpu.templates import mlp as template
 
 
 def _check(compiled, model, *shape):

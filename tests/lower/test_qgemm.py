@@ -67,7 +67,8 @@ def test_every_int8_linear_layer_is_one_call_of_one_shared_kernel(linear_graph):
     assert not compiled.report.composed
     header = compiled.source.split("def k0_qgemm")[0]
     assert "qlinear_relu(x, wq1, ws1, b1) at m.py:1" in header
-    assert "from cuvil.runtime.int8 import qgemm_layer  # cuvil.runtime.int8 " in compiled.source
+    int8 = "cuvil.targets.cpu.kernels.int8"
+    assert f"from {int8} import qgemm_layer  # {int8} " in compiled.source
 
 
 @pytest.fixture(scope="module")

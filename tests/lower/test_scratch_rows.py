@@ -15,7 +15,7 @@ import cuvil
 from cuvil import zoo
 from cuvil.ir import sym
 from cuvil.ir.types import DType
-from cuvil.lower.templates.spec import ROW_GAP, Scratch
+from cuvil.lower.spec import ROW_GAP, Scratch
 
 
 @pytest.mark.parametrize(("dtype", "row"), [

@@ -23,10 +23,10 @@ from lowering_support import B, t
 from cuvil.ir import Graph
 from cuvil.library import load
 from cuvil.lower import lower_to_source
-from cuvil.paths import package_hash
+from cuvil.paths import drivers_hash
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
-RUNTIME_HASH = re.compile(r"(# cuvil\.runtime\.\w+ )[0-9a-f]{12}$", re.MULTILINE)
+RUNTIME_HASH = re.compile(r"(# cuvil\.targets\.cpu\.kernels\.\w+ )[0-9a-f]{12}$", re.MULTILINE)
 
 
 def linear_relu() -> Graph:
@@ -101,10 +101,10 @@ def test_generated_source_matches_snapshot(build):
     assert text == path.read_text(), f"{path.name} changed; see the module docstring"
 
 
-def test_import_lines_quote_the_current_runtime_hash():
+def test_import_lines_quote_the_current_drivers_hash():
     lines = [ln for ln in lower_to_source(linear_relu()).splitlines()
-             if ln.startswith("from cuvil.runtime.")]
-    assert lines and all(ln.endswith(f" {package_hash('runtime')}") for ln in lines)
+             if ln.startswith("from cuvil.targets.cpu.kernels.")]
+    assert lines and all(ln.endswith(f" {drivers_hash()}") for ln in lines)
 
 
 def test_generation_is_deterministic():

@@ -55,7 +55,7 @@ def test_a_kernel_numba_rejects_falls_back_or_is_a_clear_error(lower):
     """A generator whose code Numba cannot type: the node runs through torch, and with
     fallback=False the error names the op, never a Numba traceback."""
     from cuvil.errors import CuvilError
-    from cuvil.lower.templates.spec import KernelSpec
+    from cuvil.lower.spec import KernelSpec
 
     def broken(group, ctx):
         return KernelSpec("elementwise", ["x0", "out"], [ctx.graph[group.output].inputs[0],

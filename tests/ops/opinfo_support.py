@@ -81,7 +81,7 @@ def opinfos() -> dict[str, object]:
     from torch.testing._internal import common_utils
 
     # torch's harness would import numba.cuda to probe it, and then the CUDA simulator
-    # tests (tests/lower/cuda) could no longer switch the simulator on in this process
+    # tests (tests/targets/cuda) could no longer switch the simulator on in this process
     common_utils.TEST_NUMBA = False
     from torch.testing._internal.common_methods_invocations import op_db
 

@@ -93,8 +93,10 @@ def test_one_worker_means_no_processes(monkeypatch):
 
 
 def test_a_driver_never_compiled_is_compiled_here_first_by_one_kernel():
-    jobs = [Job("a", "k", (), 1, ("gemm",)), Job("b", "k", (), 1, ("gemm", "vexp")),
-            Job("c", "k", (), 1, ("gemm",)), Job("d", "k", (), 1, ())]
+    kernels = "cuvil.targets.cpu.kernels"
+    gemm, vexp = ("gemm", f"{kernels}.blas"), ("vexp", f"{kernels}.vmath")
+    jobs = [Job("a", "k", (), 1, (gemm,)), Job("b", "k", (), 1, (gemm, vexp)),
+            Job("c", "k", (), 1, (gemm,)), Job("d", "k", (), 1, ())]
     first, rest = compile_pool._pioneers(jobs, {"gemm", "vexp"})
     assert [j.path for j in first] == ["a", "b"] and [j.path for j in rest] == ["c", "d"]
 
@@ -110,10 +112,10 @@ def test_shares_balance_the_expected_work():
 def test_a_driver_compiled_in_this_process_is_not_cold():
     import numpy as np
 
-    from cuvil.runtime import conv
+    from cuvil.targets.cpu.kernels import conv
 
     conv.pad_plane(np.ones((2, 3), np.float32), np.empty((4, 5), np.float32), 1, 1)
-    assert compile_pool.cold_drivers({"pad_plane": "cuvil.runtime.conv"}) == set()
+    assert compile_pool.cold_drivers({"pad_plane": "cuvil.targets.cpu.kernels.conv"}) == set()
 
 
 def test_a_kernel_without_an_on_disk_cache_is_never_sent_to_a_worker():

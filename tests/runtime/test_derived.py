@@ -11,8 +11,9 @@ from cuvil.errors import CuvilError
 from cuvil.ir import Graph
 from cuvil.lower import qlayer
 from cuvil.lower.context import LowerContext
-from cuvil.runtime import derived, int8
-from cuvil.runtime.quantized import pack_conv_weight, pack_weight
+from cuvil.runtime import derived
+from cuvil.targets.cpu.kernels import int8
+from cuvil.targets.cpu.kernels.quantized import pack_conv_weight, pack_weight
 
 
 def declared(recipe: str, inputs: dict, k: int, n: int):

@@ -14,8 +14,9 @@ import pytest
 from numba import njit as plain_njit
 
 from cuvil.paths import cache_dir
-from cuvil.runtime import blas, conv, numba_cache, vmath
+from cuvil.runtime import numba_cache
 from cuvil.runtime.module_cache import import_file
+from cuvil.targets.cpu.kernels import blas, conv, vmath
 
 
 def test_driver_caches_are_under_the_cache_directory():
@@ -59,12 +60,12 @@ def test_a_cache_directory_is_checked_once_and_again_once_it_is_gone(tmp_path, m
 DRIVERS_IN_A_FRESH_PROCESS = """
 import json, pkgutil, importlib
 import numba, numpy as np
-import cuvil.runtime as runtime
+import cuvil.targets.cpu.kernels as kernels
 from cuvil.runtime.numba_cache import Driver
-from cuvil.runtime import blas, conv_post
+from cuvil.targets.cpu.kernels import blas, conv_post
 
-modules = [importlib.import_module(f"cuvil.runtime.{m.name}")
-           for m in pkgutil.iter_modules(runtime.__path__) if m.name != "cuda"]
+modules = [importlib.import_module(f"cuvil.targets.cpu.kernels.{m.name}")
+           for m in pkgutil.iter_modules(kernels.__path__)]
 drivers = {id(d): d for m in modules for d in vars(m).values() if isinstance(d, Driver)}
 made_at_import = sum(d._made is not None for d in drivers.values())
 
@@ -112,7 +113,7 @@ def test_a_driver_pickles_by_name_and_a_half_built_one_has_no_dispatcher():
 
 def test_a_kernel_module_names_the_dispatcher_itself(tmp_path):
     path = tmp_path / "cuvil_0123456789abcdef0123.py"
-    path.write_text("from cuvil.runtime.blas import gemv_block\nkernel = gemv_block\n")
+    path.write_text("from cuvil.targets.cpu.kernels.blas import gemv_block\nkernel = gemv_block\n")
     module = import_file(path)
     assert module.kernel is blas.gemv_block.dispatcher
     assert module.gemv_block is blas.gemv_block  # the driver itself, elsewhere

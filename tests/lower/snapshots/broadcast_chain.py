@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.vmath import vtanh  # cuvil.runtime.vmath <runtime hash>
+from cuvil.targets.cpu.kernels.vmath import vtanh  # cuvil.targets.cpu.kernels.vmath <runtime hash>
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

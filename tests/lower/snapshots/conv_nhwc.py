@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit, prange
-from cuvil.runtime.conv import conv2d_nhwc  # cuvil.runtime.conv <runtime hash>
+from cuvil.targets.cpu.kernels.conv import conv2d_nhwc  # cuvil.targets.cpu.kernels.conv <runtime hash>
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

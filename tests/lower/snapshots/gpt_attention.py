@@ -3,8 +3,8 @@
 
 import numpy as np
 from numba import njit, prange
-from cuvil.runtime.blas import gemm  # cuvil.runtime.blas <runtime hash>
-from cuvil.runtime.vmath import vexp, vmax, vmasked  # cuvil.runtime.vmath <runtime hash>
+from cuvil.targets.cpu.kernels.blas import gemm  # cuvil.targets.cpu.kernels.blas <runtime hash>
+from cuvil.targets.cpu.kernels.vmath import vexp, vmax, vmasked  # cuvil.targets.cpu.kernels.vmath <runtime hash>
 
 ROWS = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

@@ -2,7 +2,7 @@
 # ruff: noqa
 
 import numpy as np
-from cuvil.runtime.gemm_post import linear_post  # cuvil.runtime.gemm_post <runtime hash>
+from cuvil.targets.cpu.kernels.gemm_post import linear_post  # cuvil.targets.cpu.kernels.gemm_post <runtime hash>
 
 
 

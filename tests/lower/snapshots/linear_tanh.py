@@ -3,8 +3,8 @@
 
 import numpy as np
 from numba import njit
-from cuvil.runtime.blas import gemm_weight  # cuvil.runtime.blas <runtime hash>
-from cuvil.runtime.vmath import vtanh  # cuvil.runtime.vmath <runtime hash>
+from cuvil.targets.cpu.kernels.blas import gemm_weight  # cuvil.targets.cpu.kernels.blas <runtime hash>
+from cuvil.targets.cpu.kernels.vmath import vtanh  # cuvil.targets.cpu.kernels.vmath <runtime hash>
 
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

@@ -3,7 +3,7 @@
 
 import numpy as np
 from numba import njit, prange
-from cuvil.runtime.vmath import vexp, vmax  # cuvil.runtime.vmath <runtime hash>
+from cuvil.targets.cpu.kernels.vmath import vexp, vmax  # cuvil.targets.cpu.kernels.vmath <runtime hash>
 
 ROWS = {"nsz", "arcp", "contract", "afn", "reassoc"}
 

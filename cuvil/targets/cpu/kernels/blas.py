@@ -1,0 +1,359 @@
+"""Matrix products shared by every generated module, and the BLAS thread policy.
+
+A product by a constant weight (`gemm_weight`) takes what lowering prepared of it. An f32
+weight is packed into column panels, and products of up to PANEL_MAX_ROWS rows run on
+Cuvil's register tile over them (`gemm_packed`, `kernels.sgemm`). Each thread keeps
+its own panels in its L2 from call to call; OpenBLAS packs its operand again on every
+call. Larger products go to BLAS on the weight. An f64 weight is kept transposed for
+`gemv`. Other products (`gemm`) take the tile on `b` itself on the CPUs where that was
+measured faster than OpenBLAS (`TILE_CPUS`: a Zen 4 core, 5-25% on the zoo's products),
+BLAS elsewhere and for f64. On a 2.0 GHz Intel Xeon that LLVM calls `rocketlake`, the tile
+on `b` itself took 1.1-1.5x OpenBLAS's time on every zoo product, two threads (1024x256 @
+256x768: 107 against 156 GFLOP/s); on packed panels it beats OpenBLAS up to ~256 rows. The
+choice of tile is made when a product is typed; Numba's cache keys on the CPU's name too.
+
+One pool: scipy's OpenBLAS (the BLAS Numba calls) runs single-threaded, and products are
+split between Numba's threads instead: row blocks, or column blocks (one BLAS call each,
+through Numba's own `numba_xxgemm` binding with leading dimensions) when there are fewer
+than COLUMN_SPLIT_ROWS rows. With row blocks each thread packs all of `b`. For 64x784 @
+784x512 on two threads that took 648 us, against 426 with column blocks. `gemm_batched`
+splits batch entries. OpenBLAS's own pthread pool spin-waits after each call; next to
+torch's OpenMP pool it made a 16-image NCHW convolution take 255 ms instead of 8 ms, and
+torch's own convolution next to it 50 ms instead of 1.5 ms. `single_threaded_blas()`
+sets this once per process.
+
+`gemv(a, wt, c, parts)` computes `c = a @ wt.T` for a handful of rows of `a` as dot
+products against the rows of the pre-transposed weight `wt`, four output columns at a time
+(each load of `a` feeds four multiply-adds); with `parts > 1` the columns are split
+between threads.
+
+These functions are compiled once per cache directory (`numba_cache.njit`) rather
+than in every generated module: a parallel function costs ~1.5 s to compile, and this is
+the only parallel code a small MLP needs. Generated modules quote the runtime's source
+hash (`numba_cache.runtime_hash`), so a change here gives them new cache entries.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+from numba import prange, types
+from numba.extending import overload
+
+from cuvil.runtime.numba_cache import njit
+from cuvil.targets.cpu.kernels.f32_tile import no_epilogue
+from cuvil.targets.cpu.kernels.sgemm import WIDTH, sgemm, sgemm_panels
+
+GEMV_PAR_WORK = 1 << 16  # multiply-adds below which one thread is faster
+GEMM_PAR_WORK = 1 << 20  # multiply-adds below which one BLAS call on one thread is faster
+COLUMN_SPLIT_ROWS = 128  # BLAS products with fewer rows split columns between threads
+PANEL_MAX_ROWS = 256  # products by a packed weight with at most this many rows: the tile
+_blas_configured = False
+
+
+def single_threaded_blas() -> None:
+    """Make scipy's OpenBLAS (the one Numba's `np.dot` calls) single-threaded, once, unless
+    OPENBLAS_NUM_THREADS is set; numpy's and torch's pools are left as they are."""
+    global _blas_configured
+    if _blas_configured or os.environ.get("OPENBLAS_NUM_THREADS"):
+        return
+    _blas_configured = True
+    folder = _load_scipy_blas()
+    if folder is not None and _set_openblas_threads(folder, 1):
+        return
+    from threadpoolctl import ThreadpoolController  # ~10 ms with torch's libraries loaded
+
+    for lib in ThreadpoolController().lib_controllers:
+        if lib.user_api == "blas" and f"scipy.libs{os.sep}" in lib.filepath:
+            lib.set_num_threads(1)
+
+
+def _load_scipy_blas():
+    """Load scipy's OpenBLAS into the process: the shared library of
+    `scipy.linalg.cython_blas` with its dependencies, without running the Python package
+    `scipy.linalg` (importing it costs ~0.2 s, its array-API layer importing numpy.f2py,
+    numpy.testing and more). The later import of `cython_blas` (by Numba's `np.dot`)
+    finds the same library, with the threads set here. Returns scipy's folder, or None
+    where the file is not found (then the import)."""
+    import ctypes
+    import importlib.machinery
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("scipy")
+    for folder in spec.submodule_search_locations if spec else ():
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = Path(folder) / "linalg" / f"cython_blas{suffix}"
+            if path.is_file():
+                try:
+                    ctypes.CDLL(str(path))
+                    return Path(folder)
+                except OSError:
+                    break
+    import scipy.linalg.cython_blas  # noqa: F401
+
+
+def _set_openblas_threads(scipy_folder, threads: int) -> bool:
+    """Set the thread count of the OpenBLAS in scipy's wheel (`scipy.libs/`, loaded by
+    `_load_scipy_blas`) through its own setter, as threadpoolctl would without listing
+    every loaded library; False where there is no such library or setter."""
+    import ctypes
+
+    libs = sorted(scipy_folder.parent.glob("scipy.libs/*openblas*.so*"))
+    for path in libs if len(libs) == 1 else ():
+        lib = ctypes.CDLL(str(path))  # already loaded: the same handle
+        for name in ("scipy_openblas_set_num_threads", "openblas_set_num_threads",
+                     "scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_"):
+            setter = getattr(lib, name, None)
+            if setter is not None:
+                setter(ctypes.c_int(threads))
+                return True
+    return False
+
+
+@njit(nogil=True, fastmath=True)
+def gemv_block(a, wt, c, n0, n1):
+    k_len = a.shape[1]
+    for m in range(a.shape[0]):
+        if k_len == 0:
+            for n in range(n0, n1):
+                c[m, n] = 0
+            continue
+        n = n0
+        while n + 4 <= n1:
+            av = a[m, 0]
+            s0 = wt[n, 0] * av
+            s1 = wt[n + 1, 0] * av
+            s2 = wt[n + 2, 0] * av
+            s3 = wt[n + 3, 0] * av
+            for k in range(1, k_len):
+                av = a[m, k]
+                s0 += wt[n, k] * av
+                s1 += wt[n + 1, k] * av
+                s2 += wt[n + 2, k] * av
+                s3 += wt[n + 3, k] * av
+            c[m, n] = s0
+            c[m, n + 1] = s1
+            c[m, n + 2] = s2
+            c[m, n + 3] = s3
+            n += 4
+        while n < n1:
+            s0 = wt[n, 0] * a[m, 0]
+            for k in range(1, k_len):
+                s0 += wt[n, k] * a[m, k]
+            c[m, n] = s0
+            n += 1
+
+
+@njit(nogil=True, parallel=True)
+def gemv_parallel(a, wt, c, parts):
+    n_len = wt.shape[0]
+    step = ((n_len + parts - 1) // parts + 3) // 4 * 4
+    for t in prange(parts):
+        gemv_block(a, wt, c, min(n_len, t * step), min(n_len, (t + 1) * step))
+
+
+@njit(nogil=True)
+def gemv(a, wt, c, parts):
+    """c[m, n] = sum_k a[m, k] * wt[n, k]; `parts` threads when the product is big enough."""
+    if parts > 1 and a.shape[0] * a.shape[1] * wt.shape[0] >= GEMV_PAR_WORK:
+        gemv_parallel(a, wt, c, parts)
+    else:
+        gemv_block(a, wt, c, 0, wt.shape[0])
+
+
+TILE_CPUS = ("znver4", "znver5")  # LLVM's names of the CPUs the f32 tile is faster on
+
+
+def tile_is_faster() -> bool:
+    """Whether f32 products take the register tile on this CPU (LLVM's name for it)."""
+    from llvmlite import binding
+
+    return binding.get_host_cpu_name() in TILE_CPUS
+
+
+def _tile_cpu():
+    """Whether this CPU is one of TILE_CPUS, as a constant in compiled code."""
+
+
+@overload(_tile_cpu)
+def _tile_cpu_for():
+    faster = tile_is_faster()
+    return lambda: faster
+
+
+def _product(a, b, c, parts):
+    """c = a @ b on `parts` threads: the f32 tile, or BLAS (typed in `_product_for`)."""
+
+
+@overload(_product)
+def _product_for(a, b, c, parts):
+    arrays = (a, b, c)
+    contiguous = all(x.layout == "C" for x in arrays)
+    if tile_is_faster() and contiguous and all(x.dtype == types.float32 for x in arrays):
+        return lambda a, b, c, parts: sgemm(a, b, c, parts)
+    if contiguous and all(x.dtype in _XXGEMM for x in arrays):
+        return lambda a, b, c, parts: _blas_split(a, b, c, parts)
+    return lambda a, b, c, parts: _blas(a, b, c, parts)
+
+
+def _xxgemm(dtype):
+    """Numba's own binding of BLAS `?gemm` (`numba_xxgemm`, the one its `np.dot` calls),
+    with leading dimensions, so that a block of columns is one call without a copy."""
+    p = types.CPointer(dtype)
+    return types.ExternalFunction("numba_xxgemm", types.intc(
+        types.char, types.char, types.char, types.intp, types.intp, types.intp,
+        p, p, types.intp, p, types.intp, p, p, types.intp))
+
+
+_XXGEMM = {types.float32: _xxgemm(types.float32), types.float64: _xxgemm(types.float64)}
+
+
+def _column_block(a, b, c, n0, n1):
+    """c[:, n0:n1] = a @ b[:, n0:n1], for C-contiguous a, b, c (typed below)."""
+
+
+@overload(_column_block)
+def _column_block_for(a, b, c, n0, n1):
+    xxgemm, kind = _XXGEMM[a.dtype], ord("s" if a.dtype == types.float32 else "d")
+    notrans = ord("n")
+
+    def block(a, b, c, n0, n1):  # column-major view: c.T[n0:n1] = b.T[n0:n1] @ a.T
+        one, zero = np.ones(1, a.dtype), np.zeros(1, a.dtype)
+        m, k = a.shape
+        n = b.shape[1]
+        xxgemm(kind, notrans, notrans, n1 - n0, m, k, one.ctypes, b[:, n0:].ctypes, n,
+               a.ctypes, max(k, 1), zero.ctypes, c[:, n0:].ctypes, n)
+    return block
+
+
+@njit(nogil=True, parallel=True)
+def _blas_columns(a, b, c, parts):
+    n = b.shape[1]
+    step = ((n + parts - 1) // parts + 15) // 16 * 16  # whole 64-byte lines of f32
+    for t in prange(parts):
+        n0 = min(n, t * step)
+        n1 = min(n, n0 + step)
+        if n1 > n0:
+            _column_block(a, b, c, n0, n1)
+
+
+@njit(nogil=True, parallel=True)
+def _blas_parallel(a, b, c, parts):
+    m = a.shape[0]
+    step = (m + parts - 1) // parts
+    for t in prange(parts):
+        r0 = min(m, t * step)
+        r1 = min(m, r0 + step)
+        if r1 > r0:
+            np.dot(a[r0:r1], b, c[r0:r1])
+
+
+@njit(nogil=True)
+def _blas(a, b, c, parts):
+    if parts > 1 and a.shape[0] >= 2 * parts:
+        _blas_parallel(a, b, c, parts)
+    else:
+        np.dot(a, b, c)
+
+
+@njit(nogil=True)
+def _blas_split(a, b, c, parts):
+    """Rows split between threads, or columns when there are few rows and K > 0."""
+    if parts > 1 and a.shape[0] < COLUMN_SPLIT_ROWS and a.shape[1] and \
+            b.shape[1] >= 32 * parts:
+        _blas_columns(a, b, c, parts)
+    else:
+        _blas(a, b, c, parts)
+
+
+@njit(nogil=True)
+def gemm(a, b, c, parts):
+    """c = a @ b (2-d, C-contiguous), split between `parts` threads when it is big enough."""
+    big = a.shape[0] * a.shape[1] * b.shape[1] >= GEMM_PAR_WORK
+    _product(a, b, c, parts if big else 1)
+
+
+@njit(nogil=True)
+def gemm_packed(a, panels, w, c, parts, epi):
+    """c = a @ w for a constant f32 weight w [K, N], also packed at compile time as `panels`
+    (`sgemm.sgemm_panels`): the tile on panels up to PANEL_MAX_ROWS rows (threads split the
+    panels, each keeping its own in its L2 from call to call) and on TILE_CPUS, with the
+    epilogue `epi` in its stores (returns True), else BLAS, without it (False)."""
+    m, n = c.shape
+    p = parts if m * a.shape[1] * n >= GEMV_PAR_WORK else 1
+    if m <= PANEL_MAX_ROWS or _tile_cpu():
+        sgemm_panels(a, panels, c, p, PANEL_MAX_ROWS + 1, epi)
+        return True
+    _blas_split(a, w, c, p)
+    return False
+
+
+@njit(nogil=True)
+def gemm_weight(a, w, packed, c, parts, gemv_rows):
+    """c = a @ w, `packed` being what lowering prepared of a constant weight: its panels
+    [ceil(N / 32), K, 32] (f32: `gemm_packed`), its one panel and its rows, flat (f32
+    narrower than a panel: `_narrow`), or `w` transposed (`gemv` for at most `gemv_rows`
+    rows), or empty (not a constant: `gemm`)."""
+    _by_weight(a, w, packed, c, parts, gemv_rows, no_epilogue())
+
+
+@njit(nogil=True)
+def gemm_weight_post(a, w, packed, c, parts, gemv_rows, epi):
+    """`gemm_weight`, applying the epilogue epi = (bias [N], residual [M*N], lo, hi, flags:
+    `f32_tile.post_tile_kernel`) in the tile's stores where the tile computes the product;
+    returns whether it did (if not, c holds the bare product)."""
+    return _by_weight(a, w, packed, c, parts, gemv_rows, epi)
+
+
+def _by_weight(a, w, packed, c, parts, gemv_rows, epi):
+    """`gemm_weight_post`'s product, chosen by the type of `packed` (in `_by_weight_for`)."""
+
+
+@overload(_by_weight)
+def _by_weight_for(a, w, packed, c, parts, gemv_rows, epi):
+    if packed.ndim == 3:
+        return lambda a, w, packed, c, parts, gemv_rows, epi: gemm_packed(a, packed, w, c,
+                                                                          parts, epi)
+    if packed.ndim == 1:
+        return _narrow
+
+    def plain(a, w, packed, c, parts, gemv_rows, epi):
+        if packed.size and a.shape[0] <= gemv_rows:
+            gemv(a, packed, c, parts)
+        else:
+            gemm(a, w, c, parts)
+        return False
+    return plain
+
+
+def _narrow(a, w, packed, c, parts, gemv_rows, epi):
+    """A weight narrower than one panel, packed flat as its panel [K, WIDTH] then its rows
+    wt [N, K] (`templates.gemm.narrow`): `gemv` on the rows for at most `gemv_rows` rows of
+    `a`, which reads N of the panel's 32 columns (784 x 10: 1.1 us against 1.9), else
+    the tile on the panel."""
+    k, n = w.shape
+    if a.shape[0] <= gemv_rows:
+        gemv(a, packed[k * WIDTH:].reshape((n, k)), c, parts)
+        return False
+    return gemm_packed(a, packed[:k * WIDTH].reshape((1, k, WIDTH)), w, c, parts, epi)
+
+
+@njit(nogil=True, parallel=True)
+def _batched_parallel(a, b, c, parts):
+    nb = a.shape[0]
+    for t in prange(parts):
+        for i in range(t, nb, parts):
+            _product(a[i], b[i], c[i], 1)
+
+
+@njit(nogil=True)
+def gemm_batched(a, b, c, parts):
+    """c[i] = a[i] @ b[i] (3-d), batch entries split between `parts` threads."""
+    if parts > 1 and a.shape[0] >= parts and \
+            a.size * b.shape[2] >= GEMM_PAR_WORK:
+        _batched_parallel(a, b, c, parts)
+    else:
+        for i in range(a.shape[0]):
+            gemm(a[i], b[i], c[i], parts)

@@ -1,0 +1,152 @@
+"""The row template: softmax, log_softmax, layer_norm, sum, mean and amax as row kernels.
+
+The input is viewed as `[outer, R, inner]` where `R` spans the reduced dims (which must be
+adjacent). With `inner == 1` (the usual last-dim case) each row is contiguous and rows run
+in `prange`; otherwise the kernel walks `inner` columns side by side.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cuvil.ir.graph import Node
+from cuvil.ir.types import DType, is_static
+from cuvil.lower.physical import layout_perm, np_name
+from cuvil.lower.spec import THREADS, KernelSpec, Unsupported
+from cuvil.ops.reduce import norm_dims
+from cuvil.targets.cpu.templates.elementwise import literal, math_call
+from cuvil.targets.cpu.templates.loops import indent
+
+
+def reduced_dims(node: Node, rank: int) -> tuple[int, ...]:
+    if node.op in ("softmax", "log_softmax"):
+        return norm_dims(node.attrs["dim"], rank, node.op)
+    if node.op == "layer_norm":
+        return tuple(range(rank - len(node.attrs["normalized_shape"]), rank))
+    return norm_dims(node.attrs["dim"], rank, node.op)
+
+
+def generate(group, ctx) -> KernelSpec:
+    nodes = group.node_list(ctx)
+    if len(nodes) != 1:
+        raise Unsupported("row kernels take one op")
+    node = nodes[0]
+    x = ctx.type(node.inputs[0])
+    library = _library(node, x, ctx)
+    if library is not None:
+        return library
+    dims = reduced_dims(node, x.rank)
+    if dims and list(dims) != list(range(dims[0], dims[-1] + 1)):
+        raise Unsupported(f"{node.op} over non-adjacent dims {dims}")
+    lo, hi = (dims[0], dims[-1] + 1) if dims else (0, 0)
+    inner_one = all(is_static(d) and d == 1 for d in x.shape[hi:])
+    gen = _ROW if inner_one else _STRIDED
+    if node.op not in gen:
+        raise Unsupported(f"no row kernel for {node.op}")
+    keeps_shape = node.op in ("softmax", "log_softmax", "layer_norm")
+    view = _views(x.rank, lo, hi, inner_one, keeps_shape)
+    params, args = ["x0"], [node.inputs[0]]
+    if node.op == "layer_norm":
+        view += ["w = x1.reshape((rl,))", "b = x2.reshape((rl,))"]
+        params += ["x1", "x2"]
+        args += list(node.inputs[1:3])
+    acc = DType.i64 if node.type.dtype in (DType.i32, DType.i64, DType.bool, DType.u8,
+                                           DType.i8) else node.type.dtype
+    per_row = gen[node.op](node, acc)
+    if any("fr" in ln for ln in per_row):
+        view.append(f"fr = {np_name(acc)}(rl)")
+    body = ["for r in prange(nr):"] + indent(per_row, 1)
+    serial = ["for r in range(nr):"] + indent(per_row, 1)
+    parallel = ctx.worth_parallel(x.shape, 3 if keeps_shape else 1)
+    lines = view + ([f"if nr * rl * ni < {ctx.par_min} or nr == 1:"] + indent(serial, 1)
+                    + ["else:"] + indent(body, 1) if parallel else serial)
+    return KernelSpec("rows", [*params, "out"], [*args, group.output], lines, parallel,
+                      fastmath="rows")
+
+
+def _views(rank: int, lo: int, hi: int, inner_one: bool, keeps_shape: bool) -> list[str]:
+    """The kernel's first lines: x0 seen as [rows, reduced, inner] (`nr`, `rl`, `ni`; the
+    inner dim dropped when it is 1) and `out` as the same, or without the reduced dim."""
+    shape = [f"x0.shape[{i}]" for i in range(rank)]
+
+    def prod(ds: list[str]) -> str:
+        return " * ".join(ds) or "1"
+
+    view = [f"nr = {prod(shape[:lo])}", f"rl = {prod(shape[lo:hi])}"]
+    if inner_one:
+        return view + ["ni = 1", "x = x0.reshape((nr, rl))",
+                       "o = out.reshape((nr, rl))" if keeps_shape else "o = out.reshape((nr,))"]
+    return view + [f"ni = {prod(shape[hi:])}", "x = x0.reshape((nr, rl, ni))",
+                   "o = out.reshape((nr, rl, ni))" if keeps_shape else
+                   "o = out.reshape((nr, ni))"]
+
+
+def _library(node: Node, x, ctx) -> KernelSpec | None:
+    """A float layer norm of contiguous rows as `runtime.rows.layer_norm_rows` itself."""
+    if node.op != "layer_norm" or not x.dtype.is_float or x.dtype == DType.bf16 or \
+            any(layout_perm(ctx.type(v)) != tuple(range(ctx.type(v).rank))
+                for v in (*node.inputs[:3], node.name)) or \
+            any(ctx.type(v).dtype != x.dtype for v in node.inputs[1:3]):
+        return None
+    eps = ctx.prepare(f"eps.{node.attrs['eps']}", np.array([node.attrs["eps"]], np.float64))
+    mode = ctx.prepare(f"rows.{ctx.par_min}", np.array([ctx.par_min], np.int64))
+    return KernelSpec("rows", ["x", "w", "b", "eps", "mode", "parts", "out"],
+                      [*node.inputs[:3], eps, mode, THREADS, node.name], [],
+                      note="layer norm", library="layer_norm_rows")
+
+
+def _softmax(node: Node, acc: DType) -> list[str]:
+    one = literal(1, acc)
+    lines = ["m = vmax(x[r])",
+             f"s = {literal(0, acc)}", "for j in range(rl):",
+             f"    e = {math_call('exp', 'x[r, j] - m', acc)}"]
+    if node.op == "softmax":
+        return lines + ["    o[r, j] = e", "    s += e", f"inv = {one} / s", "for j in range(rl):",
+                        "    o[r, j] *= inv"]
+    return lines + ["    s += e", "lse = m + np.log(s)", "for j in range(rl):",
+                    "    o[r, j] = x[r, j] - lse"]
+
+
+def _layer_norm(node: Node, acc: DType) -> list[str]:
+    zero, eps = literal(0, acc), literal(node.attrs["eps"], acc)
+    return [f"s = {zero}", "for j in range(rl):", "    s += x[r, j]", "mean = s / fr",
+            f"v = {zero}", "for j in range(rl):", "    d = x[r, j] - mean", "    v += d * d",
+            f"inv = {literal(1, acc)} / np.sqrt(v / fr + {eps})", "for j in range(rl):",
+            "    o[r, j] = (x[r, j] - mean) * inv * w[j] + b[j]"]
+
+
+def _reduce(node: Node, acc: DType) -> list[str]:
+    if node.op == "amax":
+        return ["o[r] = vamax(x[r])"]
+    lines = [f"s = {literal(0, acc)}", "for j in range(rl):", f"    s += {np_name(acc)}(x[r, j])"]
+    return lines + (["o[r] = s / fr"] if node.op == "mean" else ["o[r] = s"])
+
+
+def _reduce_strided(node: Node, acc: DType) -> list[str]:
+    first = "x[r, 0, i]" if node.op == "amax" else literal(0, acc)
+    step = "vmaximum(x[r, j, i], o[r, i])" if node.op == "amax" else "o[r, i] + x[r, j, i]"
+    start = "1" if node.op == "amax" else "0"
+    lines = ["for i in range(ni):", f"    o[r, i] = {first}", f"for j in range({start}, rl):",
+             "    for i in range(ni):", f"        o[r, i] = {step}"]
+    if node.op == "mean":
+        lines += ["for i in range(ni):", "    o[r, i] = o[r, i] / fr"]
+    return lines
+
+
+def _softmax_strided(node: Node, acc: DType) -> list[str]:
+    lines = ["for i in range(ni):", "    m = x[r, 0, i]", "    for j in range(1, rl):",
+             "        m = vmaximum(x[r, j, i], m)", f"    s = {literal(0, acc)}",
+             "    for j in range(rl):", f"        s += {math_call('exp', 'x[r, j, i] - m', acc)}"]
+    if node.op == "softmax":
+        e = math_call("exp", "x[r, j, i] - m", acc)
+        lines += ["    for j in range(rl):", f"        o[r, j, i] = {e} / s"]
+    else:
+        lines += ["    lse = m + np.log(s)", "    for j in range(rl):",
+                  "        o[r, j, i] = x[r, j, i] - lse"]
+    return lines
+
+
+_ROW = {"softmax": _softmax, "log_softmax": _softmax, "layer_norm": _layer_norm,
+        "sum": _reduce, "mean": _reduce, "amax": _reduce}
+_STRIDED = {"softmax": _softmax_strided, "log_softmax": _softmax_strided,
+            "sum": _reduce_strided, "mean": _reduce_strided, "amax": _reduce_strided}

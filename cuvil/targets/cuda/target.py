@@ -1,0 +1,61 @@
+"""`CudaTarget`: cost parameters of the GPU and its kernel generators.
+
+Kernels are plain `numba.cuda` functions decorated with the runtime's `cuda_kernel`
+(`cuvil.targets.cuda.runtime.launch`), which compiles them and launches one thread per output
+element in a grid-stride loop: the generated text stays readable and the same under the
+CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`) and on a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cuvil.lower.target import Target
+from cuvil.targets.cuda import PARAMS
+from cuvil.targets.cuda.templates import (
+    attention,
+    conv,
+    elementwise,
+    gemm,
+    pool,
+    recurrent,
+    rows,
+    transfer,
+)
+
+# Device functions a kernel body may call (`cuvil.targets.cuda.runtime.device`), by name.
+DEVICE_FUNCTIONS = ("vexp", "vtanh", "verf", "vsigmoid", "vmax", "vamax", "vmaximum",
+                    "vminimum", "vrsqrt")
+GENERATORS = {"elementwise": elementwise.generate, "gemm": gemm.generate,
+              "rows": rows.generate, "conv": conv.generate, "pool": pool.generate,
+              "attention": attention.generate, "transfer": transfer.generate,
+              "recurrent": recurrent.generate}
+
+
+@dataclass
+class CudaTarget(Target):
+    """numba.cuda on one GPU; figures from `PARAMS` (an H200-class device, PCIe link)."""
+
+    name: str = "cuda"
+    gflops: float = PARAMS["gflops"]
+    gbps: float = PARAMS["gbps"]
+    launch_us: float = PARAMS["launch_us"]
+    device: str = "cuda"
+    link_gbps: float = PARAMS["link_gbps"]
+    kernel_decorator: str = "@cuda_kernel(fastmath={fastmath})"
+    parallel_decorator: str = "@cuda_kernel(fastmath={fastmath})"
+
+    def __post_init__(self):
+        if not self.generators:
+            self.generators = dict(GENERATORS)
+
+    @property
+    def cost_params(self) -> dict[str, float]:
+        return {**super().cost_params, "link_gbps": self.link_gbps}
+
+    def imports(self, body: str) -> str:
+        lines = ["import math", "import numpy as np", "from numba import cuda"]
+        drivers = [n for n in ("cuda_kernel", "transfer", *DEVICE_FUNCTIONS) if f"{n}(" in body]
+        if drivers:
+            lines.append(f"from cuvil.targets.cuda.runtime import {', '.join(drivers)}")
+        return "\n".join(lines) + "\n"

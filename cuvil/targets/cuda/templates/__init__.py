@@ -1,0 +1,8 @@
+"""The CUDA target's templates: numba.cuda kernels from the same op definitions as the CPU's.
+
+Each module's `generate` (`elementwise`, `gemm`, `rows`, `conv`, `pool`, `attention`,
+`recurrent`) writes `@cuda_kernel` functions that the target's runtime
+(`cuvil.targets.cuda.runtime`) compiles and launches over the output; `transfer` lowers the
+`to_device` conversions at device boundaries as copies. `cuvil.targets.cuda.target` lists
+them by family.
+"""
