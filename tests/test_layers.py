@@ -95,3 +95,31 @@ def test_imports_inside_functions_and_from_the_package_count(tmp_path, source, f
     path = tmp_path / "m.py"
     path.write_text(source)
     assert [package_of(parts) for _, parts in imported(path)] == [found]
+
+
+# Modules that import a module named at run time that is not Cuvil's: the user's model
+# (`cuvil import mymodel:make`) and the modules of a model's output containers.
+IMPORTS_BY_NAME = {"cli/models.py", "ir/outputs.py"}
+# Owned by the move of the kernel templates into `cuvil/targets/` (issue 47, another part).
+IMPORTS_BY_NAME_PENDING = {"lower/target.py", "lower/cuda/target.py"}
+
+
+def imports_by_name(path: Path) -> list[int]:
+    """The lines of `path` that call `importlib.import_module` or `__import__`."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if name in ("import_module", "__import__"):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_every_cuvil_import_is_a_plain_import():
+    """A reader, and this file's static walk, follows every import: none by a name built at
+    run time (`importlib.import_module("cuvil." + name)`)."""
+    bad = [f"{path.relative_to(ROOT.parent)}:{line}" for path in modules()
+           if path.relative_to(ROOT).as_posix() not in IMPORTS_BY_NAME | IMPORTS_BY_NAME_PENDING
+           for line in imports_by_name(path)]
+    assert not bad, "imports by name (import the module plainly):\n" + "\n".join(bad)

@@ -7,16 +7,16 @@ Compiling that module into a callable is `cuvil.runtime.compile_graph`. Names lo
 
 from __future__ import annotations
 
-import importlib
-
-_LAZY = {"lower_to_source": "cuvil.lower.compile",
-         "Target": "cuvil.lower.target", "CpuTarget": "cuvil.lower.target",
-         "get_target": "cuvil.lower.target", "register_target": "cuvil.lower.target"}
-
-__all__ = list(_LAZY)
+__all__ = ["lower_to_source", "Target", "CpuTarget", "get_target", "register_target"]
 
 
 def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'cuvil.lower' has no attribute {name!r}")
-    return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "lower_to_source":
+        from cuvil.lower.compile import lower_to_source
+
+        return lower_to_source
+    if name in ("Target", "CpuTarget", "get_target", "register_target"):
+        import cuvil.lower.target
+
+        return getattr(cuvil.lower.target, name)
+    raise AttributeError(f"module 'cuvil.lower' has no attribute {name!r}")

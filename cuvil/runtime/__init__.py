@@ -11,16 +11,20 @@ Names load lazily: importing the package imports neither Numba nor torch.
 
 from __future__ import annotations
 
-import importlib
-
-_LAZY = {"compile_graph": "cuvil.runtime.build", "CompiledGraph": "cuvil.runtime.compiled",
-         "CompileReport": "cuvil.lower.report", "FallbackReport": "cuvil.lower.report",
-         "KernelReport": "cuvil.lower.report"}
-
-__all__ = list(_LAZY)
+__all__ = ["compile_graph", "CompiledGraph", "CompileReport", "FallbackReport", "KernelReport"]
 
 
 def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'cuvil.runtime' has no attribute {name!r}")
-    return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "compile_graph":
+        from cuvil.runtime.build import compile_graph
+
+        return compile_graph
+    if name == "CompiledGraph":
+        from cuvil.runtime.compiled import CompiledGraph
+
+        return CompiledGraph
+    if name in ("CompileReport", "FallbackReport", "KernelReport"):
+        import cuvil.lower.report
+
+        return getattr(cuvil.lower.report, name)
+    raise AttributeError(f"module 'cuvil.runtime' has no attribute {name!r}")

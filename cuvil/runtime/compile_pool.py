@@ -153,13 +153,12 @@ def compile_cold(jobs: list[tuple[Job, object]], workers: int | None = None) -> 
 def cold_drivers(helpers: dict[str, str]) -> set[str]:
     """The shared drivers among `helpers` (name -> runtime module) compiled neither in this
     process nor ever before (no index file in their on-disk cache, `numba_cache`). A helper
-    that is an `overload` (`vmath.verf`) is inlined where it is called: never cold."""
-    import importlib
-
+    that is an `overload` (`vmath.verf`) is inlined where it is called: never cold. The
+    kernels' modules imported each helper's module already."""
     cold = set()
     for name, module in helpers.items():
-        fn = getattr(importlib.import_module(module), name)
-        if hasattr(fn, "overloads") and not fn.overloads and \
+        fn = getattr(sys.modules.get(module), name, None)
+        if fn is not None and hasattr(fn, "overloads") and not fn.overloads and \
                 not os.path.exists(fn._cache._cache_file._index_path):
             cold.add(name)
     return cold
