@@ -4,6 +4,8 @@ a worker that fails costs nothing but time; the shares balance the expected work
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from runtime_support import KERNEL_SOURCE, B, t
@@ -60,9 +62,9 @@ def test_a_failing_worker_leaves_the_compile_to_this_process(tmp_path, monkeypat
 
     real, started = compile_pool._start, []
 
-    def failing(share):
+    def failing(share, shares):
         started.append(share)
-        return real([Job("/nonexistent/cuvil_0.py", "kernel", ())])
+        return real([Job("/nonexistent/cuvil_0.py", "kernel", ())], shares)
 
     monkeypatch.setattr(compile_pool, "_start", failing)
     jobs = []
@@ -76,6 +78,26 @@ def test_a_failing_worker_leaves_the_compile_to_this_process(tmp_path, monkeypat
     assert len(left) == 1  # the failed worker's, and nothing of it in Numba's cache:
     assert compile_pool.is_cold(left[0], [(nbtypes.int64,)])
     assert [fn(4) for _, fn in jobs] == [13, 13]
+
+
+def test_the_workers_stay_warm_between_compiles(tmp_path):
+    """Two compiles of cold kernels, one after the other: the second's share goes to the
+    same worker process (loky's reusable executor), and every kernel computes what its
+    Python function does."""
+    from cuvil.runtime.module_cache import import_file
+
+    pids = []
+    for n in range(2):
+        jobs = []
+        for name in (f"cuvil_warm_{n}_a", f"cuvil_warm_{n}_b"):
+            (tmp_path / f"{name}.py").write_text(KERNEL_SOURCE)
+            kernel = import_file(tmp_path / f"{name}.py").kernel
+            jobs.append((Job(str(tmp_path / f"{name}.py"), "kernel", ((("int64",),),)), kernel))
+        done = compile_pool.compile_cold(jobs, workers=2)
+        assert done.workers == 1 and len(done.pids) == 1
+        pids += done.pids
+        assert [fn(4) for _, fn in jobs] == [fn.py_func(4) for _, fn in jobs]
+    assert pids[0] == pids[1] != os.getpid()
 
 
 @pytest.mark.parametrize("value", ["two", "0", "-1"])
