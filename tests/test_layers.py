@@ -4,7 +4,7 @@
        <- frontend <- onnx <- zoo <- cache <- options <- pipeline <- dump, dynamo, live <- cli, demo
        <- the `cuvil` package itself
 
-with the utilities (`errors`, `atomic`, `aligned`, `paths`, `trace`, `progress`,
+with the utilities (`errors`, `atomic`, `aligned`, `paths`, `disk_store`, `trace`, `progress`,
 `gc_pause`) below them all. Every import of every module counts, those inside functions
 too: a lazy import is still a dependency. A module may import its own package and any
 lower one.
@@ -22,7 +22,7 @@ import cuvil
 ROOT = Path(cuvil.__file__).parent
 
 LAYERS = [
-    {"errors", "atomic", "aligned", "paths", "trace", "progress", "gc_pause"},
+    {"errors", "atomic", "aligned", "paths", "trace", "progress", "gc_pause", "disk_store"},
     {"ir"}, {"ops"}, {"dsl"}, {"library"}, {"verify"}, {"egraph"}, {"lower"}, {"runtime"},
     {"quantize"},
     {"frontend"}, {"onnx"}, {"zoo"}, {"cache"}, {"options"}, {"pipeline"},

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from cuvil.ir.graph import Graph
 
-FORMAT = 3
+FORMAT = 4  # the key of an entry in the safetensors format
 
 
 @dataclass(frozen=True)

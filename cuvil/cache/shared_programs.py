@@ -39,6 +39,7 @@ from cuvil.cache import remote
 from cuvil.cache.entry import Damaged
 from cuvil.cache.imports import key_digest
 from cuvil.cache.key import digest, digest_of
+from cuvil.disk_store import after_store
 from cuvil.paths import cache_dir
 
 FORMAT = b"1"
@@ -80,15 +81,13 @@ def fetch(parts: dict[str, str]) -> str | None:
     data = remote.get(bundle_key(parts), PREFIX)
     if data is None:
         return None
-    from cuvil.cache import evict
-
     try:
         files = decode(data)
         written = [len(body) for where, folder, name, body in files
                    if _write(where, folder, name, body)]
     except (Damaged, OSError, ValueError, KeyError, TypeError):
         return None
-    evict.after_store(sum(written))
+    after_store(sum(written))
     kernels = sum(name.endswith(".nbi") for _, _, name, _ in files)
     return (f"{len(files)} files ({len(written)} new here, {len(data) / 1e6:.1f} MB; Numba's code "
             f"for {kernels} kernels) from {remote.url()}")
