@@ -187,7 +187,7 @@ def _bindings(arrays: list[np.ndarray], tensors: dict[str, torch.Tensor]):
             continue
         name = f"c{len(stored)}"
         bindings.append(["bytes", name])
-        stored[name] = np.ascontiguousarray(a)
+        stored[name] = a if a.flags.c_contiguous else a.copy(order="C")  # 0-d stays 0-d
     return bindings, stored
 
 
