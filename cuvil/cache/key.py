@@ -107,11 +107,3 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
 def digest(data: str | bytes, size: int = 64) -> str:
     raw = data.encode() if isinstance(data, str) else data
     return hashlib.sha256(raw).hexdigest()[:size]
-
-
-def digest_of(chunks, size: int = 64) -> str:
-    """`digest` of the chunks' bytes one after another, without joining them."""
-    h = hashlib.sha256()
-    for chunk in chunks:
-        h.update(chunk)
-    return h.hexdigest()[:size]
