@@ -233,9 +233,12 @@ def _warm_up() -> None:
 def compile_share(share: list[tuple[str, str, tuple]]) -> int:
     """In a worker: compile each (module file, function, signatures); a failure skips to
     the next job. Returns this process's id."""
-    from cuvil.runtime.module_cache import import_file
+    from cuvil.runtime.module_cache import import_file, module_name
 
     for path, name, signatures in share:
+        known = sys.modules.get(module_name(path))
+        if known is not None and known.__file__ != path:  # imported from another cache
+            del sys.modules[module_name(path)]  # directory: its code would land there
         try:
             fn = getattr(import_file(path), name)
             for sig in signatures:

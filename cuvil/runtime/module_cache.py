@@ -44,10 +44,15 @@ def load_module(text: str, directory: str | os.PathLike | None = None) -> tuple[
     return import_file(path), path
 
 
+def module_name(path: str | os.PathLike) -> str:
+    """The name every process gives the generated module at `path`."""
+    return f"cuvil_kernels_{Path(path).stem.removeprefix('cuvil_')}"
+
+
 def import_file(path: str | os.PathLike) -> ModuleType:
     """Import the generated module at `path` (`<cache>/kernels/cuvil_<hash>.py`) under the
     name every process gives it."""
-    name = f"cuvil_kernels_{Path(path).stem.removeprefix('cuvil_')}"
+    name = module_name(path)
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)

@@ -5,6 +5,7 @@ a worker that fails costs nothing but time; the shares balance the expected work
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -98,6 +99,29 @@ def test_the_workers_stay_warm_between_compiles(tmp_path):
         pids += done.pids
         assert [fn(4) for _, fn in jobs] == [fn.py_func(4) for _, fn in jobs]
     assert pids[0] == pids[1] != os.getpid()
+
+
+def test_a_warm_worker_compiles_a_module_of_another_cache_directory_there(tmp_path):
+    """A worker that imported `cuvil_<key>.py` from one cache directory, given the same
+    file in another, leaves the code in the other's Numba cache."""
+    from numba.core import types as nbtypes
+
+    from cuvil.runtime.module_cache import import_file
+
+    for folder in ("one", "two"):
+        (tmp_path / folder).mkdir()
+        jobs = []
+        for name in ("cuvil_moved_a", "cuvil_moved_b"):
+            path = tmp_path / folder / f"{name}.py"
+            path.write_text(KERNEL_SOURCE)
+            kernel = import_file(path).kernel if folder == "one" else \
+                fresh_kernel(path, f"{folder}_{name}")  # the module name is one's
+            jobs.append((Job(str(path), "kernel", ((("int64",),),)), kernel))
+        done = compile_pool.compile_cold(jobs, workers=2)
+        assert done.workers == 1
+        for job, _ in jobs:
+            again = fresh_kernel(job.path, f"{folder}_again_{Path(job.path).stem}")
+            assert not compile_pool.is_cold(again, [(nbtypes.int64,)])
 
 
 @pytest.mark.parametrize("value", ["two", "0", "-1"])
