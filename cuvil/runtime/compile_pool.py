@@ -145,8 +145,10 @@ def compile_cold(jobs: list[tuple[Job, object]], workers: int | None = None) -> 
     futures = [_start(share, len(shares) - 1) for share in shares[1:]]
     for job in shares[0]:
         _compile_here(job, by_path[job.path])
-    wait(futures, timeout=WORKER_TIMEOUT_S)
-    pids = tuple(f.result() for f in futures if f.done() and f.exception() is None)
+    if wait(futures, timeout=WORKER_TIMEOUT_S).not_done:  # a worker stuck: stop them all
+        _executor(len(futures)).shutdown(wait=False, kill_workers=True)
+    pids = tuple(f.result() for f in futures
+                 if f.done() and not f.cancelled() and f.exception() is None)
     return Done(first + rest, len(futures), pids)
 
 
@@ -216,9 +218,15 @@ def _start(share: list[Job], shares: int) -> Future:
     """The share compiled by a worker of the reusable executor (of at least `shares`
     workers); its result is the worker's process id (a worker that dies fails the future:
     the caller compiles the share)."""
-    executor = get_reusable_executor(max_workers=max(shares, worker_count() - 1),
-                                     timeout=IDLE_S, initializer=_warm_up)
-    return executor.submit(compile_share, [(j.path, j.name, j.signatures) for j in share])
+    return _executor(shares).submit(compile_share,
+                                    [(j.path, j.name, j.signatures) for j in share])
+
+
+def _executor(shares: int):
+    """loky's reusable executor, of at least `shares` workers (one per core but this
+    process's, unless more shares are asked for)."""
+    return get_reusable_executor(max_workers=max(shares, worker_count() - 1),
+                                 timeout=IDLE_S, initializer=_warm_up)
 
 
 def _warm_up() -> None:

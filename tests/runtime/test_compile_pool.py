@@ -101,6 +101,27 @@ def test_the_workers_stay_warm_between_compiles(tmp_path):
     assert pids[0] == pids[1] != os.getpid()
 
 
+def test_a_stuck_worker_is_stopped_and_the_next_compile_gets_a_fresh_one(tmp_path,
+                                                                         monkeypatch):
+    from cuvil.runtime.module_cache import import_file
+
+    monkeypatch.setattr(compile_pool, "WORKER_TIMEOUT_S", 2)
+    stuck = tmp_path / "cuvil_stuck.py"
+    stuck.write_text("import time\ntime.sleep(60)\n" + KERNEL_SOURCE)
+    jobs = []
+    for name in ("cuvil_stuck_here_a", "cuvil_stuck_here_b"):
+        (tmp_path / f"{name}.py").write_text(KERNEL_SOURCE)
+        jobs.append((Job(str(tmp_path / f"{name}.py"), "kernel", ((("int64",),),)),
+                     import_file(tmp_path / f"{name}.py").kernel))
+    monkeypatch.setattr(compile_pool, "_balance", lambda rest, n: [rest[:1], [
+        Job(str(stuck), "kernel", ((("int64",),),))]])
+    done = compile_pool.compile_cold(jobs, workers=2)
+    assert done.workers == 1 and done.pids == ()
+    monkeypatch.undo()
+    (tmp_path / "after").mkdir()
+    test_the_workers_stay_warm_between_compiles(tmp_path / "after")
+
+
 def test_a_warm_worker_compiles_a_module_of_another_cache_directory_there(tmp_path):
     """A worker that imported `cuvil_<key>.py` from one cache directory, given the same
     file in another, leaves the code in the other's Numba cache."""
