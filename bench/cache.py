@@ -51,8 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cuvil  # noqa: E402
+from cuvil import disk_store as evict  # noqa: E402
 from cuvil import zoo  # noqa: E402
-from cuvil.cache import evict  # noqa: E402
 
 
 def versions(kind: str, model: torch.nn.Module, n: int):

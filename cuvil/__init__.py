@@ -15,28 +15,12 @@ Heavy modules (torch, egglog, numba) load on first use, so `cuvil --version` is 
 
 from __future__ import annotations
 
-import importlib
-
 from cuvil.errors import CuvilError, IRError, ShapeError, UnsupportedOpsError
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "Graph": "cuvil.ir",
-    "TensorType": "cuvil.ir",
-    "DType": "cuvil.ir",
-    "run": "cuvil.ops.execute",
-    "from_torch": "cuvil.frontend",
-    "from_onnx": "cuvil.onnx",
-    "optimize": "cuvil.pipeline",
-    "compile": "cuvil.pipeline",
-    "register_target": "cuvil.lower.custom",
-    "Quantize": "cuvil.quantize",
-    "Watch": "cuvil.live",
-    "graph_dump": "cuvil.dump",
-    "zoo": "cuvil.zoo",
-    "dynamo": "cuvil.dynamo",
-}
+_LAZY = ("Graph", "TensorType", "DType", "run", "from_torch", "from_onnx", "optimize",
+         "compile", "register_target", "Quantize", "Watch", "graph_dump", "zoo", "dynamo")
 
 __all__ = ["CuvilError", "IRError", "ShapeError", "UnsupportedOpsError", "__version__",
            *_LAZY]
@@ -48,9 +32,59 @@ def __getattr__(name: str):
     from cuvil import gc_pause
 
     with gc_pause.paused():  # imports make objects that live on (cuvil/gc_pause.py)
-        if _LAZY[name] == "cuvil.ir":
-            importlib.import_module("cuvil.ops")  # the catalog that types graph nodes
-        module = importlib.import_module(_LAZY[name])
-    value = module if name in ("zoo", "dynamo") else getattr(module, name)
+        value = _load(name)
     globals()[name] = value
     return value
+
+
+def _load(name: str):
+    """The public name `name`, imported from its home (`import cuvil.x`, never
+    `from cuvil import x`: that would ask this module's `__getattr__` for `x`)."""
+    if name in ("Graph", "TensorType", "DType"):
+        import cuvil.ir
+        import cuvil.ops  # noqa: F401  (the catalog that types graph nodes)
+
+        return getattr(cuvil.ir, name)
+    if name in ("optimize", "compile"):
+        import cuvil.pipeline
+
+        return getattr(cuvil.pipeline, name)
+    if name == "zoo":
+        import cuvil.zoo
+
+        return cuvil.zoo
+    if name == "dynamo":
+        import cuvil.dynamo
+
+        return cuvil.dynamo
+    return _load_function(name)
+
+
+def _load_function(name: str):
+    if name == "run":
+        from cuvil.ops.execute import run
+
+        return run
+    if name == "from_torch":
+        from cuvil.frontend import from_torch
+
+        return from_torch
+    if name == "from_onnx":
+        from cuvil.onnx import from_onnx
+
+        return from_onnx
+    if name == "register_target":
+        from cuvil.lower.custom import register_target
+
+        return register_target
+    if name == "Quantize":
+        from cuvil.quantize import Quantize
+
+        return Quantize
+    if name == "Watch":
+        from cuvil.live import Watch
+
+        return Watch
+    from cuvil.dump import graph_dump
+
+    return graph_dump

@@ -1,6 +1,6 @@
 """`cuvil.atomic`: a file written from chunks holds them one after another, and a failed
-write leaves the old file and no temporary behind; `digest_of` chunks is the digest of
-their bytes joined; a written file has the mode the umask gives, as `open()` would."""
+write leaves the old file and no temporary behind; a written file has the mode the umask
+gives, as `open()` would."""
 
 import os
 import stat
@@ -9,19 +9,11 @@ import numpy as np
 import pytest
 
 from cuvil.atomic import write_chunks, write_text
-from cuvil.cache.key import digest, digest_of
 
 
 def _chunks():
     weights = np.arange(12, dtype=np.float32).reshape(3, 4)
     return [b"head\n", memoryview(weights.reshape(-1).view(np.uint8)), b"", bytes(range(7))]
-
-
-def test_chunks_are_written_in_order_and_digested_as_one():
-    chunks = _chunks()
-    joined = b"".join(bytes(c) for c in chunks)
-    assert digest_of(chunks) == digest(joined) and digest_of(chunks, 40) == digest(joined, 40)
-    assert digest_of(chunks[:1]) != digest(joined)
 
 
 def test_a_file_from_chunks_holds_their_bytes(tmp_path):

@@ -1,74 +1,44 @@
-"""One cache entry as bytes: the optimized graph's text, its report as JSON and the raw bytes
-of the constants the optimizer made. No pickles: an entry from a shared cache is data.
+"""One cache entry as bytes: the optimized graph's text, its report as JSON and the
+constants the optimizer made, in a safetensors file (`tensor_entry`). No pickles: an
+entry from a shared cache is data.
 
-    CUVIL-GRAPH 3 <sha256 of everything after this line>
-    {"parts": ..., "graph": "graph mlp(...) {...}", "defs": [...], "report": {...},
-     "shared": [...], "made": {ref: [dtype, shape, offset, length]}}
-    <the made constants' bytes, one after another>
+    header: {"parts": ..., "graph": "graph mlp(...) {...}", "defs": [...],
+             "report": {...}, "shared": [...]}
+    tensors: the made constants, by ref
 
 Imported constants are not stored (`shared`): they come, by reference, from the fresh
 import, whose bytes the key proved equal. Composite ops come back by name from the rules.
-`decode` checks the checksum and the key before anything is used.
+`decode` checks the entry (`tensor_entry.unpack`: `Corrupt` when damaged) and the key
+before anything is used.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 from collections.abc import Callable
 from dataclasses import asdict, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cuvil.cache.key import Key, digest, tensor_bytes
+from cuvil.cache.tensor_entry import pack, unpack
 from cuvil.errors import CuvilError
 
 if TYPE_CHECKING:
-    import torch
-
+    from cuvil.cache.key import Key
     from cuvil.ir.graph import Graph
 
-MAGIC = b"CUVIL-GRAPH"
-VERSION = b"3"
+FORMAT = "cuvil-graph 4"
 
 
 class Damaged(CuvilError):
-    """An entry that fails its checksum, its key or its own structure."""
-
-
-def read_entry(path: Path, decode: Callable[[bytes], Any], errors) -> Any:
-    """`decode` of the file at `path`; None when it is missing, or when `decode` raises one
-    of `errors` (the compile's store writes it again). A hit refreshes the file's time,
-    which eviction reads as its last use."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    try:
-        found = decode(data)
-    except errors:
-        return None
-    with contextlib.suppress(OSError):
-        os.utime(path)
-    return found
+    """An entry of another key, or one that fails its own structure."""
 
 
 def encode(key: Key, optimized: Graph, imported: Graph) -> bytes:
     shared = imported_refs(optimized, imported)
-    made, blobs, offset = {}, [], 0
-    for ref, tensor in sorted(optimized.constants.items()):
-        if ref not in shared:
-            data = bytes(tensor_bytes(tensor))
-            made[ref] = [str(tensor.dtype).removeprefix("torch."), list(tensor.shape),
-                         offset, len(data)]
-            blobs.append(data)
-            offset += len(data)
+    made = {ref: t for ref, t in optimized.constants.items() if ref not in shared}
     header = {"parts": key.parts, "name": key.name, "graph": optimized.to_text(),
-              "defs": sorted(optimized.defs), "shared": shared, "made": made,
+              "defs": sorted(optimized.defs), "shared": shared,
               "report": report_json(optimized.report)}
-    body = json.dumps(header, sort_keys=True).encode() + b"\n" + b"".join(blobs)
-    return MAGIC + b" " + VERSION + b" " + digest(body).encode() + b"\n" + body
+    return pack(FORMAT, header, made)
 
 
 def imported_refs(optimized: Graph, imported: Graph) -> list[str]:
@@ -82,17 +52,11 @@ def decode(data: bytes, key: Key, imported: Graph,
            defs: Callable[[], dict[str, Any]]) -> Graph:
     """The graph in `data`, its constants from `imported` and the entry; its composite ops
     by name from `defs()` (called only when the graph uses some)."""
-    head, _, body = data.partition(b"\n")
-    if head.split(b" ") != [MAGIC, VERSION, digest(body).encode()]:
-        raise Damaged("checksum or format")
-    text, _, blob = body.partition(b"\n")
-    header = json.loads(text)
+    header, made = unpack(FORMAT, data)
     if header["parts"] != key.parts:
         raise Damaged("another key")
     constants = {ref: imported.constants[ref] for ref in header["shared"]}
-    for ref, (dtype, shape, offset, length) in header["made"].items():
-        raw = bytearray(blob[offset:offset + length])
-        constants[ref] = _tensor(raw, dtype, shape)
+    constants.update(made)
     from cuvil.ir.graph import Graph  # sympy: only on a hit of this cache
 
     graph = Graph.from_text(header["graph"], constants)
@@ -100,15 +64,6 @@ def decode(data: bytes, key: Key, imported: Graph,
     graph.defs = {name: known[name] for name in header["defs"]}
     graph.report = report_of(header["report"])
     return graph
-
-
-def _tensor(raw: bytearray, name: str, shape: list[int]) -> torch.Tensor:
-    import torch  # here, so that `cuvil cache info` never imports torch
-
-    dtype = getattr(torch, name)
-    if not raw:
-        return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
 
 
 def report_json(report: Any) -> dict | None:

@@ -1,68 +1,53 @@
 """One import-cache entry as bytes: the imported graph's text, its import report, and how
-each of its constants is found again. No pickles, like `entry.py`.
+each of its constants is found again, in a safetensors file (`tensor_entry`). No pickles,
+like `entry.py`.
 
-    CUVIL-IMPORT 1 <sha256 of everything after this line>
-    {"parts": ..., "graph": "graph MLP(...) {...}", "order": [...], "counter": 8,
-     "report": {...}, "constants": {ref: binding}}
-    <the bytes of the constants stored, one after another>
+    header: {"parts": ..., "graph": "graph MLP(...) {...}", "order": [...], "counter": 8,
+             "report": {...}, "constants": {ref: binding}}
+    tensors: the constants stored, by ref
 
 A constant is bound, on a hit, to the live model's own tensor: `["path", "fc.weight"]`
 (a parameter, buffer or tensor attribute the key covers, by its path in the model), or
 `["view", path, offset, shape, strides]` (a view of one, such as a bias reshaped to
 broadcast), or `["transpose", path, d0, d1]` (the transposed copy of a weight the importer
 makes for `matmul`); only what the import computed otherwise (a folded constant) is
-stored, as `["bytes", dtype, shape, offset, length]`. `decode` checks the checksum and the key, and
-that every tensor found has the dtype and shape its `const` node says.
+stored, as `["bytes"]`. `decode` checks the entry (`Corrupt` when damaged) and the key,
+and that every tensor found has the dtype and shape its `const` node says.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import torch
 
 from cuvil.cache.entry import Damaged
-from cuvil.cache.key import digest
+from cuvil.cache.tensor_entry import pack, unpack
 from cuvil.frontend.report import ImportReport, Source
 from cuvil.ir.graph import Graph
 from cuvil.ir.types import DType
 
-MAGIC = b"CUVIL-IMPORT"
-VERSION = b"2"
+FORMAT = "cuvil-import 3"
 
 
 def encode(parts: dict[str, str], graph: Graph, bindings: dict[str, list]) -> bytes:
     """The entry for `graph`; `bindings` say where each constant is found again
     (`["bytes"]` for one to store)."""
-    constants, blobs, offset = {}, [], 0
-    for ref, binding in sorted(bindings.items()):
-        if binding[0] == "bytes":
-            t = graph.constants[ref].detach().cpu().contiguous()
-            data = t.reshape(-1).view(torch.uint8).numpy().tobytes()
-            binding = ["bytes", str(t.dtype).removeprefix("torch."), list(t.shape), offset,
-                       len(data)]
-            blobs.append(data)
-            offset += len(data)
-        constants[ref] = binding
+    stored = {ref: graph.constants[ref] for ref, b in bindings.items() if b[0] == "bytes"}
     header = {"parts": parts, "graph": graph.to_text(), "order": list(graph.nodes),
               "counter": graph._counter, "report": report_json(graph.import_report),
               "ranges": {d: list(r) for d, r in graph.dim_ranges.items()},
-              "constants": constants}
-    body = json.dumps(header, sort_keys=True).encode() + b"\n" + b"".join(blobs)
-    return MAGIC + b" " + VERSION + b" " + digest(body).encode() + b"\n" + body
+              "constants": {ref: b[:1] if b[0] == "bytes" else b
+                            for ref, b in sorted(bindings.items())}}
+    return pack(FORMAT, header, stored)
 
 
 def decode(data: bytes, parts: dict[str, str], model: torch.nn.Module) -> Graph:
     """The graph in `data`, its constants bound to `model`'s tensors and the entry's."""
-    head, _, body = data.partition(b"\n")
-    if head.split(b" ") != [MAGIC, VERSION, digest(body).encode()]:
-        raise Damaged("checksum or format")
-    text, _, blob = body.partition(b"\n")
-    header = json.loads(text)
+    header, stored = unpack(FORMAT, data)
     if header["parts"] != parts:
         raise Damaged("another key")
-    constants = {ref: _bound(binding, model, blob)
+    constants = {ref: stored[ref] if binding[0] == "bytes" else _bound(binding, model)
                  for ref, binding in header["constants"].items()}
     graph = Graph.from_text(header["graph"], constants)
     if sorted(header["order"]) != sorted(graph.nodes) or set(constants) != set(graph.constants):
@@ -79,14 +64,8 @@ def decode(data: bytes, parts: dict[str, str], model: torch.nn.Module) -> Graph:
     return graph
 
 
-def _bound(binding: list, model: torch.nn.Module, blob: bytes) -> torch.Tensor:
+def _bound(binding: list, model: torch.nn.Module) -> torch.Tensor:
     kind = binding[0]
-    if kind == "bytes":
-        dtype, shape, offset, length = binding[1:]
-        raw = bytearray(blob[offset:offset + length])
-        if not raw:
-            return torch.empty(shape, dtype=getattr(torch, dtype))
-        return torch.frombuffer(raw, dtype=torch.uint8).view(getattr(torch, dtype)).reshape(shape)
     tensor = find(model, binding[1])
     if kind == "path":
         return tensor

@@ -7,8 +7,8 @@ second of a warm compile's 2.5-3 s before this cache).
 The key is `frontend.fingerprint`'s (a symbolic trace: the program, the leaf modules'
 configurations, the tensors, the inputs, global state, the path of the model's own code)
 with the format, Cuvil's source and torch's and Python's versions. The entry
-(`imports/<key>.cvi`, `import_entry.py`) is the imported graph with its constants bound to
-the live model's tensors on a hit.
+(`imports/<key>.cvi` of `cuvil.disk_store`, `import_entry.py`) is the imported graph with
+its constants bound to the live model's tensors on a hit.
 
 A miss imports as usual (torch.export) and stores the graph only when export agreed with
 the trace, so that the graph is a function of what the key covers:
@@ -40,20 +40,19 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from cuvil import gc_pause
-from cuvil.atomic import write_bytes
-from cuvil.cache.entry import Damaged, read_entry
+from cuvil.cache.entry import Damaged
 from cuvil.cache.key import digest
+from cuvil.disk_store import IMPORTS
 from cuvil.frontend.canonical import NotCacheable, tensor_digest
 from cuvil.frontend.codepath import CodePath, Unavailable, repeats
 from cuvil.frontend.fingerprint import Fingerprint, export_mode, fingerprint
-from cuvil.paths import cache_dir, source_hash
+from cuvil.paths import source_hash
 from cuvil.trace import Tracer
 
 if TYPE_CHECKING:
     from cuvil.ir.graph import Graph
 
-FORMAT = 1
-SUFFIX = ".cvi"
+FORMAT = 2
 # the status of a model keyed by a fake trace (`frontend/fake_fingerprint.py`) whose code
 # went the trace's way under export: no entry here, but the program cache stores it
 PROGRAM_ONLY = "miss, program cache only"
@@ -139,14 +138,13 @@ def load(parts: dict[str, str], model: torch.nn.Module) -> Graph | None:
 
         return decode(data, parts, model)
 
-    return read_entry(entry_path(parts), decoded,
-                      (Damaged, ValueError, KeyError, TypeError, RuntimeError, AttributeError))
+    return IMPORTS.load(key_digest(parts), decoded,
+                        (Damaged, ValueError, KeyError, TypeError, RuntimeError, AttributeError))
 
 
 def _store_checked(parts, fp: Fingerprint, path: CodePath | None, graph: Graph,
                    example_inputs: Any, dynamic_shapes: Any) -> str:
     """Store `graph` if export agreed with the trace; the import report's status."""
-    from cuvil.cache import evict
     from cuvil.cache.import_entry import encode
 
     try:
@@ -158,9 +156,7 @@ def _store_checked(parts, fp: Fingerprint, path: CodePath | None, graph: Graph,
         why = f"{type(e).__name__}: {e}"
     if why is not None:
         return f"miss, not stored: {why}"
-    with contextlib.suppress(OSError):  # a read-only cache costs the next compile an export
-        write_bytes(entry_path(parts), data)
-        evict.after_store(len(data))
+    IMPORTS.put(key_digest(parts), data)  # unless the cache is read-only
     return f"miss, stored (key {key_digest(parts)[:12]})"
 
 
@@ -251,8 +247,4 @@ def _binding(ref: str, t: torch.Tensor, tensors: dict[str, torch.Tensor],
 
 
 def entry_path(parts: dict[str, str]) -> Path:
-    return imports_dir() / f"{key_digest(parts)}{SUFFIX}"
-
-
-def imports_dir() -> Path:
-    return cache_dir() / "imports"
+    return IMPORTS.path(key_digest(parts))

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from cuvil.ir.graph import Graph
 
-FORMAT = 3
+FORMAT = 4  # the key of an entry in the safetensors format
 
 
 @dataclass(frozen=True)
@@ -107,11 +107,3 @@ def tensor_bytes(tensor: torch.Tensor) -> memoryview:
 def digest(data: str | bytes, size: int = 64) -> str:
     raw = data.encode() if isinstance(data, str) else data
     return hashlib.sha256(raw).hexdigest()[:size]
-
-
-def digest_of(chunks, size: int = 64) -> str:
-    """`digest` of the chunks' bytes one after another, without joining them."""
-    h = hashlib.sha256()
-    for chunk in chunks:
-        h.update(chunk)
-    return h.hexdigest()[:size]

@@ -16,24 +16,23 @@ trace, so the key says what the program is; `imports.program_storable`), for the
 alone, without quantization, and with no fallback but aten ops run through torch on the
 CPU (`runtime.calling.TorchFallback`: plain data, made without the graph).
 
-The entry (`programs/<key>.cvp`) is data, no pickles:
+The entry (`programs/<key>.cvp`, `cuvil.disk_store`) is data, no pickles: a safetensors
+file (`tensor_entry`) whose header is
 
-    CUVIL-PROGRAM 2 <sha256 of everything after this line>
     {"parts": ..., "entry": file, "kernels": [[name, file, signatures], ...],
      "spec": {...}, "consts": [binding, ...], "report": {...}}
-    <the bytes of the constants stored, one after another>
 
-`spec` is the `runtime.calling.CallSpec`. The entry and kernel modules are the module
-cache's files, named relative to the cache directory (so a directory moved elsewhere still
-serves); their Numba code is loaded from Numba's cache, and a kernel that cache no longer
-holds makes a miss. A constant is bound to the live model's tensor when the array
-the kernels read is that tensor's memory (`["path", "fc.bias"]`), else stored
-(`["bytes", dtype, shape, offset, length]`: a transposed or pre-packed weight).
+and whose tensors are the constants stored. `spec` is the `runtime.calling.CallSpec`. The
+entry and kernel modules are the module cache's files, named relative to the cache
+directory (so a directory moved elsewhere still serves); their Numba code is loaded from
+Numba's cache, and a kernel that cache no longer holds makes a miss. A constant is bound
+to the live model's tensor when the array the kernels read is that tensor's memory
+(`["path", "fc.bias"]`), else stored (`["bytes", name]`: a transposed or pre-packed
+weight, the entry's tensor `name`).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -43,19 +42,18 @@ import numpy as np
 import torch
 
 from cuvil import aligned
-from cuvil.atomic import write_chunks
-from cuvil.cache.entry import Damaged, read_entry, report_json
+from cuvil.cache.entry import Damaged, report_json
 from cuvil.cache.imports import key_digest, key_parts
-from cuvil.cache.key import digest, digest_of, rules_hash, versions
+from cuvil.cache.key import digest, rules_hash, versions
+from cuvil.cache.tensor_entry import pack, unpack
+from cuvil.disk_store import PROGRAMS
 from cuvil.ir.devices import on_host
 from cuvil.ir.torch_template import TorchCall
 from cuvil.lower.report import CompileReport, FallbackReport, KernelReport, StepReport
 from cuvil.paths import cache_dir
 from cuvil.runtime.calling import Array, CallSpec, Param, TorchFallback
 
-FORMAT = "2"
-MAGIC = b"CUVIL-PROGRAM"
-SUFFIX = ".cvp"
+FORMAT = "3"
 
 
 def key(fp, rules: Any, options: dict[str, Any]) -> dict[str, str]:
@@ -77,9 +75,9 @@ def load(parts: dict[str, str], tensors: dict[str, torch.Tensor], threads: int, 
         return lambda data: decode(data, parts, tensors, threads, details, shapes, where)
 
     # any failure to rebuild it: the slow way, stored
-    compiled = read_entry(entry_path(parts), decoded("program cache"), Exception)
+    compiled = PROGRAMS.load(key_digest(parts), decoded("program cache"), Exception)
     if compiled is None and (fetched := shared_programs.fetch(parts)) is not None:
-        compiled = read_entry(entry_path(parts), decoded("shared cache"), Exception)
+        compiled = PROGRAMS.load(key_digest(parts), decoded("shared cache"), Exception)
         if compiled is not None:
             compiled.report.program_cache += f"; the program and its code fetched: {fetched}"
     return compiled
@@ -87,39 +85,32 @@ def load(parts: dict[str, str], tensors: dict[str, torch.Tensor], threads: int, 
 
 def store(parts: dict[str, str], tensors: dict[str, torch.Tensor], compiled) -> bool:
     """Store `compiled` under `parts` if the entry can hold it; whether it was stored."""
-    from cuvil.cache import evict
-
     try:
-        chunks = encode(parts, compiled, tensors)
+        data = encode(parts, compiled, tensors)
     except (Damaged, TypeError, ValueError, AttributeError):
         return False
     from cuvil.cache import shared_programs
 
-    try:
-        write_chunks(entry_path(parts), chunks)
-    except OSError:  # a read-only cache: the next compile takes the slow way again
+    if not PROGRAMS.put(key_digest(parts), data):  # a read-only cache: the slow way again
         return False
     shared_programs.publish(parts, entry_path(parts), compiled)
-    evict.after_store(sum(len(c) for c in chunks))
     return True
 
 
-def encode(parts: dict[str, str], compiled, tensors: dict[str, torch.Tensor]) -> list:
-    """The entry's bytes as chunks: its first line, the header, then each stored constant's
-    bytes as a view of its array (no copy: BERT-base's weights and panels are ~700 MB)."""
+def encode(parts: dict[str, str], compiled, tensors: dict[str, torch.Tensor]) -> bytes:
+    """The entry's bytes: its header and the stored constants."""
     spec, report = compiled._spec, compiled.report
     if None in spec.torch_calls or (spec.own_containers and spec.output_tree is None) or \
             not all(on_host(d) for _, d in spec.slots):
         raise Damaged("a fallback that needs the graph, output containers torch cannot "
                       "write, or a device")
-    consts, blobs = _bindings(compiled._consts, tensors)
+    consts, stored = _bindings(compiled._consts, tensors)
     kernels = [[k.name, Path(k.module).name, [list(map(list, s)) for s in
                                              _signatures(compiled, k)]]
                for k in report.kernels]
     header = {"parts": parts, "entry": Path(report.module_path).name, "kernels": kernels,
               "spec": _spec_json(spec), "consts": consts, "report": _report_json(report)}
-    body = [json.dumps(header, sort_keys=True).encode() + b"\n", *blobs]
-    return [MAGIC + b" " + FORMAT.encode() + b" " + digest_of(body).encode() + b"\n", *body]
+    return pack(f"cuvil-program {FORMAT}", header, stored)
 
 
 def decode(data: bytes, parts: dict[str, str], tensors: dict[str, torch.Tensor],
@@ -128,14 +119,10 @@ def decode(data: bytes, parts: dict[str, str], tensors: dict[str, torch.Tensor],
     from cuvil.runtime.threads import choose_layer
 
     start = time.perf_counter()
-    head, _, body = data.partition(b"\n")
-    if head.split(b" ") != [MAGIC, FORMAT.encode(), digest(body).encode()]:
-        raise Damaged("checksum or format")
-    text, _, blob = body.partition(b"\n")
-    header = json.loads(text)
+    header, stored = unpack(f"cuvil-program {FORMAT}", data, "np")
     if header["parts"] != parts:
         raise Damaged("another key")
-    consts = [_const(b, tensors, blob) for b in header["consts"]]
+    consts = [_const(b, tensors, stored) for b in header["consts"]]
     spec = _spec_of(header["spec"])
     choose_layer()
     entry = _load_kernels(header["entry"], header["kernels"])
@@ -185,12 +172,12 @@ def _signatures(compiled, kernel: KernelReport) -> list[tuple]:
 
 
 def _bindings(arrays: list[np.ndarray], tensors: dict[str, torch.Tensor]):
-    """How each constant array is found again, and the bytes of those stored."""
+    """How each constant array is found again, and the arrays stored, by name."""
     at = {}
     for path, t in tensors.items():
         if t.is_cpu and t.untyped_storage().nbytes():
             at.setdefault((t.data_ptr(), tuple(t.shape), str(t.dtype)), path)
-    bindings, blobs, offset = [], [], 0
+    bindings, stored = [], {}
     for a in arrays:
         if not isinstance(a, np.ndarray):
             raise Damaged("a constant on a device")
@@ -199,19 +186,18 @@ def _bindings(arrays: list[np.ndarray], tensors: dict[str, torch.Tensor]):
         if found is not None and tensors[found].is_contiguous():
             bindings.append(["path", found])
             continue
-        data = memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
-        bindings.append(["bytes", a.dtype.str, list(a.shape), offset, len(data)])
-        blobs.append(data)
-        offset += len(data)
-    return bindings, blobs
+        name = f"c{len(stored)}"
+        bindings.append(["bytes", name])
+        stored[name] = a if a.flags.c_contiguous else a.copy(order="C")  # 0-d stays 0-d
+    return bindings, stored
 
 
-def _const(binding: list, tensors: dict[str, torch.Tensor], blob: bytes) -> np.ndarray:
+def _const(binding: list, tensors: dict[str, torch.Tensor], stored: dict) -> np.ndarray:
     if binding[0] == "path":
         return tensors[binding[1]].detach().numpy()
-    _, dtype, shape, offset, length = binding
-    out = aligned.empty(shape, dtype)  # aligned and writable, as the kernels were given
-    out.reshape(-1).view(np.uint8)[:] = np.frombuffer(blob, np.uint8, length, offset)
+    found = stored[binding[1]]
+    out = aligned.empty(found.shape, found.dtype)  # aligned and writable, as the kernels were
+    out[...] = found
     return out
 
 
@@ -335,4 +321,4 @@ class StoredOptimizeReport:
 
 
 def entry_path(parts: dict[str, str]) -> Path:
-    return cache_dir() / "programs" / f"{key_digest(parts)}{SUFFIX}"
+    return PROGRAMS.path(key_digest(parts))

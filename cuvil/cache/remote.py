@@ -1,8 +1,8 @@
 """The shared tier of the compile cache: a Redis server named by `CUVIL_CACHE_REDIS`.
 
-Optimized graphs are the same bytes as local files (`entry.py`: text, JSON and raw tensor
-bytes, checksummed; never pickles), under `cuvil:graph:<key digest>`; programs with their
-code are bundles under `cuvil:program:<key digest>` (`shared_programs.py`), written and
+Optimized graphs are the same bytes as local files (`entry.py`: a safetensors file with
+a content hash; never pickles), under `cuvil:graph:<key digest>`; programs with their code
+are bundles under `cuvil:program:<key digest>` (`shared_programs.py`), written and
 read only with the fleet secret. A server that cannot be reached gives one warning and the
 local cache alone for the rest of the process.
 
@@ -63,6 +63,12 @@ def put(key: str, data: bytes, prefix: str = PREFIX) -> None:
         client.set(prefix + key, data, ex=_ttl())
     except Exception as e:  # as in `get`
         _give_up(e)
+
+
+def damaged(kind: str, key: str, error: Exception) -> None:
+    """Warn of a shared entry whose bytes are not whole (`disk_store.Corrupt`)."""
+    warnings.warn(f"cuvil: the shared {kind} entry {key[:12]} is damaged ({error}); ignored, "
+                  "compiling here", RuntimeWarning, stacklevel=3)
 
 
 def signing() -> bool:

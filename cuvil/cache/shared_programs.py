@@ -14,11 +14,9 @@ as far as the object code beside them, which is what the signature is for.
 
 A bundle is keyed by the program's key and the machine (`nrt_cache.machine_key`: Numba's
 and llvmlite's versions, the CPU's name and features), so a machine never loads code built
-for another CPU. Its bytes:
-
-    CUVIL-BUNDLE 1 <sha256 of everything after this line>
-    {"files": [[where, folder, name, length], ...]}
-    <each file's bytes, one after another>
+for another CPU. Its bytes are an entry of `tensor_entry` (safetensors, content hash):
+the header `{"files": [[where, folder, name], ...]}`, and each file's bytes as the tensor
+`f<i>` (uint8).
 
 `where` is "cache" (`folder` inside the cache directory) or "package" (`folder` names a
 runtime driver's source file, relative to the cuvil package: Numba keeps its code in a
@@ -31,18 +29,20 @@ still cannot find sends the compile the slow way.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+import numpy as np
 
 from cuvil.atomic import write_bytes
 from cuvil.cache import remote
 from cuvil.cache.entry import Damaged
 from cuvil.cache.imports import key_digest
-from cuvil.cache.key import digest, digest_of
+from cuvil.cache.key import digest
+from cuvil.cache.tensor_entry import pack, unpack
+from cuvil.disk_store import Corrupt, after_store
 from cuvil.paths import cache_dir
 
-FORMAT = b"1"
-MAGIC = b"CUVIL-BUNDLE"
+FORMAT = "cuvil-bundle 2"
 PREFIX = "cuvil:program:"
 MAX_BYTES = 256 << 20  # a larger program (its stored constants) stays on its machine
 
@@ -80,15 +80,13 @@ def fetch(parts: dict[str, str]) -> str | None:
     data = remote.get(bundle_key(parts), PREFIX)
     if data is None:
         return None
-    from cuvil.cache import evict
-
     try:
         files = decode(data)
         written = [len(body) for where, folder, name, body in files
                    if _write(where, folder, name, body)]
     except (Damaged, OSError, ValueError, KeyError, TypeError):
         return None
-    evict.after_store(sum(written))
+    after_store(sum(written))
     kernels = sum(name.endswith(".nbi") for _, _, name, _ in files)
     return (f"{len(files)} files ({len(written)} new here, {len(data) / 1e6:.1f} MB; Numba's code "
             f"for {kernels} kernels) from {remote.url()}")
@@ -132,25 +130,21 @@ def _numba_files(dispatcher, root: Path) -> list[tuple[str, str, Path]]:
 
 def encode(files: list[tuple[str, str, str, bytes]]) -> bytes:
     """The bundle of (where, folder, name, bytes) files."""
-    header = {"files": [[where, folder, name, len(body)] for where, folder, name, body in files]}
-    body = [json.dumps(header, sort_keys=True).encode() + b"\n",
-            *(body for _, _, _, body in files)]
-    return b"".join([MAGIC, b" ", FORMAT, b" ", digest_of(body).encode(), b"\n", *body])
+    header = {"files": [[where, folder, name] for where, folder, name, _ in files]}
+    return pack(FORMAT, header, {f"f{i}": np.frombuffer(body, np.uint8)
+                                 for i, (_, _, _, body) in enumerate(files)})
 
 
 def decode(data: bytes) -> list[tuple[str, str, str, bytes]]:
     """(where, folder, name, bytes) of each file; `Damaged` if the bundle is not whole."""
-    head, _, body = data.partition(b"\n")
-    if head.split(b" ") != [MAGIC, FORMAT, digest(body).encode()]:
-        raise Damaged("a shared program bundle with a wrong checksum or format")
-    text, _, blob = body.partition(b"\n")
-    files, offset = [], 0
-    for where, folder, name, length in json.loads(text)["files"]:
-        files.append((where, folder, name, blob[offset:offset + length]))
-        offset += length
-    if offset != len(blob):
-        raise Damaged("a shared program bundle of the wrong length")
-    return files
+    try:
+        header, bodies = unpack(FORMAT, data, "np")
+    except Corrupt as e:
+        raise Damaged(f"a shared program bundle that is damaged ({e})") from None
+    if len(bodies) != len(header["files"]):
+        raise Damaged("a shared program bundle with files missing")
+    return [(where, folder, name, bodies[f"f{i}"].tobytes())
+            for i, (where, folder, name) in enumerate(header["files"])]
 
 
 def _write(where: str, folder: str, name: str, body: bytes) -> bool:

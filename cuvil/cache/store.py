@@ -4,34 +4,32 @@
 A lookup reads the local file, else the remote entry (and keeps a local copy); if neither
 holds the key, the same for the key with any values of the constants (`key.any_values`:
 a graph the optimizer made no constant for serves every weights-only update). Every entry
-is checked (checksum and key) before use; a damaged one is a miss and is rewritten. Files
-are written atomically, so any number of processes may store and read at once; a hit
-touches its file, and after a store the least recently used entries (graphs and kernel
-modules) are removed while the cache is over `CUVIL_CACHE_MAX_MB` (default 2048): the
-directory is scanned only when an estimate of its size passes the limit, or once a minute
-(`evict.after_store`).
+is checked (content hash and key) before use; a damaged one is a miss, with a warning,
+and is rewritten. The files are entries of `cuvil.disk_store` (`GRAPHS`): written
+atomically, refreshed by a hit, the least recently used removed while the cache is over
+`CUVIL_CACHE_MAX_MB`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cuvil.atomic import write_bytes, write_text
+from cuvil.atomic import write_text
 from cuvil.cache import remote
 from cuvil.cache.entry import Damaged, decode, encode, imported_refs
 from cuvil.cache.key import Key, any_values, digest
-from cuvil.paths import cache_dir
+from cuvil.disk_store import GRAPHS, Corrupt
 
 if TYPE_CHECKING:
     from cuvil.ir.graph import Graph
 
-SUFFIX = ".cvg"
 # What the cache supplies; every other attribute of a graph comes from the fresh import.
+# an entry of another key, or one this Cuvil cannot rebuild: a miss
+ERRORS = (Damaged, ValueError, KeyError, TypeError, RuntimeError)
 OPTIMIZED = frozenset({"name", "nodes", "inputs", "output_structure", "constants", "defs",
                        "report", "_counter", "mutations"})
 
@@ -55,37 +53,33 @@ def load(key: Key, imported: Graph, defs: Callable[[], dict[str, Any]]) -> Graph
 def store(key: Key, optimized: Graph, imported: Graph) -> None:
     """Write the entry for `key` here and to the shared cache (also for any values of the
     constants when the optimizer made none of its own); then keep the size limit."""
-    from cuvil.cache import evict
-
-    keys, stored = [key], 0
+    keys = [key]
     if len(imported_refs(optimized, imported)) == len(optimized.constants):  # none made
         keys.append(any_values(key, imported))
     for k in keys:
         data = encode(k, optimized, imported)
-        _write(entry_path(k), data)
+        GRAPHS.put(k.digest, data)
         remote.put(k.digest, data)
-        stored += len(data)
     with contextlib.suppress(OSError):
         write_text(_last_of(key), json.dumps(key.parts, sort_keys=True))
-    evict.after_store(stored)
 
 
 def _load(key: Key, imported: Graph, defs) -> tuple[Graph, str] | None:
-    path = entry_path(key)
-    data, where = _read(path), "local"
-    if data is None:
-        data, where = remote.get(key.digest), "shared"
+    graph = GRAPHS.load(key.digest, lambda data: decode(data, key, imported, defs), ERRORS)
+    if graph is not None:
+        return graph, "local"
+    data = remote.get(key.digest)
     if data is None:
         return None
     try:
         graph = decode(data, key, imported, defs)
-    except (Damaged, ValueError, KeyError, TypeError, RuntimeError):
+    except Corrupt as e:
+        remote.damaged("graph", key.digest, e)
         return None
-    if where == "shared":
-        _write(path, data)
-    else:
-        _touch(path)
-    return graph, where
+    except ERRORS:
+        return None
+    GRAPHS.put(key.digest, data)
+    return graph, "shared"
 
 
 def _finish(graph: Graph, imported: Graph, status: str) -> Graph:
@@ -124,30 +118,9 @@ def _change(part: str, now: str, then: str | None) -> str:
 
 
 def entry_path(key: Key) -> Path:
-    return graphs_dir() / f"{key.digest}{SUFFIX}"
-
-
-def graphs_dir() -> Path:
-    return cache_dir() / "graphs"
-
-
-def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
-
-
-def _write(path: Path, data: bytes) -> None:
-    with contextlib.suppress(OSError):  # a read-only cache costs the next compile a search
-        write_bytes(path, data)
-
-
-def _touch(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.utime(path)
+    return GRAPHS.path(key.digest)
 
 
 def _last_of(key: Key) -> Path:
     """Where the parts of the last key of `key`'s model are kept."""
-    return graphs_dir() / "last" / f"{key.identity or digest(key.name, 24)}.json"
+    return GRAPHS.folder() / "last" / f"{key.identity or digest(key.name, 24)}.json"

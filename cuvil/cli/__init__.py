@@ -6,14 +6,14 @@ User errors (`CuvilError`) print one line on stderr and exit 1; never a tracebac
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
 from cuvil import __version__
+from cuvil.cli import cache, check, dump, explain, export, import_, optimize, rules
 from cuvil.errors import CuvilError
 
-# Subcommand modules under cuvil.cli, in the order `--help` lists them.
-COMMANDS = ["import_", "check", "optimize", "explain", "dump", "export", "rules", "cache"]
+# The subcommands' modules, in the order `--help` lists them.
+COMMANDS = [import_, check, optimize, explain, dump, export, rules, cache]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,8 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="cuvil", description="Compile PyTorch models with declarative rewrite rules.")
     parser.add_argument("--version", action="version", version=f"cuvil {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        module = importlib.import_module(f"cuvil.cli.{name}")
+    for module in COMMANDS:
         module.add_parser(sub)
     return parser
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from cuvil.cache.evict import KINDS
+from cuvil.disk_store import KINDS
 
 
 def add_parser(subparsers) -> None:
@@ -31,7 +31,7 @@ def add_parser(subparsers) -> None:
 
 def run_info(args: argparse.Namespace) -> int:
     from cuvil.cache import remote
-    from cuvil.cache.evict import max_bytes, usage
+    from cuvil.disk_store import max_bytes, usage
     from cuvil.paths import cache_dir
 
     print(f"cache: {cache_dir()} (limit {max_bytes() / 1e6:.0f} MB, CUVIL_CACHE_MAX_MB)")
@@ -45,7 +45,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def run_clear(args: argparse.Namespace) -> int:
-    from cuvil.cache.evict import clear, usage
+    from cuvil.disk_store import clear, usage
 
     kinds = tuple(args.only or KINDS)
     before = usage()

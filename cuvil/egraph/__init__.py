@@ -9,15 +9,24 @@ on `options`, `worker` isolates a run, `handoff` starts it ahead of `torch.expor
 Names load on first use: unpickling a cached report must not import egglog and scipy.
 """
 
-import importlib
-
-_LAZY = {"Options": "options", "optimize_graph": "optimizer", "OptimizeReport": "report",
-         "Limits": "limits"}
-
-__all__ = sorted(_LAZY)
+__all__ = ["Limits", "OptimizeReport", "Options", "optimize_graph"]
 
 
 def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'cuvil.egraph' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"cuvil.egraph.{_LAZY[name]}"), name)
+    if name == "Options":
+        from cuvil.egraph.options import Options
+
+        return Options
+    if name == "optimize_graph":
+        from cuvil.egraph.optimizer import optimize_graph
+
+        return optimize_graph
+    if name == "OptimizeReport":
+        from cuvil.egraph.report import OptimizeReport
+
+        return OptimizeReport
+    if name == "Limits":
+        from cuvil.egraph.limits import Limits
+
+        return Limits
+    raise AttributeError(f"module 'cuvil.egraph' has no attribute {name!r}")

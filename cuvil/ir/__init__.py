@@ -5,8 +5,6 @@ Names are imported on first use, so that `cuvil.ir.structure` is importable with
 
 from __future__ import annotations
 
-import importlib
-
 _HOMES = {
     "Graph": "graph", "Node": "graph", "flatten": "structure", "unflatten": "structure",
     **{name: "types" for name in ("CONTIGUOUS", "NCHW", "NHWC", "Dim", "DType", "TensorType",
@@ -18,6 +16,13 @@ __all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str):
-    if name not in _HOMES:
+    home = _HOMES.get(name)
+    if home == "graph":
+        import cuvil.ir.graph as module
+    elif home == "structure":
+        import cuvil.ir.structure as module
+    elif home == "types":
+        import cuvil.ir.types as module
+    else:
         raise AttributeError(f"module 'cuvil.ir' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"cuvil.ir.{_HOMES[name]}"), name)
+    return getattr(module, name)

@@ -1,20 +1,20 @@
 """Checked rule libraries, kept so that the same rule files are parsed and checked once.
 
 The key is a hash of the rule files' paths and text and of Cuvil's own source; a library
-is kept in the process and, pickled, under `<cache>/rules/`. Loading the stock library
+is kept in the process and, pickled, under `<cache>/rules/` (`cuvil.disk_store.RULES`:
+written atomically, counted in the cache's size, never evicted). Loading the stock library
 from there takes milliseconds instead of the grammar build, parse and check (about half a
 second). Only libraries without errors are kept.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import pickle
 
-from cuvil.atomic import write_bytes
+from cuvil.disk_store import RULES
 from cuvil.library.checked import RuleLibrary
-from cuvil.paths import cache_dir, source_hash
+from cuvil.paths import source_hash
 
 _IN_PROCESS: dict[str, RuleLibrary] = {}
 
@@ -27,19 +27,15 @@ def key(texts: list[tuple[str, str]]) -> str:
     return h.hexdigest()
 
 
-def _file(k: str):
-    return cache_dir() / "rules" / f"{k}.pickle"
-
-
 def get(k: str | None) -> RuleLibrary | None:
     if k is None:
         return None
     if k not in _IN_PROCESS:
-        try:
-            with open(_file(k), "rb") as f:
-                _IN_PROCESS[k] = pickle.load(f)
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
+        found = RULES.load(k, pickle.loads, (EOFError, pickle.UnpicklingError, AttributeError,
+                                             ImportError, ValueError))
+        if found is None:
             return None
+        _IN_PROCESS[k] = found
     return _IN_PROCESS[k]
 
 
@@ -47,5 +43,5 @@ def put(k: str | None, library: RuleLibrary) -> None:
     if k is None:
         return
     _IN_PROCESS[k] = library
-    with contextlib.suppress(OSError):  # a read-only cache only costs the next process a parse
-        write_bytes(_file(k), pickle.dumps(library, protocol=pickle.HIGHEST_PROTOCOL))
+    # a read-only cache only costs the next process a parse
+    RULES.put(k, pickle.dumps(library, protocol=pickle.HIGHEST_PROTOCOL))

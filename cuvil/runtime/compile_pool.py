@@ -5,9 +5,10 @@ kernels is most of a compile (a ResNet block: 7.8 s of 11 s, three parallel kern
 Every kernel lives in a module file of its own with `cache=True` (`module_cache`), so a
 kernel compiled by another process lands in Numba's cache, where this process then loads
 it in milliseconds. `compile_cold` splits the kernels that are in neither this process
-nor that cache into one share per core, hands all shares but one to fresh worker
-processes (`python -m cuvil.runtime.compile_pool`, a JSON job on stdin), compiles the
-last share itself meanwhile, and waits for the workers.
+nor that cache into one share per core, hands all shares but one to the worker processes
+of loky's reusable executor, compiles the last share itself meanwhile, and waits for the
+workers. The workers outlive a compile (`IDLE_S`): the next compile's workers have Numba,
+its runtime and the shared drivers they compiled loaded already.
 
 A kernel that calls a shared driver not yet compiled (`numba_cache`: the first use of
 `conv2d_nchw_image` since Cuvil was installed or changed) is compiled here first, alone:
@@ -18,12 +19,12 @@ workers left in the cache and compiling anything still missing (with Numba's err
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 
+from loky import get_reusable_executor
 from numba.core import types as nbtypes
 from numba.core.registry import CPUDispatcher
 
@@ -32,6 +33,7 @@ from cuvil.runtime import nrt_cache
 from cuvil.runtime.lazy_link import install
 
 WORKER_TIMEOUT_S = 600
+IDLE_S = 300  # a worker left idle this long exits (and takes its warm Numba with it)
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,8 @@ def load_cached(cache, sig, target_context):
 @dataclass(frozen=True)
 class Done:
     jobs: list[Job]  # the jobs compiled here or by workers, for this call
-    workers: int  # worker processes started
+    workers: int  # worker shares handed out
+    pids: tuple[int, ...] = ()  # the worker processes that compiled them
 
 
 def compile_cold(jobs: list[tuple[Job, object]], workers: int | None = None) -> Done:
@@ -139,27 +142,25 @@ def compile_cold(jobs: list[tuple[Job, object]], workers: int | None = None) -> 
     if len(rest) < 2:
         return Done(first, 0)
     shares = _balance(rest, min(workers, len(rest)))
-    procs = [_start(share) for share in shares[1:]]
+    futures = [_start(share, len(shares) - 1) for share in shares[1:]]
     for job in shares[0]:
         _compile_here(job, by_path[job.path])
-    for proc in procs:
-        try:
-            proc.wait(timeout=WORKER_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    return Done(first + rest, len(procs))
+    if wait(futures, timeout=WORKER_TIMEOUT_S).not_done:  # a worker stuck: stop them all
+        _executor(len(futures)).shutdown(wait=False, kill_workers=True)
+    pids = tuple(f.result() for f in futures
+                 if f.done() and not f.cancelled() and f.exception() is None)
+    return Done(first + rest, len(futures), pids)
 
 
 def cold_drivers(helpers: dict[str, str]) -> set[str]:
     """The shared drivers among `helpers` (name -> runtime module) compiled neither in this
     process nor ever before (no index file in their on-disk cache, `numba_cache`). A helper
-    that is an `overload` (`vmath.verf`) is inlined where it is called: never cold."""
-    import importlib
-
+    that is an `overload` (`vmath.verf`) is inlined where it is called: never cold. The
+    kernels' modules imported each helper's module already."""
     cold = set()
     for name, module in helpers.items():
-        fn = getattr(importlib.import_module(module), name)
-        if hasattr(fn, "overloads") and not fn.overloads and \
+        fn = getattr(sys.modules.get(module), name, None)
+        if fn is not None and hasattr(fn, "overloads") and not fn.overloads and \
                 not os.path.exists(fn._cache._cache_file._index_path):
             cold.add(name)
     return cold
@@ -212,31 +213,44 @@ def _balance(jobs: list[Job], n: int) -> list[list[Job]]:
     return shares
 
 
-def _start(share: list[Job]) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "cuvil.runtime.compile_pool"],
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, text=True)
-    proc.stdin.write(json.dumps([[j.path, j.name, j.signatures] for j in share]))
-    proc.stdin.close()
-    return proc
+def _start(share: list[Job], shares: int) -> Future:
+    """The share compiled by a worker of the reusable executor (of at least `shares`
+    workers); its result is the worker's process id (a worker that dies fails the future:
+    the caller compiles the share)."""
+    return _executor(shares).submit(compile_share,
+                                    [(j.path, j.name, j.signatures) for j in share])
 
 
-def main() -> None:
-    """A worker: compile each job read from stdin; a failure skips to the next job."""
+def _executor(shares: int):
+    """loky's reusable executor, of at least `shares` workers (one per core but this
+    process's, unless more shares are asked for)."""
+    return get_reusable_executor(max_workers=max(shares, worker_count() - 1),
+                                 timeout=IDLE_S, initializer=_warm_up)
+
+
+def _warm_up() -> None:
+    """A worker's start: the threading layer, and the host target's own preparation (BLAS
+    single-threaded), as the parent sets them."""
     from cuvil.ir.devices import HOST, device
-    from cuvil.runtime.module_cache import import_file
     from cuvil.runtime.threads import choose_layer
 
     choose_layer()
     device(HOST).prepare()
-    for path, name, signatures in json.loads(sys.stdin.read()):
+
+
+def compile_share(share: list[tuple[str, str, tuple]]) -> int:
+    """In a worker: compile each (module file, function, signatures); a failure skips to
+    the next job. Returns this process's id."""
+    from cuvil.runtime.module_cache import import_file, module_name
+
+    for path, name, signatures in share:
+        known = sys.modules.get(module_name(path))
+        if known is not None and known.__file__ != path:  # imported from another cache
+            del sys.modules[module_name(path)]  # directory: its code would land there
         try:
             fn = getattr(import_file(path), name)
             for sig in signatures:
                 fn.compile(decode(sig))
         except Exception:  # noqa: BLE001,S112  (the parent compiles it and reports)
             continue
-
-
-if __name__ == "__main__":
-    main()
+    return os.getpid()

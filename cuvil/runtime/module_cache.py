@@ -21,9 +21,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from cuvil.atomic import write_text
+from cuvil.disk_store import KERNELS
 from cuvil.errors import CuvilError
-from cuvil.paths import cache_dir
 
 
 def module_key(text: str) -> str:
@@ -37,22 +36,23 @@ def load_module(text: str, directory: str | os.PathLike | None = None) -> tuple[
     if name in sys.modules:
         module = sys.modules[name]
         return module, Path(module.__file__)
-    path = cache_dir(directory) / "kernels" / f"cuvil_{key}.py"
-    try:
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            write_text(path, text)
-        else:
-            os.utime(path)  # used now: the cache's size limit evicts the least recent
-    except OSError as e:
-        raise CuvilError(f"cannot write the kernel cache at {path.parent}: {e.strerror} "
-                         "(set CUVIL_CACHE_DIR to a writable directory)") from None
+    path = KERNELS.path(key, directory)
+    if KERNELS.load(key, lambda data: data.decode("utf-8") == text, (UnicodeError,),
+                    directory) is not True and not KERNELS.put(key, text.encode(), directory):
+        raise CuvilError(f"cannot write the kernel cache at {path.parent} (set "
+                         "CUVIL_CACHE_DIR to a writable directory)")
     return import_file(path), path
+
+
+def module_name(path: str | os.PathLike) -> str:
+    """The name every process gives the generated module at `path`."""
+    return f"cuvil_kernels_{Path(path).stem.removeprefix('cuvil_')}"
 
 
 def import_file(path: str | os.PathLike) -> ModuleType:
     """Import the generated module at `path` (`<cache>/kernels/cuvil_<hash>.py`) under the
     name every process gives it."""
-    name = f"cuvil_kernels_{Path(path).stem.removeprefix('cuvil_')}"
+    name = module_name(path)
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, path)

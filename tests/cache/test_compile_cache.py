@@ -146,8 +146,9 @@ def test_damaged_entry_is_rebuilt(fresh_cache):
     for entry in fresh_cache.glob("graphs/*.cvg"):
         entry.write_bytes(entry.read_bytes()[:-7])  # truncated
     shutil.rmtree(fresh_cache / "programs")  # else the program cache serves it
-    y, status = compiled_state(Scale(5.0), x)
-    torch.testing.assert_close(y, 5.0 * x)
+    with pytest.warns(RuntimeWarning, match="graphs cache entry .* is damaged"):
+        y, status = compiled_state(Scale(5.0), x)
+    torch.testing.assert_close(y, Scale(5.0)(x))
     assert status == "miss: the entry for 'Scale' is missing or damaged"
 
 
@@ -186,11 +187,12 @@ def test_a_damaged_constant_made_by_the_optimizer_is_rebuilt(fresh_cache):
     y, _ = compiled_state(TwoScales(), x)
     (entry,) = fresh_cache.glob("graphs/*.cvg")
     data = entry.read_bytes()
-    assert b'"made": {"~fold' in data, "the optimizer made no constant: the test needs one"
+    assert b'"~fold' in data, "the optimizer made no constant: the test needs one"
     entry.write_bytes(data[:-4] + b"\x00" * 4)  # the constant's bytes, same size
     shutil.rmtree(fresh_cache / "programs")  # else the program cache serves it
-    again, status = compiled_state(TwoScales(), x)
-    torch.testing.assert_close(again, 6.0 * x)
+    with pytest.warns(RuntimeWarning, match="graphs cache entry .* is damaged"):
+        again, status = compiled_state(TwoScales(), x)
+    torch.testing.assert_close(again, TwoScales()(x))
     assert status == "miss: the entry for 'TwoScales' is missing or damaged"
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cuvil.cache import evict
+from cuvil import disk_store as evict
 from cuvil.errors import CuvilError
 
 

@@ -4,6 +4,9 @@ a worker that fails costs nothing but time; the shares balance the expected work
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 from runtime_support import KERNEL_SOURCE, B, t
@@ -60,9 +63,9 @@ def test_a_failing_worker_leaves_the_compile_to_this_process(tmp_path, monkeypat
 
     real, started = compile_pool._start, []
 
-    def failing(share):
+    def failing(share, shares):
         started.append(share)
-        return real([Job("/nonexistent/cuvil_0.py", "kernel", ())])
+        return real([Job("/nonexistent/cuvil_0.py", "kernel", ())], shares)
 
     monkeypatch.setattr(compile_pool, "_start", failing)
     jobs = []
@@ -76,6 +79,70 @@ def test_a_failing_worker_leaves_the_compile_to_this_process(tmp_path, monkeypat
     assert len(left) == 1  # the failed worker's, and nothing of it in Numba's cache:
     assert compile_pool.is_cold(left[0], [(nbtypes.int64,)])
     assert [fn(4) for _, fn in jobs] == [13, 13]
+
+
+def test_the_workers_stay_warm_between_compiles(tmp_path):
+    """Two compiles of cold kernels, one after the other: the second's share goes to the
+    same worker process (loky's reusable executor), and every kernel computes what its
+    Python function does."""
+    from cuvil.runtime.module_cache import import_file
+
+    pids = []
+    for n in range(2):
+        jobs = []
+        for name in (f"cuvil_warm_{n}_a", f"cuvil_warm_{n}_b"):
+            (tmp_path / f"{name}.py").write_text(KERNEL_SOURCE)
+            kernel = import_file(tmp_path / f"{name}.py").kernel
+            jobs.append((Job(str(tmp_path / f"{name}.py"), "kernel", ((("int64",),),)), kernel))
+        done = compile_pool.compile_cold(jobs, workers=2)
+        assert done.workers == 1 and len(done.pids) == 1
+        pids += done.pids
+        assert [fn(4) for _, fn in jobs] == [fn.py_func(4) for _, fn in jobs]
+    assert pids[0] == pids[1] != os.getpid()
+
+
+def test_a_stuck_worker_is_stopped_and_the_next_compile_gets_a_fresh_one(tmp_path,
+                                                                         monkeypatch):
+    from cuvil.runtime.module_cache import import_file
+
+    monkeypatch.setattr(compile_pool, "WORKER_TIMEOUT_S", 2)
+    stuck = tmp_path / "cuvil_stuck.py"
+    stuck.write_text("import time\ntime.sleep(60)\n" + KERNEL_SOURCE)
+    jobs = []
+    for name in ("cuvil_stuck_here_a", "cuvil_stuck_here_b"):
+        (tmp_path / f"{name}.py").write_text(KERNEL_SOURCE)
+        jobs.append((Job(str(tmp_path / f"{name}.py"), "kernel", ((("int64",),),)),
+                     import_file(tmp_path / f"{name}.py").kernel))
+    monkeypatch.setattr(compile_pool, "_balance", lambda rest, n: [rest[:1], [
+        Job(str(stuck), "kernel", ((("int64",),),))]])
+    done = compile_pool.compile_cold(jobs, workers=2)
+    assert done.workers == 1 and done.pids == ()
+    monkeypatch.undo()
+    (tmp_path / "after").mkdir()
+    test_the_workers_stay_warm_between_compiles(tmp_path / "after")
+
+
+def test_a_warm_worker_compiles_a_module_of_another_cache_directory_there(tmp_path):
+    """A worker that imported `cuvil_<key>.py` from one cache directory, given the same
+    file in another, leaves the code in the other's Numba cache."""
+    from numba.core import types as nbtypes
+
+    from cuvil.runtime.module_cache import import_file
+
+    for folder in ("one", "two"):
+        (tmp_path / folder).mkdir()
+        jobs = []
+        for name in ("cuvil_moved_a", "cuvil_moved_b"):
+            path = tmp_path / folder / f"{name}.py"
+            path.write_text(KERNEL_SOURCE)
+            kernel = import_file(path).kernel if folder == "one" else \
+                fresh_kernel(path, f"{folder}_{name}")  # the module name is one's
+            jobs.append((Job(str(path), "kernel", ((("int64",),),)), kernel))
+        done = compile_pool.compile_cold(jobs, workers=2)
+        assert done.workers == 1
+        for job, _ in jobs:
+            again = fresh_kernel(job.path, f"{folder}_again_{Path(job.path).stem}")
+            assert not compile_pool.is_cold(again, [(nbtypes.int64,)])
 
 
 @pytest.mark.parametrize("value", ["two", "0", "-1"])
