@@ -66,8 +66,7 @@ def load_targets() -> None:
     if _loaded:
         return
     _loaded = True
-    package = f"{__name__.split('.')[0]}.{TARGETS_FOLDER.name}"
-    for found in pkgutil.iter_modules([str(TARGETS_FOLDER)], prefix=f"{package}."):
+    for found in pkgutil.iter_modules([str(TARGETS_FOLDER)], prefix="cuvil.targets."):
         if found.ispkg:
             importlib.import_module(found.name)
 
