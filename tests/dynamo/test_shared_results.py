@@ -80,3 +80,4 @@ def test_each_multi_result_op_runs_once_per_step_with_eagers_gradients(counted):
             assert error < 1e-4, (step, name, error)
         for (name, b), c in zip(ours.named_buffers(), net.buffers(), strict=True):
             torch.testing.assert_close(b, c, msg=name)
+
