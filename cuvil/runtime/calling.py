@@ -75,12 +75,12 @@ class TorchFallback:
         pure = known_pure(self.call.target)
         result = self._result(env, shared, position)
 
-        def call(*arrays: np.ndarray) -> None:
+        def call(*arrays: np.ndarray, own: bool = False) -> np.ndarray:
             *inputs, dest = arrays
             tensors = private([logical_view(a, p) for a, p in
                                zip(inputs, self.in_perms, strict=True)], pure)
             with torch.no_grad():
-                logical_view(dest, self.out_perm).copy_(result(tensors))
+                return settle(result(tensors), dest, self.out_perm, tensors, own)
 
         call.__name__ = "fallback_torch_op"
         return call
@@ -108,6 +108,24 @@ class TorchFallback:
             return alone(tensors) if results is None else results[index]
 
         return read
+
+
+def settle(result: torch.Tensor, dest: np.ndarray, perm: tuple[int, ...],
+           inputs: list[torch.Tensor], own: bool = False) -> np.ndarray:
+    """The array that holds a fallback's `result`. With `own` (the entry uses what this
+    returns in place of the planned buffer `dest`, `codegen`), torch's own memory, viewed
+    in the planned physical order, where it has exactly the planned buffer's shape, dtype
+    and dense strides and is memory of its own (no input's: the plan may reuse an input's
+    buffer while this value lives); else `dest`, with the result copied in."""
+    physical = result.permute(perm) if perm != tuple(range(len(perm))) else result
+    storage = result.untyped_storage().data_ptr()
+    if (own and physical.is_contiguous() and tuple(physical.shape) == dest.shape
+            and physical.dtype is not torch.bfloat16 and not physical.requires_grad
+            and physical.numpy().dtype == dest.dtype
+            and all(t.untyped_storage().data_ptr() != storage for t in inputs)):
+        return physical.numpy()
+    logical_view(dest, perm).copy_(result)
+    return dest
 
 
 def fallback_groups(calls: list[tuple[TorchCall, tuple]]) -> list[tuple[int, ...]]:
