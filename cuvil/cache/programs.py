@@ -224,7 +224,8 @@ def _spec_of(data: dict) -> CallSpec:
 
 def _torch_fallback_of(data: dict) -> TorchFallback:
     return TorchFallback(TorchCall.from_json(data["call"]),
-                         tuple(tuple(p) for p in data["in_perms"]), tuple(data["out_perm"]))
+                         tuple(tuple(p) for p in data["in_perms"]), tuple(data["out_perm"]),
+                         tuple(data.get("group", ())))
 
 
 def _perm(p: list | None) -> tuple[int, ...] | None:

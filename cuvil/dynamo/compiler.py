@@ -17,6 +17,7 @@ from cuvil.dynamo.graphs import (
     COUNTS,
     Expr,
     GraphForward,
+    Passed,
     Size,
     Tensor,
     dynamic_spec,
@@ -171,7 +172,8 @@ class Program:
         results = list(self.rest)
         for i, out in zip(self.keep, outs, strict=True):
             results[i] = out
-        return [r.of(tensors) if isinstance(r, Size | Expr) else r for r in results]
+        return [r.of(tensors) if isinstance(r, Size | Expr) else
+                args[r.position] if isinstance(r, Passed) else r for r in results]
 
 
 def real(meta: Any) -> torch.Tensor:

@@ -5,9 +5,10 @@ sizes (`SymInt`s under `dynamic=True`). Cuvil compiles a module of the tensors a
 `GraphForward`, which reads each size off the tensor dim it names, so Dynamo's symbolic
 sizes become Cuvil's symbolic dims, named as Dynamo names them (`s77`). Outputs that are
 not tensors (the sizes and `None`s AOTAutograd passes between forward and backward) are
-computed here, on the Python side. If the dims cannot stay symbolic, each new set of
-input shapes is compiled static. Anything Cuvil refuses, at compile time or at call
-time, runs the graph as it was given, with one warning.
+computed here, on the Python side, and an output that is an input itself (a weight the
+forward saves for the backward) is that input, not a copy. If the dims cannot stay
+symbolic, each new set of input shapes is compiled static. Anything Cuvil refuses, at
+compile time or at call time, runs the graph as it was given, with one warning.
 """
 
 from __future__ import annotations
@@ -74,6 +75,14 @@ class Expr:
                                        for s, size in self.sizes.items()}))
 
 
+@dataclass(frozen=True)
+class Passed:
+    """An output that is the graph's input `position` itself (a weight the forward graph
+    saves for the backward): returned as it is, never copied."""
+
+    position: int
+
+
 class Tensor:
     """Source of a placeholder that is the `index`-th tensor input."""
 
@@ -138,15 +147,19 @@ def _plain(value: Any, dims: dict[Any, Size], what: str) -> Any:
 
 
 def outputs_of(gm: fx.GraphModule, dims: dict[Any, Size]) -> tuple[list[int], list[Any]]:
-    """(positions of the tensor outputs, each output's non-tensor source or None)."""
+    """(positions of the tensor outputs Cuvil computes, each other output's source or
+    None): a size, a constant, or `Passed` for an output that is an input itself."""
     output = next(n for n in gm.graph.nodes if n.op == "output")
     values = output.args[0]
     if not isinstance(values, tuple | list):
         raise CuvilError("a graph whose output is not a tuple")
+    inputs = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
     keep, rest = [], []
     for i, v in enumerate(values):
         meta = _meta(v) if isinstance(v, fx.Node) else v
-        if isinstance(meta, torch.Tensor):
+        if isinstance(v, fx.Node) and v in inputs:
+            rest.append(Passed(inputs[v]))
+        elif isinstance(meta, torch.Tensor):
             keep.append(i)
             rest.append(None)
         else:

@@ -113,6 +113,14 @@ def where(ix: Importer, a: Args) -> Value:
                             ix.tensor(a["other"])])
 
 
+def threshold_backward(ix: Importer, a: Args) -> Value:
+    """ReLU's gradient: `grad_output` where `input > threshold`, else 0 (a NaN input passes
+    its gradient, as in torch), an elementwise op that fuses with the ops around it."""
+    grad, x = ix.tensor(a["grad_output"]), ix.tensor(a["input"])
+    mask = ix.add("le", [x, ix.tensor(float(a["threshold"]))])
+    return ix.add("masked_fill", [grad, mask], {"value": 0.0})
+
+
 def masked_fill(ix: Importer, a: Args) -> Value:
     need(not isinstance(a["value"], Value), "masked_fill with a tensor value")
     return ix.add("masked_fill", [ix.tensor(a["input"]), ix.tensor(a["mask"])],
@@ -364,6 +372,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
                                  {"approximate": a["approximate"]}),
     "hardtanh": hardtanh, "clamp": clamp, "clamp_min": clamp, "clamp_max": clamp,
     "dropout": dropout, "where": where, "masked_fill": masked_fill,
+    "threshold_backward": threshold_backward,
     # tensors made from sizes (masks)
     "ones": filled(1), "zeros": filled(0), "full": filled(), "empty": filled(0),
     "new_ones": filled(1), "new_zeros": filled(0), "new_full": filled(), "new_empty": filled(0),

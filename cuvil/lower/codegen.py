@@ -245,7 +245,12 @@ class ModuleBuilder:
             return f"np.copyto({self.expr(step.args[1])}, {self.expr(step.args[0])})"
         args = ", ".join(self.expr(a) for a in step.args)
         if step.kind == "fallback":
-            return f"fallbacks[{self.fallbacks.index(self.ctx.graph[step.group.output])}]({args})"
+            call = f"fallbacks[{self.fallbacks.index(self.ctx.graph[step.group.output])}]"
+            dest = self.expr(step.args[-1])
+            planned = self.arrays.get(step.args[-1])
+            if planned is not None and planned.kind == "buffer" and dest.isidentifier():
+                return f"{dest} = {call}({args}, own=True)"  # torch's result itself: no copy
+            return f"{call}({args})"
         return f"{step.kernel}({args})"
 
     def _entry(self) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -37,7 +38,13 @@ from cuvil.lower.report import CompileReport, KernelReport
 from cuvil.lower.spec import ONE_THREAD, THREADS
 from cuvil.lower.steps import step_reports
 from cuvil.runtime import compile_pool, derived
-from cuvil.runtime.calling import Array, CallSpec, Param, TorchFallback
+from cuvil.runtime.calling import (
+    Array,
+    CallSpec,
+    Param,
+    TorchFallback,
+    fallback_groups,
+)
 from cuvil.runtime.compiled import CompiledGraph
 from cuvil.runtime.module_cache import load_module
 from cuvil.runtime.plan import Buffer, MemoryPlan
@@ -130,9 +137,19 @@ def call_spec(g: Graph, program: Program, plan: MemoryPlan) -> CallSpec:
                     dict(program.results), g.output_structure,
                     tuple(n.name for n in program.fallbacks), g.output_tree is not None,
                     None if g.output_tree is None else g.output_tree.text(),
-                    tuple(_torch_fallback(g, n) for n in program.fallbacks),
+                    _torch_fallbacks(g, program.fallbacks),
                     tuple((d, least, most) for d, (least, most) in g.dim_ranges.items()),
                     tuple((g.inputs.index(x), program.results[v]) for x, v in g.mutations.items()))
+
+
+def _torch_fallbacks(g: Graph, nodes: list) -> tuple[TorchFallback | None, ...]:
+    """Each fallback's plain call (`_torch_fallback`), with the group of fallbacks that
+    are results of one call (`calling.fallback_groups`)."""
+    calls = [_torch_fallback(g, n) for n in nodes]
+    groups = fallback_groups([(None if c is None else c.call, tuple(n.inputs))
+                              for c, n in zip(calls, nodes, strict=True)])
+    return tuple(c if c is None or not group else replace(c, group=group)
+                 for c, group in zip(calls, groups, strict=True))
 
 
 def _torch_fallback(g: Graph, node) -> TorchFallback | None:

@@ -15,7 +15,8 @@ IR's `format_dim`; a buffer's may also be "threads") and evaluated exactly, with
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -52,26 +53,92 @@ class Array:
 
 @dataclass(frozen=True)
 class TorchFallback:
-    """A fallback that is a `torch_op` on the CPU, as plain data: made without the graph."""
+    """A fallback that is a `torch_op` on the CPU, as plain data: made without the graph.
+
+    Results of one call of an op that returns several (`convolution_backward`'s input and
+    weight gradients, training batch norm's output and statistics) are nodes of their own;
+    `group` lists the positions (among the spec's fallbacks, in the order the entry calls
+    them) of the nodes that share this one's call and inputs, itself included. The first
+    of them runs the op and keeps its results for the others (per thread: concurrent calls
+    of a graph each have their own), so the op runs once per call, as in eager."""
 
     call: TorchCall
     in_perms: tuple[tuple[int, ...], ...]  # each input's logical order (`logical_view`)
     out_perm: tuple[int, ...]
+    group: tuple[int, ...] = ()  # positions of the fallbacks sharing this call, or ()
 
-    def bound(self, env: dict[str, int]):
+    def bound(self, env: dict[str, int], shared: threading.local | None = None,
+              position: int = -1):
         """The fallback for these sizes of the symbolic dims: physical arrays in (the
-        inputs, then the planned output), the result written into the output."""
-        run, pure = self.call.bound(env), known_pure(self.call.target)
+        inputs, then the planned output), the result written into the output. `shared`
+        holds the results of this fallback's `group`, of which it is the `position`-th."""
+        pure = known_pure(self.call.target)
+        result = self._result(env, shared, position)
 
-        def call(*arrays: np.ndarray) -> None:
+        def call(*arrays: np.ndarray, own: bool = False) -> np.ndarray:
             *inputs, dest = arrays
             tensors = private([logical_view(a, p) for a, p in
                                zip(inputs, self.in_perms, strict=True)], pure)
             with torch.no_grad():
-                logical_view(dest, self.out_perm).copy_(run(tensors))
+                return settle(result(tensors), dest, self.out_perm, tensors, own)
 
         call.__name__ = "fallback_torch_op"
         return call
+
+    def _result(self, env: dict[str, int], shared: threading.local | None, position: int):
+        """tensors -> this node's result: the op's own call, or its group's one call."""
+        if shared is None or position < 0 or len(self.group) < 2:
+            return self.call.bound(env)
+        index, first, last = self.call.index, self.group[0], self.group[-1]
+        if position == first:
+            whole = replace(self.call, index=None).bound(env)
+
+            def compute(tensors: list[torch.Tensor]) -> torch.Tensor:
+                shared.results = whole(tensors)
+                return shared.results[index]
+
+            return compute
+
+        alone = self.call.bound(env)
+
+        def read(tensors: list[torch.Tensor]) -> torch.Tensor:
+            results = getattr(shared, "results", None)
+            if position == last:
+                shared.results = None  # the group's last reader: the results are done
+            return alone(tensors) if results is None else results[index]
+
+        return read
+
+
+def settle(result: torch.Tensor, dest: np.ndarray, perm: tuple[int, ...],
+           inputs: list[torch.Tensor], own: bool = False) -> np.ndarray:
+    """The array that holds a fallback's `result`. With `own` (the entry uses what this
+    returns in place of the planned buffer `dest`, `codegen`), torch's own memory, viewed
+    in the planned physical order, where it has exactly the planned buffer's shape, dtype
+    and dense strides and is memory of its own (no input's: the plan may reuse an input's
+    buffer while this value lives); else `dest`, with the result copied in."""
+    physical = result.permute(perm) if perm != tuple(range(len(perm))) else result
+    storage = result.untyped_storage().data_ptr()
+    if (own and physical.is_contiguous() and tuple(physical.shape) == dest.shape
+            and physical.dtype is not torch.bfloat16 and not physical.requires_grad
+            and physical.numpy().dtype == dest.dtype
+            and all(t.untyped_storage().data_ptr() != storage for t in inputs)):
+        return physical.numpy()
+    logical_view(dest, perm).copy_(result)
+    return dest
+
+
+def fallback_groups(calls: list[tuple[TorchCall, tuple]]) -> list[tuple[int, ...]]:
+    """For each fallback (its `TorchCall`, or None, and its input values), the positions of
+    the fallbacks that are results of one call of the same op on the same inputs (its own
+    included; () where it is alone)."""
+    keys = [None if call is None or call.index is None else
+            (replace(call, index=None), inputs) for call, inputs in calls]
+    groups = []
+    for key in keys:
+        members = tuple(i for i, k in enumerate(keys) if key is not None and k == key)
+        groups.append(members if len(members) > 1 else ())
+    return groups
 
 
 @dataclass(frozen=True)

@@ -272,14 +272,17 @@ class CompiledGraph:
         shapes = [a.shape if p is None else _logical_shape(a.shape, p)
                   for a, p in zip(arrays, self._in_perms, strict=True)]
         env = self._spec.bind(shapes, dtypes)
-        fallbacks = [self._fallback(i, env) for i in range(len(self._spec.fallbacks))]
+        shared = {c.group: threading.local() for c in self._spec.torch_calls
+                  if c is not None and c.group}  # a call several fallbacks share
+        fallbacks = [self._fallback(i, env, shared) for i in range(len(self._spec.fallbacks))]
         return ShapePlan(self._spec, env, tuple(self._consts), self.threads, fallbacks)
 
-    def _fallback(self, i: int, env: dict[str, int]):
-        """Fallback `i` for these sizes: from its plain call, else from the graph."""
+    def _fallback(self, i: int, env: dict[str, int], shared: dict):
+        """Fallback `i` for these sizes: from its plain call (sharing its group's results
+        in `shared`), else from the graph."""
         calls = self._spec.torch_calls
         if i < len(calls) and calls[i] is not None:
-            return calls[i].bound(env)
+            return calls[i].bound(env, shared.get(calls[i].group), i)
         from cuvil.runtime.fallback import make_fallback
 
         graph = self.graph

@@ -1,10 +1,11 @@
-"""Nodes without a kernel run through the op catalog's torch reference, in place.
+"""Nodes without a kernel run through the op catalog's torch reference.
 
 A fallback gets the physical arrays of its inputs and of its planned output; it views them
 as logical torch tensors (an `NHWC` array becomes a channels-last view, no copy), calls the
-op's `ref` with the attributes resolved for the current dim sizes, and copies the result
-into the output array. Device arrays (a node on `cuda` with no kernel there) are copied to
-the host and the result back.
+op's `ref` with the attributes resolved for the current dim sizes, and returns the array
+that holds the result: torch's own memory where it is laid out as planned, else the output
+array with the result copied in (`calling.settle`). Device arrays (a node on `cuda` with
+no kernel there) are copied to the host and the result back.
 
 A composite op of f16 or bf16 values (kept whole, `lower.inline.runs_in_torch`) is computed
 in f32 and rounded on store.
@@ -29,7 +30,7 @@ from cuvil.lower.inline import runs_in_torch
 from cuvil.lower.physical import layout_perm
 from cuvil.ops import registry
 from cuvil.ops.execute import resolve_attrs
-from cuvil.runtime.calling import logical_view, private
+from cuvil.runtime.calling import logical_view, private, settle
 
 
 def _host(array) -> np.ndarray:
@@ -67,18 +68,18 @@ def make_fallback(graph: Graph, node: Node, env: dict[str, int]) -> Callable[...
     in_perms = [layout_perm(graph[i].type) for i in node.inputs]
     out_perm = layout_perm(node.type)
 
-    def call(*arrays: np.ndarray) -> None:
+    def call(*arrays: np.ndarray, own: bool = False):
         *inputs, dest = arrays
         args = private([logical_view(_host(a), p) for a, p in
                         zip(inputs, in_perms, strict=True)], pure)
         with torch.no_grad():
             result = ref(args, attrs)
-        if hasattr(dest, "copy_to_device"):  # a node on a device, run here: copy it back
-            host = np.empty(dest.shape, dest.dtype)
-            logical_view(host, out_perm).copy_(result)
-            dest.copy_to_device(host)
-        else:
-            logical_view(dest, out_perm).copy_(result)
+            if not hasattr(dest, "copy_to_device"):
+                return settle(result, dest, out_perm, args, own)
+        host = np.empty(dest.shape, dest.dtype)  # a node on a device, run here: copy it back
+        logical_view(host, out_perm).copy_(result)
+        dest.copy_to_device(host)
+        return dest
 
     call.__name__ = f"fallback_{node.op}"
     return call

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from cuvil.dynamo import COUNTS
+from cuvil.dynamo import COUNTS, compile_graph
 
 
 class Branchy(nn.Module):
@@ -79,3 +79,14 @@ def test_a_cnn_at_dynamic_sizes_matches_eager():
             x = torch.randn(batch, 3, 8, 8)
             torch.testing.assert_close(compiled(x), model(x))
     assert COUNTS["compiles"] - before["compiles"] == 1
+
+
+def test_an_input_the_forward_saves_is_returned_as_it_is():
+    def forward(x, w):
+        return (torch.relu(x @ w), w, x)
+
+    gm = torch.fx.symbolic_trace(forward)
+    x, w = torch.randn(4, 5), torch.randn(5, 3)
+    out = compile_graph(gm, [x, w])([x, w])
+    assert out[1] is w and out[2] is x
+    torch.testing.assert_close(out[0], torch.relu(x @ w))

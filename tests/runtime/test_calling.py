@@ -1,14 +1,18 @@
 """`CallSpec`: binding input shapes finds the symbols' sizes and names every mismatch; the
-slots hold every planned buffer and the memory figure counts them without allocating."""
+slots hold every planned buffer and the memory figure counts them without allocating; a
+fallback's result is torch's own memory only where the entry takes it and it is laid out
+as planned and of its own, else copied into its buffer."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+import torch
 
 from cuvil.errors import CuvilError
 from cuvil.ir.types import DType
 from cuvil.lower.physical import storage
-from cuvil.runtime.calling import DTYPE_NAMES, Array, CallSpec, Param
+from cuvil.runtime.calling import DTYPE_NAMES, Array, CallSpec, Param, logical_view, settle
 
 
 def test_dtype_names_are_the_irs():
@@ -44,3 +48,27 @@ def test_every_mismatch_is_named(shapes, dtypes, message):
 def test_memory_is_the_slots_at_those_sizes():
     assert SPEC.slot_sizes({"batch": 3}, threads=2) == [24]
     assert SPEC.slot_sizes({"batch": 1}, threads=4) == [16]
+
+
+NHWC = (0, 2, 3, 1)  # a physical NHWC array's logical dims
+
+
+def test_a_fallback_result_is_copied_into_its_buffer_unless_the_entry_takes_it():
+    dest, result = np.zeros((2, 3), np.float32), torch.randn(2, 3)
+    assert settle(result, dest, (0, 1), []) is dest
+    np.testing.assert_array_equal(dest, result.numpy())
+    taken = settle(result, np.zeros((2, 3), np.float32), (0, 1), [], own=True)
+    assert np.shares_memory(taken, result.numpy())
+
+
+def test_the_entry_takes_torchs_memory_only_laid_out_as_planned_and_of_its_own():
+    x = torch.randn(2, 4, 3, 3)
+    nhwc = x.contiguous(memory_format=torch.channels_last)
+    taken = settle(nhwc, np.zeros((2, 3, 3, 4), np.float32), NHWC, [], own=True)
+    assert np.shares_memory(taken, nhwc.permute(NHWC).numpy())
+    dest = np.zeros((2, 3, 3, 4), np.float32)  # NCHW memory where NHWC is planned: copied
+    assert settle(x, dest, NHWC, [], own=True) is dest
+    torch.testing.assert_close(logical_view(dest, NHWC), x)
+    dest = np.zeros((2, 4, 3, 3), np.float32)  # a view of an input: copied
+    assert settle(x.view(2, 4, 9).view(2, 4, 3, 3), dest, (0, 1, 2, 3), [x], own=True) is dest
+    torch.testing.assert_close(torch.from_numpy(dest), x)
