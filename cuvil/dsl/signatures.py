@@ -92,19 +92,22 @@ def catalog(fast: bool = False) -> Catalog:
 
 
 def value_names() -> dict[str, list[str]]:
-    """The dtype, layout and device names an attribute of that kind may take."""
+    """The dtype, layout and device names an attribute of that kind may take: the devices
+    are those registered now (`cuvil.ir.devices`), a target registered late included."""
+    from cuvil.ir.devices import known_devices
+
     if "cuvil.ir.types" not in sys.modules and (kept := _read()) is not None:
-        return kept.names
-    return _live_names()
+        names = kept.names
+    else:
+        names = _live_names()
+    return {**names, "device": sorted(known_devices())}
 
 
 @functools.cache
 def _live_names() -> dict[str, list[str]]:
-    from cuvil.ir.devices import known_devices
     from cuvil.ir.types import LAYOUTS, DType
 
-    return {"dtype": sorted(d.value for d in DType), "layout": sorted(LAYOUTS),
-            "device": sorted(known_devices())}
+    return {"dtype": sorted(d.value for d in DType), "layout": sorted(LAYOUTS)}
 
 
 class _Live(Catalog):

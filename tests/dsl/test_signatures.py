@@ -39,7 +39,7 @@ def test_the_snapshot_holds_every_signature(snapshot):
             [(a.name, a.kind, a.required) for a in op.attrs]
         assert [a.default for a in sig.attrs if not a.required] == \
             [a.default for a in op.attrs if not a.required]
-    assert snapshot.names == signatures._live_names()
+    assert snapshot.names == signatures.value_names()
 
 
 def diagnostics(source, ops) -> tuple[list[str], list]:
