@@ -18,6 +18,7 @@ from cuvil.onnx.export import ELEM, Writer
 from cuvil.onnx.export_index import INDEX_EMITTERS
 from cuvil.onnx.export_quantized import QUANTIZED_EMITTERS
 from cuvil.onnx.export_recurrent import recurrent
+from cuvil.ops import registry
 
 Emit = Callable[[Writer, Node], None]
 INT64_MAX = 2**63 - 1
@@ -32,7 +33,6 @@ UNARY = {"sqrt": "Sqrt", "exp": "Exp", "log": "Log", "tanh": "Tanh", "erf": "Erf
          "logical_not": "Not", "dropout": "Identity", "to_layout": "Identity",
          "to_device": "Identity"}
 REDUCE = {"sum": "ReduceSum", "mean": "ReduceMean", "amax": "ReduceMax"}
-RESHAPE = ("reshape", "view", "flatten", "squeeze", "unsqueeze")
 
 
 def emit(w: Writer, node: Node) -> None:
@@ -47,7 +47,7 @@ def emit(w: Writer, node: Node) -> None:
         _reduce(w, node)
     elif op == "flatten" and _to_matrix(w, node):
         w.add("Flatten", [w.arg(node.inputs[0])], out=node.name, axis=1)
-    elif op in RESHAPE:
+    elif registry.is_reshape(op):
         _reshape(w, node.inputs[0], node)
     elif op in EMITTERS:
         EMITTERS[op](w, node)

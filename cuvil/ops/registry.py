@@ -102,6 +102,7 @@ class OpDef:
     out_dtype: str | None = None  # the dtype it returns whatever its inputs' dtypes
     shapes: Callable | None = None  # how `rules verify` draws its inputs (`cuvil.ops.draw`)
     domain: str = ""  # "positive": `rules verify` draws mostly positive inputs
+    reshapes: bool = False  # a view that keeps the element order: only the sizes change
 
     def __post_init__(self) -> None:
         if not self.lowering:
@@ -162,6 +163,12 @@ def register(opdef: OpDef) -> OpDef:
 def exists(name: str, defs: Mapping[str, OpDef] | None = None) -> bool:
     _load()
     return name in CATALOG or (defs is not None and name in defs)
+
+
+def is_reshape(op: str) -> bool:
+    """Whether catalog op `op` only changes sizes, keeping the element order (`reshapes`)."""
+    _load()
+    return op in CATALOG and CATALOG[op].reshapes
 
 
 def get(name: str, defs: Mapping[str, OpDef] | None = None) -> OpDef:

@@ -42,7 +42,7 @@ for _name in ("reshape", "view"):
                    lambda xs, a: xs[0].reshape(_ref_shape(xs[0], a["shape"])), SHAPE,
                    lowering="alias",
                    doc="x with a new shape (same elements, row-major order)",
-                   shapes=movement.reshape))
+                   shapes=movement.reshape, reshapes=True))
 
 
 def _permute_type(ts: list[TensorType], a) -> TensorType:
@@ -89,8 +89,8 @@ def _flatten_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("flatten", ("x",), (AttrSpec("start_dim", "int", 0), AttrSpec("end_dim", "int", -1)),
                _flatten_type, lambda xs, a: xs[0].flatten(a["start_dim"], a["end_dim"]), SHAPE,
-               lowering="alias",
-               doc="dims start_dim..end_dim merged into one", shapes=movement.flatten))
+               lowering="alias", doc="dims start_dim..end_dim merged into one",
+               shapes=movement.flatten, reshapes=True))
 
 
 def _unsqueeze_type(ts: list[TensorType], a) -> TensorType:
@@ -102,7 +102,8 @@ def _unsqueeze_type(ts: list[TensorType], a) -> TensorType:
 
 register(OpDef("unsqueeze", ("x",), (AttrSpec("dim", "int"),), _unsqueeze_type,
                lambda xs, a: xs[0].unsqueeze(a["dim"]), SHAPE,
-               lowering="alias", doc="x with a new dim of size 1", shapes=movement.unsqueeze))
+               lowering="alias", doc="x with a new dim of size 1", shapes=movement.unsqueeze,
+               reshapes=True))
 
 
 def _squeeze_type(ts: list[TensorType], a) -> TensorType:
@@ -120,7 +121,7 @@ register(OpDef("squeeze", ("x",), (AttrSpec("dim", "ints", ()),), _squeeze_type,
                lambda xs, a: xs[0].squeeze(a["dim"]) if a["dim"] else xs[0].squeeze(), SHAPE,
                lowering="alias",
                doc="x without the given size-1 dims (empty: all of them)",
-               shapes=movement.squeeze))
+               shapes=movement.squeeze, reshapes=True))
 
 
 def _expand_type(ts: list[TensorType], a) -> TensorType:

@@ -91,3 +91,23 @@ def test_element_expression_computes_what_the_reference_computes(op, data):
     got = torch.as_tensor(got).to(want.dtype).expand(want.shape)
     tol = CASES[op].tol
     torch.testing.assert_close(got, want, rtol=tol, atol=tol, equal_nan=True)
+
+
+def test_the_reshapes_are_the_views_that_keep_the_element_order():
+    """`OpDef.reshapes` (asked by lowering and ONNX export): each such op, applied to a
+    contiguous tensor, gives a view with the same elements in the same order."""
+    import torch
+
+    from cuvil.ops import all_ops, registry
+
+    reshapes = {name for name, op in all_ops().items() if op.reshapes}
+    assert reshapes == {"reshape", "view", "flatten", "squeeze", "unsqueeze"}
+    x = torch.arange(24.0).reshape(2, 1, 3, 4)
+    attrs = {"reshape": {"shape": (6, 4)}, "view": {"shape": (3, 8)},
+             "flatten": {"start_dim": 1, "end_dim": -1}, "squeeze": {"dim": (1,)},
+             "unsqueeze": {"dim": 0}}
+    for name in reshapes:
+        op = registry.get(name)
+        y = op.ref([x], op.complete_attrs(attrs[name]))
+        assert torch.equal(y.reshape(-1), x.reshape(-1)), name
+    assert not registry.is_reshape("permute") and not registry.is_reshape("linear_relu")

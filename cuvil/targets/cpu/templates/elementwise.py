@@ -342,8 +342,7 @@ def generate(group, ctx) -> KernelSpec:
 
     if movement.is_move(group, ctx):
         return movement.generate(group, ctx)
-    if any(n.op in ("reshape", "view", "flatten", "squeeze", "unsqueeze")
-           for n in group.node_list(ctx)):
+    if any(registry.is_reshape(n.op) for n in group.node_list(ctx)):
         raise Unsupported("views inside an elementwise loop")
     nodes = [prepare_batch_norm(n, ctx) for n in group.node_list(ctx)]
     out = nodes[-1].type

@@ -12,11 +12,11 @@ from __future__ import annotations
 from cuvil.ir.types import DType, TensorType
 from cuvil.lower.physical import layout_perm
 from cuvil.lower.spec import KernelSpec, Unsupported
+from cuvil.ops import registry
 from cuvil.targets.cpu.templates.elementwise import ExprBuilder
 from cuvil.targets.cpu.templates.loops import BCAST, FIXED, STRIDED, Operand
 
 FLOATS = (DType.f32, DType.f64)
-VIEWS = ("reshape", "view", "flatten", "squeeze", "unsqueeze")
 # host spellings (the CPU's element code) -> device spellings
 DEVICE_MATH = {"np.exp(": "math.exp(", "np.sqrt(": "math.sqrt(", "np.log(": "math.log(",
                "np.tanh(": "math.tanh(", "math.erf(": "math.erf(", "np.sin(": "math.sin(",
@@ -26,7 +26,7 @@ DEVICE_MATH = {"np.exp(": "math.exp(", "np.sqrt(": "math.sqrt(", "np.log(": "mat
 def generate(group, ctx) -> KernelSpec:
     """One grid-stride kernel computing the group's DAG at every element of its output."""
     nodes = group.node_list(ctx)
-    if any(n.op in VIEWS for n in nodes):
+    if any(registry.is_reshape(n.op) for n in nodes):
         raise Unsupported("views inside an elementwise kernel")
     out = nodes[-1].type
     if out.rank == 0:
