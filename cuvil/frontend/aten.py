@@ -6,8 +6,8 @@ or a tuple of values for an op with several results (`None` for a result Cuvil d
 build). Primitive ops carry no bias: `linear(x, W, b)` becomes `add(matmul(x, W.T), b)` with
 `W.T` a constant computed at import. A converter that meets arguments it cannot map raises
 `Fallback` (`converter.py`), and the op runs through torch as an opaque `torch_op`. Shape
-ops have their own module, `aten_shape`, and so do `nn.LSTM` and `nn.GRU`, `aten_recurrent`;
-the table below holds them too.
+ops have their own module, `aten_shape`, and so do `nn.LSTM` and `nn.GRU`, `aten_recurrent`,
+and tensors made from sizes, `aten_source`; the table below holds them too.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import torch
 from cuvil.frontend.aten_index import INDEX_OPS
 from cuvil.frontend.aten_recurrent import RECURRENT_OPS
 from cuvil.frontend.aten_shape import SHAPE_OPS
+from cuvil.frontend.aten_source import SOURCE_OPS, need_host
 from cuvil.frontend.converter import Args, Fallback, Value, need
-from cuvil.ir.devices import HOST  # the IR's host device is torch's CPU
 from cuvil.ir.recipe import Call, Ref, transposed
 from cuvil.ops.nn import pair
 
@@ -127,46 +127,6 @@ def masked_fill(ix: Importer, a: Args) -> Value:
                   {"value": a["value"]})
 
 
-def filled(value: float | None = None) -> Callable:
-    """ones/zeros/full/empty and their `new_*`/`*_like` forms: a constant when the shape is
-    static, else a scalar expanded to the symbolic shape; `empty` is zeros."""
-
-    def convert(ix: Importer, a: Args) -> Value:
-        fill = a.get("fill_value", 0) if value is None else value
-        need(not isinstance(fill, Value), "a tensor fill value")
-        need(a.get("layout") in (None, torch.strided), "layout change")
-        device = a.get("device")
-        need(device is None or torch.device(device).type == HOST, "device placement")
-        from cuvil.ir.types import DType
-
-        dtype, shape = ix.node.meta["val"].dtype, ix.out_shape()
-        fill = float(fill) if dtype.is_floating_point else (
-            bool(fill) if dtype == torch.bool else int(fill))
-        if all(isinstance(d, int) for d in shape):  # static: a constant (masks fold)
-            return ix.folded(torch.full(shape, fill, dtype=dtype), f"folded.{ix.node.name}")
-        scalar = Value(ix.graph.scalar(fill, dtype=DType.from_torch(dtype)))
-        return ix.add("expand", [scalar], {"shape": shape})
-
-    return convert
-
-
-def arange(ix: Importer, a: Args) -> Value:
-    """A static arange is a constant; one of a symbolic size is an `arange` node (its start
-    and step numbers)."""
-    need(a.get("layout") in (None, torch.strided), "layout change")
-    device = a.get("device")
-    need(device is None or torch.device(device).type == HOST, "device placement")
-    fake, shape = ix.node.meta["val"], ix.out_shape()
-    start, step = a.get("start", 0), a.get("step", 1)
-    need(all(isinstance(v, int | float) for v in (start, step)), "a symbolic start or step")
-    if all(isinstance(d, int) for d in shape):
-        return ix.fold(ix.node)
-    from cuvil.ir.types import DType
-
-    return ix.add("arange", [], {"shape": shape, "start": start, "step": step,
-                                 "dtype": DType.from_torch(fake.dtype).value})
-
-
 def identity(ix: Importer, a: Args) -> Value:
     return ix.tensor(a["input"])
 
@@ -182,8 +142,7 @@ def copy(ix: Importer, a: Args) -> Value:
 def cast(ix: Importer, a: Args) -> Value:
     """`.to(dtype)` and friends; moving to another device or layout stays in torch."""
     x = ix.tensor(a["input"])
-    device = a.get("device")
-    need(device is None or torch.device(device).type == HOST, "device move")
+    need_host(a.get("device"), "device move")
     need(a.get("layout") in (None, torch.strided), "layout change")
     dtype = a["other"] if "other" in a else a.get("dtype")
     if isinstance(dtype, Value):
@@ -374,13 +333,9 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "dropout": dropout, "where": where, "masked_fill": masked_fill,
     "threshold_backward": threshold_backward,
     # tensors made from sizes (masks)
-    "ones": filled(1), "zeros": filled(0), "full": filled(), "empty": filled(0),
-    "new_ones": filled(1), "new_zeros": filled(0), "new_full": filled(), "new_empty": filled(0),
-    "ones_like": filled(1), "zeros_like": filled(0), "full_like": filled(),
-    "empty_like": filled(0), "scalar_tensor": lambda ix, a: filled(a["s"])(ix, a),
-    "arange": arange,
+    **SOURCE_OPS,
     # no-ops and conversions
-    "copy": copy, "fill": lambda ix, a: filled(a["value"])(ix, a),
+    "copy": copy,
     "clone": identity, "contiguous": identity, "alias": identity, "detach": identity,
     "detach_": identity,
     "lift_fresh_copy": identity, "_to_copy": cast, "to": cast, "type_as": cast,
