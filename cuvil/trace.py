@@ -4,6 +4,10 @@
     with tracer.stage("parse"):
         ...
     tracer.write("passes.json")
+
+A pipeline's passes (`cuvil/passes.py`) are recorded as spans (`Tracer.span`): their
+seconds in `passes`, in the order they ran, apart from the stages' `totals`, and an event
+enclosing the stages each ran.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from cuvil.atomic import write_text
 class Tracer:
     events: list[dict[str, Any]] = field(default_factory=list)
     totals: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+    passes: dict[str, float] = field(default_factory=dict)  # pass -> seconds, in run order
     origin: float = field(default_factory=time.perf_counter)
     steps: int = 0
     # each `listener(stage, finished)` is called at each stage's start and end
@@ -59,6 +64,17 @@ class Tracer:
             self.totals[name] = self.totals.get(name, 0.0) + seconds
             self._event(name, start, seconds, **args)
             self._tell(name, True)
+
+    @contextmanager
+    def span(self, name: str):
+        """Time a pass: no listener hears it (progress follows the stages within)."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            seconds = time.perf_counter() - start
+            self.passes[name] = self.passes.get(name, 0.0) + seconds
+            self._event(name, start, seconds, kind="pass")
 
     def add(self, name: str, start: float, seconds: float, **args: Any) -> None:
         """Record a stage that has finished already: one whose name its outcome decides

@@ -5,8 +5,8 @@
        <- dump, dynamo, live <- cli, demo
        <- the `cuvil` package itself
 
-with the utilities (`errors`, `atomic`, `aligned`, `paths`, `disk_store`, `trace`, `progress`,
-`gc_pause`) below them all. Every import of every module counts, those inside functions
+with the utilities (`errors`, `atomic`, `aligned`, `paths`, `disk_store`, `trace`, `passes`,
+`progress`, `gc_pause`) below them all. Every import of every module counts, those inside functions
 too: a lazy import is still a dependency. A module may import its own package and any
 lower one. So that a static walk sees every dependency, no module imports a Cuvil module by
 a name in a string (`importlib.import_module("cuvil....")`).
@@ -29,7 +29,8 @@ import cuvil
 ROOT = Path(cuvil.__file__).parent
 
 LAYERS = [
-    {"errors", "atomic", "aligned", "paths", "trace", "progress", "gc_pause", "disk_store"},
+    {"errors", "atomic", "aligned", "paths", "trace", "progress", "gc_pause", "disk_store",
+     "passes"},
     {"ir"}, {"ops"}, {"dsl"}, {"library"}, {"verify"}, {"egraph"}, {"lower"}, {"runtime"},
     {"targets"}, {"quantize"},
     {"frontend"}, {"onnx"}, {"zoo"}, {"cache"}, {"options"}, {"pipeline"},

@@ -9,7 +9,8 @@ on `options`, `worker` isolates a run, `handoff` starts it ahead of `torch.expor
 Names load on first use: unpickling a cached report must not import egglog and scipy.
 """
 
-__all__ = ["Limits", "OptimizeReport", "Options", "optimize_graph"]
+__all__ = ["Limits", "OptimizeReport", "OptimizerAhead", "Options", "cost_model",
+           "optimize_ahead", "optimize_graph"]
 
 
 def __getattr__(name: str):
@@ -17,10 +18,14 @@ def __getattr__(name: str):
         from cuvil.egraph.options import Options
 
         return Options
-    if name == "optimize_graph":
-        from cuvil.egraph.optimizer import optimize_graph
+    if name in ("optimize_graph", "cost_model"):  # egglog and scipy: ~2 s
+        from cuvil.egraph import optimizer
 
-        return optimize_graph
+        return getattr(optimizer, name)
+    if name in ("OptimizerAhead", "optimize_ahead"):  # the IR (sympy): ~1 s, no egglog
+        from cuvil.egraph import handoff
+
+        return getattr(handoff, name)
     if name == "OptimizeReport":
         from cuvil.egraph.report import OptimizeReport
 

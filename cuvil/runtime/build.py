@@ -1,4 +1,6 @@
-"""`compile_graph`: an (optimized) Cuvil graph -> generated Numba module -> `CompiledGraph`.
+"""`build_program`: a `Lowering` (runtime/lowering.py) -> its Numba modules -> `CompiledGraph`.
+
+    compiled = build_program(lower(graph, target="cpu"))   # or compile_graph(graph, ...)
 
 Lowering (`cuvil.lower.compile.generate`) inlines composite ops, makes layouts explicit,
 partitions into groups and runs each group's template; this module writes and imports each
@@ -30,7 +32,7 @@ from cuvil.ir.graph import Graph
 from cuvil.ir.torch_template import TorchCall
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE, format_dim
 from cuvil.lower.codegen import KERNEL, Program, describe_group, entry_module, target_of
-from cuvil.lower.compile import fallback_report, generate, prepare
+from cuvil.lower.compile import fallback_report
 from cuvil.lower.context import LowerContext
 from cuvil.lower.devices import Targets
 from cuvil.lower.physical import layout_perm, storage
@@ -46,49 +48,57 @@ from cuvil.runtime.calling import (
     fallback_groups,
 )
 from cuvil.runtime.compiled import CompiledGraph
+from cuvil.runtime.lowering import Lowering, lower
 from cuvil.runtime.module_cache import load_module
 from cuvil.runtime.plan import Buffer, MemoryPlan
-from cuvil.runtime.threads import active_layer, choose_layer, thread_count
+from cuvil.runtime.threads import active_layer
 
 
 def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
                   threads: int | None = None, cache_dir=None,
                   fuse_elementwise: bool = True, fallback_policy: str = "cpu",
                   sizes: dict[str, int] | None = None) -> CompiledGraph:
-    """Lower `graph` to kernels for `target` (a name, a `Target`, or several: each node is
-    lowered by the target of its device); see the module docstring. `sizes`: the symbolic
-    dims' sizes in the example inputs, at which the report sizes the memory plan."""
-    start = time.perf_counter()
-    tgt = Targets(target, fallback_policy)
-    choose_layer()
-    for device in sorted(tgt.by_device):
-        devices.device(device).prepare()  # the CPU's: BLAS single-threaded
-    n_threads = thread_count(threads)
-    g, instances = prepare(graph)
-    _devices_available(g)
-    forced: dict[str, str] = {}  # node -> "split" or a fallback reason
-    for _ in range(len(g) + 1):
-        program, ctx, groups = generate(g, instances, tgt, n_threads, fuse_elementwise,
-                                        forced, fallback)
-        lower_s = time.perf_counter() - start
-        module, path, paths = _load(program, cache_dir)
-        aside = _compile_cold_aside(module, program, ctx, paths, tgt)
-        kernels, failed = _compile(module, program, ctx, aside)
+    """`build_program(lower(graph, ...))`: `graph` lowered for `target` (`runtime/lowering.py`)
+    and compiled; see the module docstring."""
+    return build_program(lower(graph, target=target, fallback=fallback, threads=threads,
+                       fuse_elementwise=fuse_elementwise, fallback_policy=fallback_policy,
+                       sizes=sizes), cache_dir)
+
+
+def build_program(lowering: Lowering, cache_dir=None) -> CompiledGraph:
+    """The callable of `lowering`'s program: its modules imported, every kernel compiled.
+
+    Numba may reject a kernel the templates generated (a typing or lowering error they did
+    not foresee). That is no compile error: the rejected kernel's groups are generated
+    again apart (`Lowering.split`: a fused group as its nodes, a lone node through its
+    fallback) and the program is built again. Each round forces at least one more node
+    apart, so there are at most as many rounds as nodes."""
+    for _ in range(len(lowering.prepared) + 1):
+        module, path, paths = _load(lowering.program, cache_dir)
+        aside = _compile_cold_aside(module, lowering.program, lowering.ctx, paths,
+                                    lowering.targets)
+        kernels, failed = _compile(module, lowering.program, lowering.ctx, aside)
         if not failed:
             break
-        for group, reason in failed:
-            for n in group.nodes:
-                forced[n] = "split" if len(group.nodes) > 1 else reason
-    report = _report(",".join(tgt.names), program, ctx, groups, kernels, n_threads, lower_s,
-                     path)
+        lowering = lowering.split(failed)
+    return _compiled(lowering, module.entry, kernels, path, paths)
+
+
+def _compiled(lowering: Lowering, entry, kernels, path: Path, paths) -> CompiledGraph:
+    """The callable of a built program: call spec, constants, memory plan and report."""
+    program, ctx, tgt = lowering.program, lowering.ctx, lowering.targets
+    report = _report(",".join(tgt.names), program, ctx, lowering.groups, kernels,
+                     lowering.threads, lowering.lower_s, path)
     for k in report.kernels:
         k.module = str(paths[k.name])
     plan = MemoryPlan(_buffers(program))
-    _describe(report, graph, program, ctx, tgt, plan, n_threads, sizes or {})
+    _describe(report, lowering.graph, program, ctx, tgt, plan, lowering.threads,
+              lowering.sizes)
     consts = constants_of(program, ctx)
-    report.compile_s = time.perf_counter() - start
-    return CompiledGraph(call_spec(g, program, plan), module.entry, consts, report, n_threads,
-                         graph=g, program=program, lowering=ctx)
+    report.compile_s = time.perf_counter() - lowering.started
+    return CompiledGraph(call_spec(lowering.prepared, program, plan), entry, consts, report,
+                         lowering.threads, graph=lowering.prepared, program=program,
+                         lowering=ctx)
 
 
 def constants_of(program: Program, ctx) -> list[np.ndarray]:
@@ -161,13 +171,6 @@ def _torch_fallback(g: Graph, node) -> TorchFallback | None:
                         else None)
     return None if call is None else TorchFallback(
         call, tuple(layout_perm(g[v].type) for v in node.inputs), layout_perm(node.type))
-
-
-def _devices_available(g: Graph) -> None:
-    """Each device the graph's values are on is there (a GPU, or Numba's CUDA simulator):
-    its target's `require` hook raises otherwise."""
-    for name in sorted({node.type.device for node in g}):
-        devices.device(name).require()
 
 
 def _const(program: Program, ctx: LowerContext, value: str, done: dict):

@@ -1,0 +1,216 @@
+"""The whole pipeline: `compile` is one list of named passes, run in order.
+
+    torch.export / FX -> Cuvil IR -> egglog terms -> saturate -> extract -> lower -> runtime
+                            ^ .cvr rules (cuvil/dsl) -> checked rules (cuvil/library)
+
+    PASSES = import -> calibrate -> optimize -> lower -> build
+
+Each pass is a function from one `Compilation` (`values.py`) to the next; `cuvil/passes.py`
+runs them and times each under its name. Caches wrap passes (`caches.py`): the compile
+cache is the optimize pass's (`OptimizedCache`, keyed on the imported graph), and the
+program cache wraps the whole list (`ProgramCache`, keyed on the model's fingerprint): its
+hit runs no pass. The import cache is the import pass's own way of importing
+(`cuvil/cache/imports.py`: whether it may store depends on what torch.export did).
+torch.export runs functionalization inside the import pass, so the graph a cache stores is
+functional already.
+
+The later stages' packages load their names on first use (`cuvil.runtime`, `cuvil.egraph`,
+`cuvil.onnx`, `cuvil.library`): a warm compile (a program-cache hit) imports neither the
+IR nor the optimizer nor the lowering.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from cuvil import egraph, gc_pause, runtime
+from cuvil.errors import CuvilError
+from cuvil.frontend.training import refuse_training
+from cuvil.options import CompileOptions
+from cuvil.passes import Pass, run
+from cuvil.pipeline.caches import OptimizedCache, ProgramCache
+from cuvil.pipeline.values import Compilation, Request, fingerprinted, hints_of, import_graph
+from cuvil.progress import compile_progress, display_name
+from cuvil.runtime.swap import Weights
+from cuvil.trace import Tracer
+
+if TYPE_CHECKING:
+    from cuvil.ir.graph import Graph
+
+
+def import_(c: Compilation) -> Compilation:
+    """The model's Cuvil graph (through the import cache, with `options.cache`)."""
+    r, ahead = c.request, c.ahead
+    graph = import_graph(r, ahead.start if ahead else None, ahead.defer if ahead else None)
+    return replace(c, graph=graph, hints=hints_of(graph, r.example_inputs))
+
+
+def calibrate(c: Compilation) -> Compilation:
+    """The graph with the calibration facts `options.quantize` observes (as it is without)."""
+    quantize = c.request.options.quantize
+    if quantize is None:
+        return c
+    from cuvil.quantize import Quantize  # 1.1 s (the IR, sympy): only to a quantized compile
+
+    if not isinstance(quantize, Quantize):
+        raise CuvilError(f"quantize= takes a cuvil.Quantize, not {type(quantize).__name__}")
+    with c.request.tracer.stage("calibrate"), gc_pause.resumed():
+        return replace(c, graph=quantize.annotate(c.graph))
+
+
+def optimize_pass(c: Compilation) -> Compilation:
+    """Stages parse, check, encode, saturate, extract, decode: in the optimizer's child
+    forked ahead of torch.export (`egraph.handoff`) when there is one, else here."""
+    r, ahead, options = c.request, c.ahead, c.request.options
+    optimizer_options = options.optimizer(c.hints)
+    with gc_pause.resumed():  # the optimizer makes garbage at scale
+        pending = ahead.take(c.graph) if ahead is not None else None
+        if pending is not None:  # forked before torch.export, egglog imported, rules loaded
+            optimized = egraph.optimize_ahead(pending, c.graph, r.library, optimizer_options,
+                                              r.tracer, meanwhile=ahead.run_deferred)
+        else:
+            meanwhile = ahead.run_deferred if ahead is not None else (lambda: None)
+            optimized = egraph.optimize_graph(c.graph, r.library(), optimizer_options,
+                                              r.tracer, meanwhile)
+    return replace(c, optimized=optimized)
+
+
+def lower(c: Compilation) -> Compilation:
+    """The optimized graph's generated program (`runtime.Lowering`)."""
+    with c.request.tracer.stage("lower"):
+        return replace(c, lowering=runtime.lower(c.optimized, sizes=c.hints,
+                                                 **c.request.options.lowering()))
+
+
+def build(c: Compilation) -> Compilation:
+    """The program compiled by Numba into the callable (`runtime.build_program`)."""
+    with c.request.tracer.stage("build"):
+        compiled = runtime.build_program(c.lowering)
+    compiled.pricing = c.pricing()
+    return replace(c, compiled=compiled)
+
+
+PASSES = (Pass("import", import_), Pass("calibrate", calibrate),
+          Pass("optimize", optimize_pass, OptimizedCache()), Pass("lower", lower),
+          Pass("build", build))
+
+
+def compile_passes(c: Compilation) -> Compilation:
+    """`PASSES` in order, with the optimizer's child forked just before torch.export runs
+    (it imports egglog and loads the rules meanwhile; a compile-cache hit ends it)."""
+    options = c.request.options
+    with egraph.OptimizerAhead(options.rules, options.disable) as ahead:
+        return run(PASSES, replace(c, ahead=ahead), c.request.tracer)
+
+
+def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: Any = None,
+            target: str | Sequence[str] = "cpu", dynamic_shapes: Any = None,
+            fallback: bool = True, threads: int | None = None, limits: Any = None,
+            disable: Sequence[str] = (), trace: str | Path | None = None,
+            cache: bool = True, fuse_elementwise: bool = True, quantize: Any = None,
+            fallback_policy: str = "cpu", strategy: str = "latency", verify: bool = True):
+    """`model` compiled to Numba kernels: a callable with the model's results, faster.
+    `example_inputs`: a tuple of the model's arguments (or one tensor, its only one).
+
+    With `cache`, compiling the same program again (same traced graph and constants, rules
+    and options; in any process) reuses the optimized graph and the compiled kernels, and
+    a model compiled before is rebuilt from its stored program (`cuvil/cache/programs.py`:
+    no export, optimizer or lowering; `report.program_cache` says so). With
+    `quantize` (a `cuvil.Quantize`), calibration facts let the int8 rules fire. With several
+    targets (`["cuda", "cpu"]`) every node runs on the target of the device extraction
+    placed it on; `fallback_policy="cpu"` runs a node its device has no kernel for on the
+    CPU, with copies in and out (listed in the report), `"error"` refuses it. `strategy`
+    and `verify` are `optimize`'s: user rules are verified before any cache can serve a
+    program made with them.
+    """
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    options = CompileOptions.of(
+        rules=rules, target=target, dynamic_shapes=dynamic_shapes, fallback=fallback,
+        threads=threads, limits=limits, disable=disable, fuse_elementwise=fuse_elementwise,
+        quantize=quantize, fallback_policy=fallback_policy, strategy=strategy, verify=verify,
+        cache=cache, trace=trace)
+    tracer = Tracer()
+    with gc_pause.paused(), compile_progress(tracer, display_name(model)):
+        checked = check_rules(options, tracer)
+        refuse_training(model)  # before the caches: a warm compile refuses it too
+        request = fingerprinted(Request(model, example_inputs, options, tracer))
+        done = Pass("program", compile_passes, ProgramCache(compile_passes))(
+            Compilation(request))
+    compiled = done.compiled
+    compiled.weights = weights_of(done, compile_passes)
+    compiled.report.rule_check = checked
+    compiled.compile_trace = tracer  # a runtime trace merges these pass timings
+    _write_trace(tracer, trace)
+    return compiled
+
+
+def optimize(graph: Any, example_inputs: Sequence[Any] | None = None, *, rules: Any = None,
+             target: str | Sequence[str] = "cpu", limits: Any = None,
+             dynamic_shapes: Any = None, disable: Sequence[str] = (),
+             trace: str | Path | None = None, extract: str = "auto",
+             quantize: Any = None, strategy: str = "latency", verify: bool = True) -> Graph:
+    """The cheapest graph equal to `graph` under `rules`; `.report` says what happened.
+    `strategy` says what cheapest is: one call's `"latency"`, or `"throughput"` of a stream
+    of calls (`cuvil/egraph/strategy.py`). Rules not in the stock library are verified
+    first (`cuvil/verify/gate.py`); `verify=False` uses them unverified. The passes are
+    `compile`'s first three, with no cache."""
+    options = CompileOptions.of(rules=rules, target=target, limits=limits, disable=disable,
+                                dynamic_shapes=dynamic_shapes, extract=extract, trace=trace,
+                                quantize=quantize, strategy=strategy, verify=verify,
+                                cache=False)
+    tracer = Tracer()
+    checked = check_rules(options, tracer)
+    done = run(PASSES[:3], Compilation(Request(graph, example_inputs, options, tracer)),
+               tracer)
+    result = done.optimized
+    if result.report is not None:
+        result.report.rule_check = checked
+    _write_trace(tracer, trace)
+    return result
+
+
+def check_rules(options: CompileOptions, tracer: Tracer) -> str:
+    """Verify the user rules of `options.rules` (unless `verify=False`); what the report
+    says of them. A one-line `CuvilError` for a rule found unsound or that cannot be
+    verified."""
+    if options.rules is None:  # the stock library, verified by CI: nothing read
+        return ""
+    from cuvil.verify.gate import check_rules as gate  # 1.1 s (the verifier): user rules
+
+    return str(gate(options.rules, options.disable, options.verify, tracer))
+
+
+def weights_of(done: Compilation, compile_passes):
+    """What `load_state_dict` swaps into (`runtime/swap.py`): a torch module's weights, for
+    the CPU, rebuilt through `compile_passes` with the caches off; None otherwise."""
+    r = done.request
+    if not isinstance(r.model, torch.nn.Module) or not r.options.host_only:
+        return None
+    quantize = r.options.quantize
+    calibrated = quantize is not None and quantize.activations is not None
+    return Weights(r.model.state_dict, done.graph.constants if done.graph else {},
+                   functools.partial(_rebuild, r, compile_passes), replay=not calibrated)
+
+
+def _rebuild(request: Request, compile_passes, tensors: dict):
+    """(the compiled graph, its imported constants) of a copy of the model holding
+    `tensors`, compiled with the caches off: every recipe recorded."""
+    twin = copy.deepcopy(request.model)
+    twin.load_state_dict(tensors)
+    done = compile_passes(Compilation(Request(twin, request.example_inputs,
+                                              replace(request.options, cache=False),
+                                              Tracer())))
+    return done.compiled, done.graph.constants
+
+
+def _write_trace(tracer: Tracer, path: str | Path | None) -> None:
+    if path is not None:
+        tracer.write(path)
