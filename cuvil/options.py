@@ -3,7 +3,7 @@ its example inputs, checked once, frozen, and read by every stage from one value
 
     options = CompileOptions.of(target="cpu", limits={"time": 10}, disable=["fusion"])
     options.optimizer(hints)      # the optimizer's `egraph.options.Options`
-    options.lowering()            # `runtime.compile_graph`'s keyword arguments
+    options.lowering()            # `runtime.lower`'s keyword arguments
     options.optimizer_key(hints)  # what the compile cache's key says of them
     options.program_key(threads)  # what the program cache's key says of them
 
@@ -71,7 +71,7 @@ class CompileOptions:
                                                   (*device_target().values(), *self.targets)))
 
     def lowering(self) -> dict[str, Any]:
-        """`runtime.compile_graph`'s keyword arguments, but for the sizes."""
+        """`runtime.lower`'s keyword arguments, but for the sizes."""
         return {"target": self.targets, "fallback": self.fallback, "threads": self.threads,
                 "fuse_elementwise": self.fuse_elementwise,
                 "fallback_policy": self.fallback_policy}

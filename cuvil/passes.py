@@ -1,6 +1,6 @@
 """Named passes and the runner that enters each once, in order.
 
-    passes = [Pass("import", import_model, IMPORT_CACHE), Pass("optimize", optimize), ...]
+    passes = [Pass("import", import_), Pass("optimize", optimize, OptimizedCache()), ...]
     result = run(passes, first_value, tracer)
 
 A pass is a function from one value to the next. A pass with a `Cache` is looked up by its

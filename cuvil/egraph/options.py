@@ -1,5 +1,11 @@
 """What the optimizer is asked for besides the graph and the rules (`Options`): a module of
-its own, so that the compiling process can build it without importing egglog."""
+its own, so that the compiling process can build it without importing egglog.
+
+`Options` is the optimizer's own narrow view of a compile's `cuvil.options.CompileOptions`
+(`CompileOptions.optimizer(hints)` makes it): the egraph layer sits below `options` and may
+not import it, the value is pickled to the optimizer's child process with each graph, and
+it holds what only the optimizer reads (the hints, the targets' cost parameters, `fold`,
+`isolate`) without the lowering's and the caches' fields."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Stages: inline composite ops, make layouts explicit, partition into groups, run 
 group's template, build the module text. A group a template rejects is split into its
 nodes; a node nothing can lower runs through torch (reported), or with `fallback=False` is
 a compile-time error naming op, shape and source line. Compiling the module and building
-the callable is `cuvil.runtime.build.compile_graph`.
+the callable is `cuvil.runtime.build_program` (of `cuvil.runtime.lower`'s `Lowering`).
 """
 
 from __future__ import annotations
