@@ -110,6 +110,9 @@ def compile_passes(c: Compilation) -> Compilation:
         return run(PASSES, replace(c, ahead=ahead), c.request.tracer)
 
 
+PROGRAM = Pass("program", compile_passes, ProgramCache(compile_passes))  # a hit: no pass
+
+
 def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: Any = None,
             target: str | Sequence[str] = "cpu", dynamic_shapes: Any = None,
             fallback: bool = True, threads: int | None = None, limits: Any = None,
@@ -142,10 +145,9 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
         checked = check_rules(options, tracer)
         refuse_training(model)  # before the caches: a warm compile refuses it too
         request = fingerprinted(Request(model, example_inputs, options, tracer))
-        done = Pass("program", compile_passes, ProgramCache(compile_passes))(
-            Compilation(request))
+        done = PROGRAM(Compilation(request))
     compiled = done.compiled
-    compiled.weights = weights_of(done, compile_passes)
+    compiled.weights = weights_of(done)
     compiled.report.rule_check = checked
     compiled.compile_trace = tracer  # a runtime trace merges these pass timings
     _write_trace(tracer, trace)
@@ -188,7 +190,7 @@ def check_rules(options: CompileOptions, tracer: Tracer) -> str:
     return str(gate(options.rules, options.disable, options.verify, tracer))
 
 
-def weights_of(done: Compilation, compile_passes):
+def weights_of(done: Compilation):
     """What `load_state_dict` swaps into (`runtime/swap.py`): a torch module's weights, for
     the CPU, rebuilt through `compile_passes` with the caches off; None otherwise."""
     r = done.request
@@ -197,10 +199,10 @@ def weights_of(done: Compilation, compile_passes):
     quantize = r.options.quantize
     calibrated = quantize is not None and quantize.activations is not None
     return Weights(r.model.state_dict, done.graph.constants if done.graph else {},
-                   functools.partial(_rebuild, r, compile_passes), replay=not calibrated)
+                   functools.partial(_rebuild, r), replay=not calibrated)
 
 
-def _rebuild(request: Request, compile_passes, tensors: dict):
+def _rebuild(request: Request, tensors: dict):
     """(the compiled graph, its imported constants) of a copy of the model holding
     `tensors`, compiled with the caches off: every recipe recorded."""
     twin = copy.deepcopy(request.model)
