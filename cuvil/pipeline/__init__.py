@@ -199,17 +199,17 @@ def weights_of(done: Compilation):
     quantize = r.options.quantize
     calibrated = quantize is not None and quantize.activations is not None
     return Weights(r.model.state_dict, done.graph.constants if done.graph else {},
-                   functools.partial(_rebuild, r), replay=not calibrated)
+                   functools.partial(_rebuild, r.model, r.example_inputs, r.options),
+                   replay=not calibrated)
 
 
-def _rebuild(request: Request, tensors: dict):
-    """(the compiled graph, its imported constants) of a copy of the model holding
+def _rebuild(model: Any, example_inputs: Any, options: CompileOptions, tensors: dict):
+    """(the compiled graph, its imported constants) of a copy of `model` holding
     `tensors`, compiled with the caches off: every recipe recorded."""
-    twin = copy.deepcopy(request.model)
+    twin = copy.deepcopy(model)
     twin.load_state_dict(tensors)
-    done = compile_passes(Compilation(Request(twin, request.example_inputs,
-                                              replace(request.options, cache=False),
-                                              Tracer())))
+    request = Request(twin, example_inputs, replace(options, cache=False), Tracer())
+    done = compile_passes(Compilation(request))
     return done.compiled, done.graph.constants
 
 
