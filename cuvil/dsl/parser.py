@@ -205,8 +205,9 @@ class _ToAst(Transformer):
                         tolerance, override is not None)
 
     def op_decl(self, c):
-        name, *params, body = c
-        return ast.OpDecl(str(name), self._names(params), body, "", self.pos(name))
+        name, *params, body, _kernel, family = c
+        return ast.OpDecl(str(name), self._names(params), body, "", self.pos(name),
+                          str(family or ""), self.pos(family) if family else None)
 
     def include(self, c):
         return ast.Include(self.string(c).value, self.pos(c[0]))
