@@ -62,10 +62,10 @@ def body_misfit(kernel: KernelFamily, ops: list[tuple[str, str]]) -> str:
     is not what `kernel` computes; "" when it fits."""
     products = [op for op, _ in ops if op in kernel.products]
     low, high = kernel.count
-    if not low <= len(products) <= high:
+    if kernel.products and not low <= len(products) <= high:
         want = f"{low}" if low == high else f"{low} to {high}"
-        what = " or ".join(kernel.products) or "product"
-        return f"kernel {kernel.name} computes {want} {what}, the body has {len(products)}"
+        return f"kernel {kernel.name} takes {want} {' or '.join(kernel.products)} call(s), " \
+               f"the body has {len(products)}"
     for i, (op, lowering) in enumerate(ops):
         last = i == len(ops) - 1
         if op not in kernel.products and not (last and op in kernel.tail) and \
