@@ -116,13 +116,16 @@ class Rule:
 
 @dataclass(frozen=True)
 class OpDecl:
-    """`op NAME(params) = BODY`: a composite op defined by what it computes."""
+    """`op NAME(params) = BODY [kernel FAMILY]`: a composite op defined by what it computes,
+    and the kernel family that computes it in one call ("": lowered as its parts)."""
 
     name: str
     params: tuple[str, ...]
     body: Term
     description: str
     pos: Pos
+    kernel: str = ""
+    kernel_pos: Pos | None = None  # where the family is named
 
 
 @dataclass(frozen=True)

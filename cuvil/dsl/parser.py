@@ -77,7 +77,7 @@ def _parse_item(chunk: str, path: str, offset: int, reporter: Reporter) -> list[
             raise RecursionError
         return items
     except UnexpectedInput as e:
-        pos, message = _syntax_message(e, path, offset)
+        pos, message = _syntax_message(e, path, offset, chunk.startswith("op"))
         reporter.error(pos, message)
     except VisitError as e:
         if not isinstance(e.orig_exc, _ItemError):
@@ -140,7 +140,10 @@ _GROUPS = [  # (words, terminals that must all be expected, terminals the words 
 _ITEM_TERMINALS = {"$END", *(k.upper() for k in ITEM_KEYWORDS)}
 
 
-def _syntax_message(e: UnexpectedInput, path: str, offset: int) -> tuple[ast.Pos, str]:
+def _syntax_message(e: UnexpectedInput, path: str, offset: int, in_op: bool
+                    ) -> tuple[ast.Pos, str]:
+    """Where and what; `kernel` is offered only in an `op` item (a term ends a rule side
+    and an op body alike, so the parser's state after one expects it in either)."""
     if isinstance(e, UnexpectedCharacters):
         char = e.char if e.char.isprintable() else ascii(e.char)[1:-1]
         what = f"character '{char}'"
@@ -155,6 +158,7 @@ def _syntax_message(e: UnexpectedInput, path: str, offset: int) -> tuple[ast.Pos
         expected = e.expected if isinstance(e, UnexpectedToken) else set()
         line, col = e.line, e.column
     message = f"syntax error: unexpected {what}"
+    expected = set(expected) - (set() if in_op else {"KERNEL"})
     if expected:
         message += f", expected {describe_expected(set(expected))}"
     return ast.Pos(path, max(line, 1) + offset, max(col, 1)), message
@@ -205,8 +209,9 @@ class _ToAst(Transformer):
                         tolerance, override is not None)
 
     def op_decl(self, c):
-        name, *params, body = c
-        return ast.OpDecl(str(name), self._names(params), body, "", self.pos(name))
+        name, *params, body, _kernel, family = c
+        return ast.OpDecl(str(name), self._names(params), body, "", self.pos(name),
+                          str(family or ""), self.pos(family) if family else None)
 
     def include(self, c):
         return ast.Include(self.string(c).value, self.pos(c[0]))

@@ -46,6 +46,7 @@ class Signature:
     variadic: bool = False
     out_dtype: str | None = None
     kind: str = "misc"
+    lowering: str = ""  # the op's kernel family (`OpDef.lowering`)
 
     @property
     def min_inputs(self) -> int:
@@ -156,12 +157,12 @@ def _signature(op: dict) -> Signature:
     attrs = tuple(AttrSignature(n, k) if d is None else AttrSignature(n, k, ast.literal_eval(d))
                   for n, k, d in op["attrs"])
     return Signature(op["name"], tuple(op["inputs"]), attrs, op["variadic"], op["out_dtype"],
-                     op["kind"])
+                     op["kind"], op["lowering"])
 
 
 def _write(live: Catalog) -> None:
     ops = [{"name": o.name, "inputs": list(o.inputs), "variadic": o.variadic,
-            "out_dtype": o.out_dtype, "kind": o.kind,
+            "out_dtype": o.out_dtype, "kind": o.kind, "lowering": o.lowering,
             "attrs": [[a.name, a.kind, None if a.required else repr(a.default)]
                       for a in o.attrs]} for o in map(live.get, live.all_ops())]
     from cuvil.atomic import write_text

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from cuvil.dsl import ast
+from cuvil.dsl import ast, kernels
 from cuvil.dsl.builtins import ROOFLINE_PARAMS
 from cuvil.dsl.diagnostics import NOTE, Reporter
 from cuvil.dsl.expressions import ANY, ATTR_TYPES, BOOL, NUMBER, TENSOR, UNKNOWN, ExprTyper
@@ -178,6 +178,8 @@ class _Checker:
         if kinds != sorted(kinds, reverse=True):
             self.reporter.error(decl.pos, f"op '{decl.name}': tensor parameters must come "
                                           f"before attribute parameters")
+        if not self.errors_since(mark) and not self.terms.hit_broken:
+            self.check_kernel(decl)
         if self.errors_since(mark) or self.terms.hit_broken:
             self.broken.add(decl.name)
             return
@@ -193,6 +195,30 @@ class _Checker:
 
         self.defs[decl.name] = composite_opdef(dataclasses.replace(decl, body=body), inputs,
                                                attrs, self.defs)
+
+    def check_kernel(self, decl: ast.OpDecl) -> None:
+        """The family of the op's `kernel` clause exists and computes a body of this shape."""
+        if not decl.kernel:
+            return
+        kernel = kernels.family(decl.kernel)
+        if kernel is None:
+            self.reporter.error(decl.kernel_pos, f"op '{decl.name}': unknown kernel family "
+                                                 f"'{decl.kernel}'"
+                                                 f"{suggest(decl.kernel, kernels.FAMILIES)}")
+            return
+        misfit = kernels.body_misfit(kernel, self.body_ops(decl.body))
+        if misfit:
+            self.reporter.error(decl.kernel_pos, f"op '{decl.name}': {misfit}")
+
+    def body_ops(self, term: ast.Term) -> list[tuple[str, str]]:
+        """(op, kernel family) of each catalog call of a body, arguments first, the bodies
+        of the composite ops it calls expanded."""
+        if not isinstance(term, ast.Call):
+            return []
+        inner = [op for arg in term.args for op in self.body_ops(arg)]
+        if term.op in self.decls:
+            return inner + self.body_ops(self.decls[term.op].body)
+        return inner + [(term.op, self.catalog.get(term.op).lowering)]
 
     def errors_since(self, mark: int) -> bool:
         return any(d.is_error for d in self.reporter.diagnostics[mark:])

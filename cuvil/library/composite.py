@@ -5,7 +5,8 @@ types through the catalog (`linear`'s shape follows from `add(matmul(x, w), b)`)
 reference implementation evaluates the body with the catalog's torch implementations, and
 its work estimate is the sum of the body's. Parameters used at tensor positions of the body
 are the op's `inputs`; those used at attribute positions are its (required) `attrs`.
-`OpDef.body` is the `OpDecl` with its body in normal form.
+`OpDef.body` is the `OpDecl` with its body in normal form; `OpDef.kernel` is the kernel
+family its `kernel` clause names (`cuvil.dsl.kernels`), "" for an op lowered as its parts.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def composite_opdef(decl: OpDecl, inputs: tuple[str, ...], attrs: tuple[AttrSpec
     """The OpDef of `decl` (body already normalised); `defs` holds the other composite ops."""
     body = CompositeBody(decl, inputs, defs)
     return OpDef(decl.name, inputs, attrs, body.infer, body.ref, COMPOSITE, flops=body.flops,
-                 doc=decl.description, body=decl)
+                 doc=decl.description, body=decl, kernel=decl.kernel)
 
 
 class CompositeBody:

@@ -4,11 +4,17 @@ Every non-leaf node starts in a group of its own kind (`elementwise`, `gemm`, `c
 `rows`, `pool`, `attention`, `concat`, `gather`, `alias` for free views, `fallback` for
 what runs through torch). Then, in order:
 
-1. each composite instance becomes one group when its body fits a template (a GEMM with an
-   elementwise epilogue, two of them in a row (`mlp`), an int8 layer: quantize, int8
-   product, dequantizing epilogue (`qlayer`), an elementwise DAG, attention, or a single
-   op); otherwise its nodes stay apart and it is the composition of its parts' kernels;
-2. the attention pattern `softmax(q @ k^T * s + mask) @ v` becomes one group;
+1. each composite instance whose op names a kernel family (`op ... kernel gemm` in `.cvr`,
+   `cuvil.dsl.kernels`) becomes one group of that family's template when its nodes fit
+   the family's fact (a GEMM with an elementwise epilogue, 2-3 of them chained (`mlp`),
+   an int8 layer as `qlayer` matches it, ...); an instance of one node is that node's
+   group; otherwise its nodes stay apart and it is the composition of its parts' kernels;
+2. the attention pattern `softmax(q @ k^T * s + mask) @ v` becomes one group where no
+   instance holds it: the target's matcher (`Target.attention_matcher`) finds it in the
+   graph, since attention reaches lowering written out by the model (a pattern the
+   `fusion_attention` rules' guards refuse: rank 3, a dropout, another score chain) and
+   no composite op stands for it (the rules rewrite to the catalog's
+   `scaled_dot_product_attention`);
 3. with `fuse_elementwise`, an elementwise node absorbs elementwise producers whose value
    it alone reads and whose shape and layout equal its own (a lowering decision the report
    lists). GEMM and convolution epilogues are not lowering's to make: they come from the
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from cuvil.dsl import kernels
 from cuvil.ir.devices import HOST
 from cuvil.ir.graph import Graph, Node
 from cuvil.ir.types import default_layout
@@ -215,48 +222,53 @@ def partition(graph: Graph, instances: dict[str, Instance], fuse_elementwise: bo
 
 
 def _group_instance(part: Partition, inst: Instance, attention_match) -> None:
+    """One group for the instance when it is one part, or when its nodes fit the kernel
+    family its op declares; otherwise its nodes stay apart (lowered as its parts)."""
     graph = part.graph
     members = [m for m in inst.members if graph[m].op != "scalar"]
     if not members:
         return
     kinds = {m: part.group_of[m].template for m in members}
-    root = graph[members[-1]]
-    template = _instance_template(part, members, kinds, root)
-    softmax = [m for m in members if graph[m].op == "softmax"]
-    if template is None and attention_match is not None and len(softmax) == 1:
-        found = attention_match(graph, part, graph[softmax[0]])
-        template = "attention" if found and set(found) == set(members) else None
+    if len(members) == 1:
+        template = kinds[members[0]] if kinds[members[0]] != "fallback" else None
+    else:
+        kernel = kernels.family(inst.kernel)
+        fits = kernel is not None and "fallback" not in kinds.values() and \
+            _fits(part, members, kernel, kinds, attention_match)
+        template = kernel.name if fits else None
     if template is not None:
         part.merge([part.group_of[m] for m in members], template, inst.node.name)
 
 
-def _instance_template(part: Partition, members: list[str], kinds: dict[str, str],
-                       root: Node) -> str | None:
+def _fits(part: Partition, members: list[str], kernel: kernels.KernelFamily,
+          kinds: dict[str, str], attention_match) -> bool:
+    """Whether an instance's nodes (graph order, the root last) are what `kernel` computes
+    in one call, by its family's fact; the template checks the rest as it generates."""
     graph = part.graph
-    if len(members) == 1:
-        return kinds[members[0]] if kinds[members[0]] != "fallback" else None
-    int8 = [m for m in members if kinds[m] in ("qgemm", "qconv")]
-    if int8:  # an int8 layer (quantize, product, epilogue) is one kernel, else its parts
+    if kernel.matcher == "int8":
         layer = qlayer.match(graph, members, part.users, part.outputs)
-        fits = layer is not None and all(kinds[m] == "elementwise" for m in members
-                                         if m != layer.product.name)
-        return layer.template if fits and kinds[int8[0]] == layer.template else None
-    if kinds[root.name] == "pool" and root.op == "max_pool2d" and \
-            root.inputs[0] == members[-2]:  # a convolution pooled in its epilogue
-        inner = _instance_template(part, members[:-1], kinds, graph[members[-2]])
-        return inner if inner == "conv" else None
-    same = all(graph[m].type.shape == root.type.shape and
-               graph[m].type.layout == root.type.layout for m in members)
-    rest = [m for m in members if kinds[m] != "elementwise"]
-    if not rest and same:
-        return "elementwise"
-    if len(rest) == 1 and kinds[rest[0]] in ("gemm", "conv") and same and \
-            not set(graph[rest[0]].inputs) & set(members):
-        return kinds[rest[0]]
-    if len(rest) in (2, 3) and rest[0] == members[0] and \
-            all((graph[m].op, kinds[m]) == ("matmul", "gemm") for m in rest):
-        return "mlp"  # layers: `templates.mlp` checks the rest, or they split
-    return None
+        return layer is not None and layer.template == kernel.name == \
+            kinds[layer.product.name] and \
+            all(kinds[m] == "elementwise" for m in members if m != layer.product.name)
+    if kernel.matcher == "attention":
+        softmax = [m for m in members if graph[m].op == "softmax"]
+        found = attention_match(graph, part, graph[softmax[0]]) \
+            if attention_match is not None and len(softmax) == 1 else None
+        return bool(found) and set(found) == set(members)
+    if graph[members[-1]].op in kernel.tail and graph[members[-1]].inputs[0] == members[-2]:
+        members = members[:-1]  # a pool reading the epilogue ends the kernel
+    root = graph[members[-1]]
+    products = [m for m in members if kinds[m] != "elementwise"]
+    low, high = kernel.count
+    if not low <= len(products) <= high or \
+            any(graph[m].op not in kernel.products for m in products):
+        return False
+    if products and (products[0] != members[0] or
+                     set(graph[products[0]].inputs) & set(members)):
+        return False  # the first product opens the body, on the instance's inputs
+    return not kernel.same_shape or all(
+        graph[m].type.shape == root.type.shape and graph[m].type.layout == root.type.layout
+        for m in members)
 
 
 def is_move_chain(group: Group, graph: Graph) -> bool:

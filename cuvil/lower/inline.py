@@ -3,9 +3,10 @@ their bodies, so that every later stage of lowering sees only catalog ops.
 
 A composite of f16 or bf16 values stays one node (`runs_in_torch`).
 
-The inlined nodes of one composite node are remembered as an `Instance`: grouping tries to
-turn each instance into a single kernel (its body decides the template), and the kernel's
-header names the composite node, its source line and the rules that produced it.
+The inlined nodes of one composite node are remembered as an `Instance`, with the kernel
+family its op's `kernel` clause names: grouping makes an instance one kernel of that family
+when its nodes fit the family (`cuvil.lower.group`), and the kernel's header names the
+composite node, its source line and the rules that produced it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Instance:
 
     node: Node  # the composite node as it was in the graph
     members: list[str] = field(default_factory=list)
+    kernel: str = ""  # the kernel family of its op (`OpDef.kernel`); "": lowered as parts
 
 
 def is_composite(graph: Graph, op: str) -> bool:
@@ -56,7 +58,7 @@ def inline_composites(graph: Graph) -> tuple[Graph, dict[str, Instance]]:
         if node.op == "input":
             out.input(node.name, node.type)
         elif is_composite(graph, node.op) and not runs_in_torch(graph, node):
-            inst = Instance(node)
+            inst = Instance(node, kernel=graph.defs[node.op].kernel)
             _expand(out, node, node, inst)
             instances[node.name] = inst
         else:

@@ -15,9 +15,12 @@ The packed weight is the runtime's format: the templates declare its arrays (`pa
 and the runtime's build step computes them (`cuvil.runtime.derived`), which checks that
 they have the declared types.
 
-Partitioning asks `match` whether a composite instance is such a layer (then it is one
-`qgemm` or `qconv` group), and the templates ask it again for the parts they lower, so a
-group gets the template only when the template accepts it.
+The family of a layer's kernel is its op's `.cvr` clause (`kernel qgemm`, `kernel qconv`);
+`match` decides only what is structural: which nodes are the layer's parts, and that they
+are a layer the int8 kernels compute (the product's op, `PRODUCTS`, says which of the two
+kernels that is). Partitioning asks it of an instance declared `qgemm` or `qconv` (one
+group when the product's family is the declared one), and the templates ask it again for
+the parts they lower, so a group gets the template only when the template accepts it.
 """
 
 from __future__ import annotations

@@ -59,7 +59,10 @@ class Target:
     # nodes of an attention pattern a template lowers as one group, and a pass over the
     # groups afterwards. A target that brings neither groups nodes one op at a time.
     def attention_matcher(self) -> Callable | None:
-        """(graph, partition, softmax node) -> the names of an attention pattern, or None."""
+        """(graph, partition, softmax node) -> the names of an attention pattern, or None.
+        Partitioning asks it of instances of ops declared `kernel attention`, and of the
+        graph itself: attention the model writes out reaches lowering as plain nodes where
+        the `fusion_attention` rules' guards refuse it, and no composite op stands for it."""
         return None
 
     def regroup(self, groups: list, graph, own: Callable) -> list:

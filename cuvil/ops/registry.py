@@ -95,6 +95,7 @@ class OpDef:
     doc: str = ""
     body: Any = field(default=None, compare=False)  # composite ops: the `.cvr` definition
     lowering: str = ""  # kernel family (`FAMILIES`); "" = the kind's
+    kernel: str = ""  # composite ops: the family computing the body at once (dsl/kernels.py)
     element: str = ""  # elementwise: one output element (`cuvil.ops.element`)
     work: float = 1  # arithmetic per output element in the default flops
     float_only: bool = False  # floating-point inputs only (torch has no integer kernel)

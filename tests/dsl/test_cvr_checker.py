@@ -164,3 +164,32 @@ def test_sides_that_differ_by_type_statically(text, message):
 
 def test_sides_whose_types_depend_on_the_match_are_accepted():
     assert load('rule l: to_layout(x, "NHWC") => x where layout(x) == "NHWC"\n').rules
+
+
+@pytest.mark.parametrize("text", [
+    "op e(x) = relu(add(x, 1.0)) kernel elementwise",
+    "op g(x, w, b, r) = add(gelu(add(matmul(x, w), b)), r) kernel gemm",
+    "op c(x, w, k) = max_pool2d(relu(conv2d(x, w)), kernel_size=k) kernel conv",
+    "op m(x, w1, w2) = matmul(relu(matmul(x, w1)), w2) kernel mlp",
+    "op a(q, k, v) = matmul(softmax(matmul(q, transpose(k, -2, -1)), dim=-1), v) kernel attention",
+])
+def test_bodies_their_kernel_family_computes(text):
+    assert load(text + "\n").ops
+
+
+@pytest.mark.parametrize("text, message", [
+    ("op e(x, w) = matmul(x, w) kernel elementwise",
+     "1: op 'e': kernel elementwise (an elementwise DAG of one shape, one loop) has no place "
+     "for matmul"),
+    ("op g(x, w) = matmul(relu(matmul(x, w)), w) kernel gemm",
+     "1: op 'g': kernel gemm takes 1 matmul call(s), the body has 2"),
+    ("op m(x, w) = relu(matmul(x, w)) kernel mlp",
+     "1: op 'm': kernel mlp takes 2 to 3 matmul call(s), the body has 1"),
+    ("op c(x, w, k) = relu(max_pool2d(conv2d(x, w), kernel_size=k)) kernel conv",
+     "1: op 'c': kernel conv (one convolution with an elementwise epilogue, then a max pool "
+     "or not) has no place for max_pool2d"),
+    ("op q(x, w) = add(matmul(x, w), 1.0) kernel gemmm",
+     "1: op 'q': unknown kernel family 'gemmm' (did you mean 'gemm'?)"),
+])
+def test_a_kernel_family_that_does_not_compute_the_body_is_refused(text, message):
+    assert errors_of(text + "\n") == [message]

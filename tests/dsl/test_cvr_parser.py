@@ -66,6 +66,14 @@ def test_reference_declarations(reference):
     op = reference.items[1]
     assert op.name == "linear" and op.params == ("x", "w", "b")
     assert op.description.startswith("A fused op is defined by what it computes")
+    assert op.kernel == "gemm" and (op.kernel_pos.line, op.kernel_pos.col) == (5, 50)
+
+
+def test_an_op_without_a_kernel_clause_names_no_family():
+    text = "op lin(x, w, b) = add(matmul(x, w), b)\nop f(x, kernel_size) = relu(x)\n"
+    first, second = parse(text).items
+    assert (first.kernel, first.kernel_pos) == ("", None)
+    assert second.params == ("x", "kernel_size")  # `kernel` alone is the reserved word
 
 
 def _shape(node):

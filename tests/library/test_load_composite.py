@@ -18,7 +18,7 @@ from cuvil.library import load
 from cuvil.ops import registry
 
 OPS = """
-op linear(x, w, b) = add(matmul(x, w), b)
+op linear(x, w, b) = add(matmul(x, w), b) kernel gemm
 op linear_relu(x, w, b) = relu(linear(x, w, b))
 op softmax_scaled(x, s, d) = softmax(mul(x, s), dim=d)
 op shifted_half(x) = mul(add(x, 1), 0.5)
@@ -37,6 +37,11 @@ def test_signature_from_the_body(ops):
     assert (d.name, d.kind, d.required) == ("d", "int", True)
     assert {op.kind for op in ops.values()} == {registry.COMPOSITE}
     assert ops["linear"].body.name == "linear" and ops["linear"].body.body.op == "add"
+
+
+def test_kernel_family_comes_from_the_kernel_clause(ops):
+    assert ops["linear"].kernel == "gemm" and ops["linear"].body.kernel == "gemm"
+    assert ops["linear_relu"].kernel == ""  # lowered as its parts
 
 
 def test_type_follows_the_body_including_symbolic_dims(ops):

@@ -1,6 +1,7 @@
-"""Composite ops from `.cvr` (`op NAME(params) = BODY`): each is inlined and lowered as one
-kernel when its body fits a template, else as the composition of its parts' kernels; the
-kernel header names the composite node and its source line."""
+"""Composite ops from `.cvr` (`op NAME(params) = BODY kernel FAMILY`): each is inlined and
+lowered as one kernel of the family it names when its nodes fit that family, else (or with
+no `kernel` clause) as the composition of its parts' kernels; the kernel header names the
+composite node and its source line."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ from cuvil.ir import Graph
 from cuvil.library import load
 
 CVR = """\
-op linear(x, w, b) = add(matmul(x, w), b)
-op linear_relu(x, w, b) = relu(linear(x, w, b))
-op affine(x) = add(mul(x, 2.0), 1.0)
+op linear(x, w, b) = add(matmul(x, w), b) kernel gemm
+op linear_relu(x, w, b) = relu(linear(x, w, b)) kernel gemm
+op affine(x) = add(mul(x, 2.0), 1.0) kernel elementwise
 op attn(q, k, v) = matmul(softmax(mul(matmul(q, transpose(k, -2, -1)), 0.5), -1), v)
+    kernel attention
 op ln_linear(x, lw, lb, w, b) = linear(layer_norm(x, lw, lb, (16,)), w, b)
 op softmax_along(x, d) = softmax(x, d)
+op linear_parts(x, w, b) = add(matmul(x, w), b)
+op linear_broadcast(x, w, r) = add(matmul(x, w), r) kernel gemm
 """
 
 
@@ -38,6 +42,8 @@ def composite_graph(lower):
         "attn": g.add("attn", [q, q, q], source="model.py:14"),
         "ln_linear": g.add("ln_linear", [x, lw, lb, w, b], source="model.py:15"),
         "softmax_along": g.add("softmax_along", [q], {"d": 2}),
+        "linear_parts": g.add("linear_parts", [x, w, b]),
+        "linear_broadcast": g.add("linear_broadcast", [x, w, g.const(torch.randn(3, 1, 16), "r")]),
     }
     g.set_outputs(outs)
     return g, lower(g)
@@ -58,7 +64,18 @@ def test_each_composite_that_fits_a_template_is_one_kernel(composite_graph):
     assert by_node["v2"] == "elementwise"
     assert by_node["v3"] == "attention"
     assert by_node["v5"] == "rows"  # softmax_along(d=2)
-    assert "v4 = ln_linear" in compiled.report.composed[0]  # rows + gemm: its parts
+    assert "v4 = ln_linear" in compiled.report.composed[0]  # no kernel clause: its parts
+
+
+def test_a_composite_is_one_kernel_only_of_the_family_it_declares(composite_graph):
+    g, compiled = composite_graph
+    composed = "\n".join(compiled.report.composed)
+    kernels_of = {line.split(" = ")[0]: k.template for k in compiled.report.kernels
+                  for line in k.nodes}
+    assert "v6 = linear_parts" in composed  # fits a GEMM, names no kernel: its parts
+    assert "v7 = linear_broadcast" in composed  # kernel gemm; its epilogue grows the shape
+    assert kernels_of["v6"] == kernels_of["v7"] == "elementwise"  # the add, on its own
+    assert "v1 = linear_relu" not in composed
 
 
 def test_kernel_header_names_node_rules_and_source(composite_graph):

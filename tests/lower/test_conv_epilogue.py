@@ -20,9 +20,9 @@ import cuvil
 TANH_RULES = """
 ruleset fusion_conv_tanh
 op conv2d_bias_tanh(x, w, b, stride, padding, dilation, groups) =
-    tanh(conv2d_bias(x, w, b, stride, padding, dilation, groups))
+    tanh(conv2d_bias(x, w, b, stride, padding, dilation, groups)) kernel conv
 op conv2d_bias_add_tanh(x, w, b, r, stride, padding, dilation, groups) =
-    tanh(conv2d_bias_add(x, w, b, r, stride, padding, dilation, groups))
+    tanh(conv2d_bias_add(x, w, b, r, stride, padding, dilation, groups)) kernel conv
 rule conv_bias_tanh: tanh(conv2d_bias(x, w, b, s, p, d, g))
     => conv2d_bias_tanh(x, w, b, s, p, d, g)
 rule conv_bias_add_tanh: tanh(conv2d_bias_add(x, w, b, r, s, p, d, g))

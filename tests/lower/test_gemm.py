@@ -10,7 +10,7 @@ from lowering_support import B, assert_matches_reference, call_templates, t, tem
 from cuvil.ir import Graph
 from cuvil.library import load
 
-FUSED = "op linear_gelu_residual(x, w, b, r) = add(gelu(add(matmul(x, w), b)), r)\n"
+FUSED = "op linear_gelu_residual(x, w, b, r) = add(gelu(add(matmul(x, w), b)), r) kernel gemm\n"
 
 
 @pytest.fixture(scope="module")

@@ -122,7 +122,7 @@ def test_lowering_and_the_runtime_agree_on_the_rows_that_share_a_region():
 
 SIDE_BY_SIDE = """
 ruleset two_products
-op two_products(x, w1, w2) = add(matmul(x, w1), matmul(x, w2))
+op two_products(x, w1, w2) = add(matmul(x, w1), matmul(x, w2)) kernel mlp
 rule two_products: add(matmul(x, w1), matmul(x, w2)) => two_products(x, w1, w2)
 """
 

@@ -14,7 +14,8 @@ from cuvil.ir import Graph
 from cuvil.library import load
 from cuvil.lower import lower_to_source
 
-CVR = "op linear(x, w, b) = add(matmul(x, w), b)\nop linear_tanh(x, w, b) = tanh(linear(x, w, b))\n"
+CVR = ("op linear(x, w, b) = add(matmul(x, w), b) kernel gemm\n"
+       "op linear_tanh(x, w, b) = tanh(linear(x, w, b)) kernel gemm\n")
 
 
 def two_layers(name: str, source: str, prefix: str) -> Graph:

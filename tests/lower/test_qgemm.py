@@ -21,7 +21,8 @@ CVR = "".join(line for line in STOCK.read_text().splitlines(keepends=True)
               if line.startswith("op ")) + """\
 op qlinear_s8(x, wq, ws, b, sx, zx) = add(mul(dequantize(matmul_i8(
     quantize(x, scale=sx, zero_point=zx, dtype="i8"), wq, x_zero=zx), scale=sx), ws), b)
-op qlinear_tanh(x, wq, ws, b, sx, zx) = tanh(qlinear(x, wq, ws, b, sx, zx))
+    kernel qgemm
+op qlinear_tanh(x, wq, ws, b, sx, zx) = tanh(qlinear(x, wq, ws, b, sx, zx)) kernel qgemm
 """
 
 

@@ -41,8 +41,8 @@ def linear_tanh() -> Graph:
 
 def _linear_then(act: str) -> Graph:
     g = Graph(f"linear_{act}")
-    g.defs.update(load("op linear(x, w, b) = add(matmul(x, w), b)\n"
-                       f"op linear_{act}(x, w, b) = {act}(linear(x, w, b))\n").ops)
+    g.defs.update(load("op linear(x, w, b) = add(matmul(x, w), b) kernel gemm\n"
+                       f"op linear_{act}(x, w, b) = {act}(linear(x, w, b)) kernel gemm\n").ops)
     x = g.input("x", t(B, 64))
     w, b = g.const(torch.zeros(64, 32), "fc.weight.T"), g.const(torch.zeros(32), "fc.bias")
     g.set_outputs(g.add(f"linear_{act}", [x, w, b], source="model.py:10",

@@ -19,7 +19,7 @@ RESIDUAL_POOL_RULES = """
 ruleset fusion_conv_residual_pool
 op conv2d_bias_add_relu_max_pool(x, w, b, r, stride, padding, dilation, groups, k, ps) =
     max_pool2d(conv2d_bias_add_relu(x, w, b, r, stride, padding, dilation, groups),
-               kernel_size=k, stride=ps)
+               kernel_size=k, stride=ps) kernel conv
 rule conv_residual_pool: max_pool2d(conv2d_bias_add_relu(x, w, b, r, s, p, d, g),
                                     kernel_size=k, stride=ps, padding=(0, 0),
                                     dilation=(1, 1), ceil_mode=False)

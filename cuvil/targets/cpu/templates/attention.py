@@ -38,7 +38,15 @@ def _in_chain(op: str) -> bool:
 
 
 def match(graph: Graph, part, softmax: Node) -> list[str] | None:
-    """The nodes of an attention pattern ending in `softmax`'s consumer, or None."""
+    """The nodes of an attention pattern ending in `softmax`'s consumer, or None.
+
+    Lowering asks it of an instance of an op declared `kernel attention` (the family's
+    structural check), and of every softmax no instance holds: attention written out by
+    the model reaches lowering as plain nodes wherever the `fusion_attention` rules' guards
+    refuse it (rank-3 `bmm` products, a scale that is no constant, a score chain other
+    than a constant scale and one mask: the zoo's `vit` and `gpt2` reach it so), and those
+    rules rewrite to the catalog's `scaled_dot_product_attention`, so no composite instance
+    stands for that pattern."""
     found = _pattern(graph, softmax, part.private)
     if found is None:
         return None

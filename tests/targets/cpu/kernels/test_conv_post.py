@@ -15,6 +15,7 @@ HARDTANH_RULES = """
 ruleset fusion_conv_hardtanh
 op conv2d_bias_hardtanh(x, w, b, stride, padding, dilation, groups) =
     hardtanh(conv2d_bias(x, w, b, stride, padding, dilation, groups), min_val=-0.5, max_val=0.5)
+    kernel conv
 rule conv_bias_hardtanh: hardtanh(conv2d_bias(x, w, b, s, p, d, g), min_val=-0.5, max_val=0.5)
     => conv2d_bias_hardtanh(x, w, b, s, p, d, g)
 """

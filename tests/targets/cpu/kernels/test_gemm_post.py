@@ -21,7 +21,7 @@ from cuvil.targets.cpu.templates.gemm import panels
 
 TANH_RULES = """
 ruleset fusion_linear_tanh
-op linear_tanh(x, w, b) = tanh(linear(x, w, b))
+op linear_tanh(x, w, b) = tanh(linear(x, w, b)) kernel gemm
 rule linear_tanh: tanh(linear(x, w, b)) => linear_tanh(x, w, b)
 """
 
