@@ -14,8 +14,9 @@ missed by a key.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ class CompileOptions:
     disable: tuple[str, ...] = ()
     fuse_elementwise: bool = True
     quantize: Any = None
-    fallback_policy: str = "cpu"
+    fallback_policy: str = "cpu"  # `of`: "error" by default for a sole device target
     strategy: str = "latency"
     verify: bool = True
     extract: str = "auto"
@@ -47,12 +48,41 @@ class CompileOptions:
 
     @classmethod
     def of(cls, *, target: str | Sequence[str] = "cpu", limits: Any = None,
-           disable: Sequence[str] = (), strategy: str = "latency", **rest: Any
-           ) -> CompileOptions:
+           disable: Sequence[str] = (), strategy: str = "latency",
+           fallback_policy: str | None = None, **rest: Any) -> CompileOptions:
         """The options for a call's keyword arguments, each checked: a one-line
-        `CuvilError` for an unknown target, limit or strategy."""
-        return cls(targets=targets_of(target), limits=as_limits(limits),
-                   disable=tuple(disable), strategy=check_strategy(strategy), **rest)
+        `CuvilError` for an unknown target, limit or strategy. `fallback_policy=None`:
+        `"error"` where the targets are one device off the host (every op runs there),
+        `"cpu"` otherwise."""
+        options = cls(targets=targets_of(target), limits=as_limits(limits),
+                      disable=tuple(disable), strategy=check_strategy(strategy), **rest)
+        if fallback_policy is None:
+            fallback_policy = "cpu" if options.sole_device is None else "error"
+        return replace(options, fallback_policy=fallback_policy)
+
+    def on_present_devices(self) -> CompileOptions:
+        """These options for the devices that are here: a target whose device is absent
+        (its `require` hook raises) is dropped with one warning while another is left; the
+        sole target's absence is its one-line `CuvilError`."""
+        if self.host_only:
+            return self
+        from cuvil.ir.devices import device
+        from cuvil.lower.target import get_target
+
+        present, absent = [], []
+        for name in self.targets:
+            try:
+                device(get_target(name).device).require()
+                present.append(name)
+            except CuvilError as e:
+                absent.append((name, e))
+        if not present:
+            name, error = absent[0]
+            raise CuvilError(f"target {name!r}: {error}")
+        if absent:
+            warnings.warn(f"compiling for {', '.join(present)} alone: "
+                          + "; ".join(f"target {n!r}: {e}" for n, e in absent), stacklevel=3)
+        return replace(self, targets=tuple(present))
 
     @property
     def host_only(self) -> bool:
@@ -66,6 +96,8 @@ class CompileOptions:
         """The device every node is placed on before the optimizer (`ir/place.py`): that
         of the targets when they all compute one device that is not the host; None when
         the host is among them (extraction chooses, or there is nothing to choose)."""
+        if self.host_only:
+            return None
         from cuvil.ir.devices import HOST
         from cuvil.lower.target import get_target
 
@@ -78,6 +110,7 @@ class CompileOptions:
 
         return Options(targets=self.targets, limits=self.limits, extract=self.extract,
                        hints=hints, strategy=self.strategy,
+                       placed_on=self.sole_device or "",
                        device_params=device_costs(self.targets,
                                                   (*device_target().values(), *self.targets)))
 

@@ -63,7 +63,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
             fallback: bool = True, threads: int | None = None, limits: Any = None,
             disable: Sequence[str] = (), trace: str | Path | None = None,
             cache: bool = True, fuse_elementwise: bool = True, quantize: Any = None,
-            fallback_policy: str = "cpu", strategy: str = "latency", verify: bool = True):
+            fallback_policy: str | None = None, strategy: str = "latency",
+            verify: bool = True):
     """`model` compiled to Numba kernels: a callable with the model's results, faster.
     `example_inputs`: a tuple of the model's arguments (or one tensor, its only one).
 
@@ -71,10 +72,13 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     and options; in any process) reuses the optimized graph and the compiled kernels, and
     a model compiled before is rebuilt from its stored program (`cuvil/cache/programs.py`:
     no export, optimizer or lowering; `report.program_cache` says so). With
-    `quantize` (a `cuvil.Quantize`), calibration facts let the int8 rules fire. With several
-    targets (`["cuda", "cpu"]`) every node runs on the target of the device extraction
-    placed it on; `fallback_policy="cpu"` runs a node its device has no kernel for on the
-    CPU, with copies in and out (listed in the report), `"error"` refuses it. `strategy`
+    `quantize` (a `cuvil.Quantize`), calibration facts let the int8 rules fire. `target`
+    names the devices allowed: one device (`"cuda"`) runs every node there; with several
+    (`["cuda", "cpu"]`) every node runs on the target of the device extraction placed it
+    on. A target whose device is absent (no GPU) is dropped with a warning, or, alone, is
+    an error. `fallback_policy="cpu"` runs a node its device has no kernel for on the CPU,
+    with copies in and out (listed in the report), `"error"` refuses it; by default a sole
+    device target refuses it, several targets run it on the CPU. `strategy`
     and `verify` are `optimize`'s: user rules are verified before any cache can serve a
     program made with them.
     """
@@ -87,7 +91,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
         rules=rules, target=target, dynamic_shapes=dynamic_shapes, fallback=fallback,
         threads=threads, limits=limits, disable=disable, fuse_elementwise=fuse_elementwise,
         quantize=quantize, fallback_policy=fallback_policy, strategy=strategy, verify=verify,
-        cache=cache, trace=trace)
+        cache=cache, trace=trace).on_present_devices()
     tracer = Tracer()
     with gc_pause.paused(), compile_progress(tracer, display_name(model)):
         checked = check_rules(options, tracer)
