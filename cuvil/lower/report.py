@@ -123,10 +123,14 @@ class CompileReport:
                 or set(self.placement.values()) - {device_target()[HOST]} != set())
 
     def header(self) -> str:
-        """`lowered for cuda (and the CPU: 1 node without a kernel there): 3 kernel(s)`."""
+        """`lowered for cuda (and the CPU: 1 node(s) without a kernel on their device): 3
+        kernel(s) ...`: the targets the kernels run on (of those allowed, where fewer)."""
+        named = self.target.split(",")
+        used = [t for t in named if t in self.placement.values()] or named
+        where = ",".join(used) + (f" (of targets {self.target})" if used != named else "")
         moved = sum(1 for f in self.fallbacks if f.placed)
-        where = self.target + (f" (and the CPU: {moved} node(s) without a kernel on their "
-                               "device)" if moved else "")
+        where += (f" (and the CPU: {moved} node(s) without a kernel on their device)"
+                  if moved else "")
         source = "loaded from cache" if self.cache_hit else "compiled"
         return (f"lowered for {where}: {len(self.kernels)} kernel(s) {source} in "
                 f"{self.compile_s:.2f} s ({self.threads} thread(s), {self.threading_layer} "
