@@ -6,6 +6,8 @@ its example inputs, checked once, frozen, and read by every stage from one value
     options.lowering()            # `runtime.compile_graph`'s keyword arguments
     options.optimizer_key(hints)  # what the compile cache's key says of them
     options.program_key(threads)  # what the program cache's key says of them
+    options.sole_device           # the device a graph is placed on whole (`ir/place.py`)
+    options.on_present_devices()  # the targets whose devices are here (no GPU: warned)
 
 What the caches key on is said here, next to the fields, so that a new option cannot be
 missed by a key.
