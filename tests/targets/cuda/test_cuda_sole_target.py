@@ -42,6 +42,10 @@ def test_the_optimizer_sees_the_graph_on_cuda():
     computing = [n for n in graph if n.op not in ("input", "const", "scalar", "to_device")]
     assert computing and all(n.type.device == "cuda" for n in computing), str(graph)
     assert all(graph[o].type.device == "cpu" for o in graph.outputs)
+    assert graph.report.placement_line().startswith(
+        "placement (every node on cuda, the sole target's device): "), str(graph.report)
+    assert not any(graph.report.rules[r].matches for r in graph.report.rules
+                   if r.endswith("_on_cuda"))  # nothing left for the placement rules
 
 
 class Sorted(nn.Module):
