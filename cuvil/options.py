@@ -6,6 +6,8 @@ its example inputs, checked once, frozen, and read by every stage from one value
     options.lowering()            # `runtime.lower`'s keyword arguments
     options.optimizer_key(hints)  # what the compile cache's key says of them
     options.program_key(threads)  # what the program cache's key says of them
+    options.sole_device           # the device a graph is placed on whole (`ir/place.py`)
+    options.on_present_devices()  # the targets whose devices are here (no GPU: warned)
 
 What the caches key on is said here, next to the fields, so that a new option cannot be
 missed by a key.
@@ -14,8 +16,9 @@ missed by a key.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +41,7 @@ class CompileOptions:
     disable: tuple[str, ...] = ()
     fuse_elementwise: bool = True
     quantize: Any = None
-    fallback_policy: str = "cpu"
+    fallback_policy: str = "cpu"  # `of`: "error" by default for a sole device target
     strategy: str = "latency"
     verify: bool = True
     extract: str = "auto"
@@ -47,12 +50,41 @@ class CompileOptions:
 
     @classmethod
     def of(cls, *, target: str | Sequence[str] = "cpu", limits: Any = None,
-           disable: Sequence[str] = (), strategy: str = "latency", **rest: Any
-           ) -> CompileOptions:
+           disable: Sequence[str] = (), strategy: str = "latency",
+           fallback_policy: str | None = None, **rest: Any) -> CompileOptions:
         """The options for a call's keyword arguments, each checked: a one-line
-        `CuvilError` for an unknown target, limit or strategy."""
-        return cls(targets=targets_of(target), limits=as_limits(limits),
-                   disable=tuple(disable), strategy=check_strategy(strategy), **rest)
+        `CuvilError` for an unknown target, limit or strategy. `fallback_policy=None`:
+        `"error"` where the targets are one device off the host (every op runs there),
+        `"cpu"` otherwise."""
+        options = cls(targets=targets_of(target), limits=as_limits(limits),
+                      disable=tuple(disable), strategy=check_strategy(strategy), **rest)
+        if fallback_policy is None:
+            fallback_policy = "cpu" if options.sole_device is None else "error"
+        return replace(options, fallback_policy=fallback_policy)
+
+    def on_present_devices(self) -> CompileOptions:
+        """These options for the devices that are here: a target whose device is absent
+        (its `require` hook raises) is dropped with one warning while another is left; the
+        sole target's absence is its one-line `CuvilError`."""
+        if self.host_only:
+            return self
+        from cuvil.ir.devices import device
+        from cuvil.lower.target import get_target
+
+        present, absent = [], []
+        for name in self.targets:
+            try:
+                device(get_target(name).device).require()
+                present.append(name)
+            except CuvilError as e:
+                absent.append((name, e))
+        if not present:
+            name, error = absent[0]
+            raise CuvilError(f"target {name!r}: {error}")
+        if absent:
+            warnings.warn(f"compiling for {', '.join(present)} alone: "
+                          + "; ".join(f"target {n!r}: {e}" for n, e in absent), stacklevel=3)
+        return replace(self, targets=tuple(present))
 
     @property
     def host_only(self) -> bool:
@@ -61,12 +93,26 @@ class CompileOptions:
 
         return self.targets == (device_target()[HOST],)
 
+    @property
+    def sole_device(self) -> str | None:
+        """The device every node is placed on before the optimizer (`ir/place.py`): that
+        of the targets when they all compute one device that is not the host; None when
+        the host is among them (extraction chooses, or there is nothing to choose)."""
+        if self.host_only:
+            return None
+        from cuvil.ir.devices import HOST
+        from cuvil.lower.target import get_target
+
+        placed = {get_target(name).device for name in self.targets}
+        return placed.pop() if len(placed) == 1 and HOST not in placed else None
+
     def optimizer(self, hints: dict[str, int]) -> Options:
         """The optimizer's options, with `hints` (the symbolic dims' example sizes)."""
         from cuvil.ir.devices import device_target
 
         return Options(targets=self.targets, limits=self.limits, extract=self.extract,
                        hints=hints, strategy=self.strategy,
+                       placed_on=self.sole_device or "",
                        device_params=device_costs(self.targets,
                                                   (*device_target().values(), *self.targets)))
 

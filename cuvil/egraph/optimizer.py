@@ -145,7 +145,9 @@ def _optimize(graph: Graph, library: RuleLibrary, options: Options, tracer: Trac
     with tracer.stage("extract"):
         left = 0.9 * options.limits.time - (time.perf_counter() - start)
         selection = select(problem(session, costs), options, left)
-    return _finish(graph, session, run, selection, costs, tracer)
+    result = _finish(graph, session, run, selection, costs, tracer)
+    result.report.placed_on = options.placed_on
+    return result
 
 
 def _finish(graph: Graph, session: Session, run: Saturation, selection: Selection,

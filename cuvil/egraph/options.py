@@ -24,3 +24,4 @@ class Options:
     isolate: bool = True  # saturate in a forked worker that the deadline can kill
     device_params: dict | None = None  # target name -> cost parameters (registered targets)
     strategy: str = "latency"  # or "throughput" (cuvil/egraph/strategy.py)
+    placed_on: str = ""  # the device the whole graph was placed on before (`ir/place.py`)

@@ -52,6 +52,7 @@ class OptimizeReport:
     rule_check: str = ""  # the user rules' verification (`cuvil/verify/gate.py`), said
     egglog: str = field(default="", repr=False)  # the program run, replayable by egglog
     graph: Graph | None = field(default=None, repr=False)
+    placed_on: str = ""  # the device the whole graph was placed on before (`ir/place.py`)
 
     @property
     def fired(self) -> list[RuleStat]:
@@ -63,24 +64,35 @@ class OptimizeReport:
         return [r for r in ranked[:top] if r.matches or r.found]
 
     def placement(self) -> str:
-        """`12 node(s) on cuda, 3 on cpu; 4 transfer(s)`: where extraction put the graph's
-        ops, when any is off the CPU ("" otherwise)."""
+        """`12 node(s) on cuda, 3 on cpu; 4 transfer(s) per call, 2 constant(s) uploaded
+        once`: where the graph's ops are, when any is off the CPU ("" otherwise)."""
         if self.graph is None:
             return ""
         counts: dict[str, int] = {}
-        moves = 0
+        moves = uploads = 0
         for node in self.graph:
             if node.op in ("input", "const", "scalar"):
                 continue
-            if node.op == "to_device":
-                moves += 1
-            else:
+            if node.op != "to_device":
                 counts[node.type.device] = counts.get(node.type.device, 0) + 1
+            elif self.graph[node.inputs[0]].op == "const":
+                uploads += 1
+            else:
+                moves += 1
         if set(counts) <= {HOST}:
             return ""
         return ", ".join(f"{n} node(s) on {d}" for d, n in sorted(counts.items(),
                                                                   key=lambda kv: -kv[1])) \
-            + f"; {moves} transfer(s)"
+            + f"; {moves} transfer(s) per call" \
+            + (f", {uploads} constant(s) uploaded once" if uploads else "")
+
+    def placement_line(self) -> str:
+        """Where the graph's ops are, and who chose: extraction, or the sole target."""
+        if not self.placement():
+            return ""
+        how = (f"every node on {self.placed_on}, the sole target's device" if self.placed_on
+               else "extraction's choice")
+        return f"placement ({how}): {self.placement()}"
 
     def rule_line(self, label: str) -> str:
         stat = self.rules.get(label)
@@ -146,8 +158,8 @@ class OptimizeReport:
             grew = ", ".join(f"{r.label} ({r.matches} applied, {r.found} found)"
                              for r in self.growth(3))
             lines.append(f"grew the e-graph most: {grew or 'none'}")
-        if self.placement():
-            lines.append(f"placement (extraction's choice): {self.placement()}")
+        if self.placement_line():
+            lines.append(self.placement_line())
         if self.precision:
             lines.append("precision (extraction's choice, by cost):")
             lines += [f"  {choice}" for choice in self.precision]

@@ -139,15 +139,17 @@ def _classify(g: Graph, n: str) -> tuple[str, str]:
 
 def _device_fallbacks(groups: list[Group], g: Graph, targets: Targets) -> None:
     """Fallbacks of nodes on a device run on the CPU, their operands copied there and back
-    (`fallback_policy="cpu"`), or are an error (`"error"`)."""
+    (`fallback_policy="cpu"`), or are a one-line error naming each op and its source line
+    (`"error"`)."""
     moved = [grp for grp in groups if grp.template == "fallback"
              and g[grp.output].type.device != HOST]
-    for grp in moved:
-        grp.reason = f"{grp.reason or 'no kernel'}; runs on the CPU, copies in and out"
     if moved and targets.policy == "error":
         lines = [str(fallback_report(g, grp)) for grp in moved]
         raise CuvilError(f"fallback_policy='error': {len(moved)} node(s) have no kernel on "
-                         f"their device: " + "; ".join(lines))
+                         f"their device: " + "; ".join(lines)
+                         + " (fallback_policy='cpu' runs them on the CPU, with copies)")
+    for grp in moved:
+        grp.reason = f"{grp.reason or 'no kernel'}; runs on the CPU, copies in and out"
 
 
 def _refuse_fallbacks(groups: list[Group], g: Graph, target: str) -> None:
@@ -162,4 +164,6 @@ def fallback_report(g: Graph, group: Group) -> FallbackReport:
     node = g[group.output]
     shape = str(node.type)
     op = f"torch_op {node.attrs.get('target')}" if node.op == "torch_op" else node.op
-    return FallbackReport(node.name, op, shape, node.source, group.reason or "no kernel")
+    placed = "" if node.type.device == HOST else node.type.device
+    return FallbackReport(node.name, op, shape, node.source, group.reason or "no kernel",
+                          placed)

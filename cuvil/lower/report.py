@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from cuvil.ir.devices import HOST, device_target
+
 
 @dataclass
 class KernelReport:
@@ -40,6 +42,7 @@ class FallbackReport:
     shape: str
     source: str
     reason: str
+    placed: str = ""  # the device it was placed on, where it runs on the host instead
 
     def __str__(self) -> str:
         where = f" at {self.source}" if self.source else ""
@@ -83,8 +86,9 @@ class CompileReport:
         return sum(k.compile_s for k in self.kernels)
 
     def placement_summary(self) -> str:
-        """`kernel(s) 3 on cuda, 1 on cpu; 2 transfer(s) per call, 4 constant(s) uploaded
-        once`: where the kernels run, what crosses the link."""
+        """`kernel(s) 3 on cuda, 1 on cpu; 2 transfer(s) per call (1 input copied to cuda,
+        1 result copied back), 4 constant(s) uploaded once`: where the kernels run, what
+        crosses the link."""
         counts: dict[str, int] = {}
         for k in self.kernels:
             if k.template != "transfer":
@@ -93,9 +97,44 @@ class CompileReport:
         moves = sum(1 for s in self.steps if s.template == "transfer")
         parts = [f"{n} on {t}" for t, n in counts.items()]
         return (f"kernel(s) {', '.join(parts) or 'none'}; {moves} transfer(s) per call"
+                + self._boundary_copies()
                 + (f", {self.uploads} constant(s) uploaded once" if self.uploads else "")
                 + (f"; {len(self.fallbacks)} node(s) on the CPU instead" if self.fallbacks
                    else ""))
+
+    def _boundary_copies(self) -> str:
+        """` (2 input(s) copied to cuda, 1 result(s) copied back)`: the host tensors a
+        call copies to a device, and the results it copies back to the host."""
+        if self.graph is None:
+            return ""
+        moved = [self.graph[s.value] for s in self.steps
+                 if s.template == "transfer" and s.value in self.graph.nodes]
+        into = [n for n in moved if self.graph[n.inputs[0]].op == "input"]
+        back = [n for n in moved if n.name in self.graph.outputs]
+        parts = ([f"{len(into)} input(s) copied to "
+                  + ", ".join(sorted({n.type.device for n in into}))] if into else []) \
+            + ([f"{len(back)} result(s) copied back"] if back else [])
+        return f" ({', '.join(parts)})" if parts else ""
+
+    @property
+    def shows_placement(self) -> bool:
+        """Whether any kernel or node runs off the host's own target."""
+        return ("," in self.target or any(f.placed for f in self.fallbacks)
+                or set(self.placement.values()) - {device_target()[HOST]} != set())
+
+    def header(self) -> str:
+        """`lowered for cuda (and the CPU: 1 node(s) without a kernel on their device): 3
+        kernel(s) ...`: the targets the kernels run on (of those allowed, where fewer)."""
+        named = self.target.split(",")
+        used = [t for t in named if t in self.placement.values()] or named
+        where = ",".join(used) + (f" (of targets {self.target})" if used != named else "")
+        moved = sum(1 for f in self.fallbacks if f.placed)
+        where += (f" (and the CPU: {moved} node(s) without a kernel on their device)"
+                  if moved else "")
+        source = "loaded from cache" if self.cache_hit else "compiled"
+        return (f"lowered for {where}: {len(self.kernels)} kernel(s) {source} in "
+                f"{self.compile_s:.2f} s ({self.threads} thread(s), {self.threading_layer} "
+                "layer)")
 
     def __str__(self) -> str:
         lines = []
@@ -105,19 +144,16 @@ class CompileReport:
             lines.append(f"rules: {self.rule_check}")
         if self.program_cache:
             lines.append(f"program cache: {self.program_cache}")
-        source = "loaded from cache" if self.cache_hit else "compiled"
-        lines.append(f"lowered for {self.target}: {len(self.kernels)} kernel(s) {source} in "
-                     f"{self.compile_s:.2f} s ({self.threads} thread(s), "
-                     f"{self.threading_layer} layer)")
+        lines.append(self.header())
         for k in self.kernels:
             how = "numpy" if not k.jit else (
                 "cached" if k.cached else f"{k.compile_s * 1e3:.0f} ms")
             where = self.placement.get(k.name, "")
-            where = f" on {where}" if where and "," in self.target else ""
+            where = f" on {where}" if where and self.shows_placement else ""
             lines.append(f"  {k.name} [{k.template}{', parallel' if k.parallel else ''}] "
                          f"{how}{where}")
             lines += [f"      {n}" for n in k.nodes]
-        if "," in self.target:
+        if self.shows_placement:
             lines.append(f"  placement: {self.placement_summary()}")
         for f in self.fallbacks:
             lines.append(f"  fallback to torch: {f}")

@@ -3,7 +3,7 @@
     torch.export / FX -> Cuvil IR -> egglog terms -> saturate -> extract -> lower -> runtime
                             ^ .cvr rules (cuvil/dsl) -> checked rules (cuvil/library)
 
-    PASSES = import -> calibrate -> optimize -> lower -> build
+    PASSES = import -> calibrate -> place -> optimize -> lower -> build
 
 Each pass is a function from one `Compilation` (`values.py`) to the next; `cuvil/passes.py`
 runs them and times each under its name. Caches wrap passes (`caches.py`): the compile
@@ -65,6 +65,18 @@ def calibrate(c: Compilation) -> Compilation:
         return replace(c, graph=quantize.annotate(c.graph))
 
 
+def place(c: Compilation) -> Compilation:
+    """With one device target that is not the host, the graph on that device
+    (`cuvil/ir/place.py`): there is nothing for extraction to choose."""
+    device = c.request.options.sole_device
+    if device is None:
+        return c
+    from cuvil.ir.place import place_on  # the IR (sympy): past the caches
+
+    with c.request.tracer.stage("place"):
+        return replace(c, graph=place_on(c.graph, device))
+
+
 def optimize_pass(c: Compilation) -> Compilation:
     """Stages parse, check, encode, saturate, extract, decode: in the optimizer's child
     forked ahead of torch.export (`egraph.handoff`) when there is one, else here."""
@@ -97,9 +109,10 @@ def build(c: Compilation) -> Compilation:
     return replace(c, compiled=compiled)
 
 
-PASSES = (Pass("import", import_), Pass("calibrate", calibrate),
+PASSES = (Pass("import", import_), Pass("calibrate", calibrate), Pass("place", place),
           Pass("optimize", optimize_pass, OptimizedCache()), Pass("lower", lower),
           Pass("build", build))
+OPTIMIZE = PASSES[:4]  # `optimize`'s: up to the optimized graph
 
 
 def compile_passes(c: Compilation) -> Compilation:
@@ -118,7 +131,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
             fallback: bool = True, threads: int | None = None, limits: Any = None,
             disable: Sequence[str] = (), trace: str | Path | None = None,
             cache: bool = True, fuse_elementwise: bool = True, quantize: Any = None,
-            fallback_policy: str = "cpu", strategy: str = "latency", verify: bool = True):
+            fallback_policy: str | None = None, strategy: str = "latency",
+            verify: bool = True):
     """`model` compiled to Numba kernels: a callable with the model's results, faster.
     `example_inputs`: a tuple of the model's arguments (or one tensor, its only one).
 
@@ -126,12 +140,15 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     and options; in any process) reuses the optimized graph and the compiled kernels, and
     a model compiled before is rebuilt from its stored program (`cuvil/cache/programs.py`:
     no export, optimizer or lowering; `report.program_cache` says so). With
-    `quantize` (a `cuvil.Quantize`), calibration facts let the int8 rules fire. With several
-    targets (`["cuda", "cpu"]`) every node runs on the target of the device extraction
-    placed it on; `fallback_policy="cpu"` runs a node its device has no kernel for on the
-    CPU, with copies in and out (listed in the report), `"error"` refuses it. `strategy`
-    and `verify` are `optimize`'s: user rules are verified before any cache can serve a
-    program made with them.
+    `quantize` (a `cuvil.Quantize`), calibration facts let the int8 rules fire. `target`
+    names the devices allowed: one device (`"cuda"`) runs every node there; with several
+    (`["cuda", "cpu"]`) every node runs on the target of the device extraction placed it
+    on. A target whose device is absent (no GPU) is dropped with a warning, or, alone, is
+    an error. `fallback_policy="cpu"` runs a node its device has no kernel for on the CPU,
+    with copies in and out (listed in the report), `"error"` refuses it; by default a sole
+    device target refuses it, several targets run it on the CPU. `strategy` and `verify`
+    are `optimize`'s: user rules are verified before any cache can serve a program made
+    with them.
     """
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
@@ -139,7 +156,7 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
         rules=rules, target=target, dynamic_shapes=dynamic_shapes, fallback=fallback,
         threads=threads, limits=limits, disable=disable, fuse_elementwise=fuse_elementwise,
         quantize=quantize, fallback_policy=fallback_policy, strategy=strategy, verify=verify,
-        cache=cache, trace=trace)
+        cache=cache, trace=trace).on_present_devices()
     tracer = Tracer()
     with gc_pause.paused(), compile_progress(tracer, display_name(model)):
         checked = check_rules(options, tracer)
@@ -163,14 +180,14 @@ def optimize(graph: Any, example_inputs: Sequence[Any] | None = None, *, rules: 
     `strategy` says what cheapest is: one call's `"latency"`, or `"throughput"` of a stream
     of calls (`cuvil/egraph/strategy.py`). Rules not in the stock library are verified
     first (`cuvil/verify/gate.py`); `verify=False` uses them unverified. The passes are
-    `compile`'s first three, with no cache."""
+    `compile`'s up to the optimized graph (`OPTIMIZE`), with no cache."""
     options = CompileOptions.of(rules=rules, target=target, limits=limits, disable=disable,
                                 dynamic_shapes=dynamic_shapes, extract=extract, trace=trace,
                                 quantize=quantize, strategy=strategy, verify=verify,
                                 cache=False)
     tracer = Tracer()
     checked = check_rules(options, tracer)
-    done = run(PASSES[:3], Compilation(Request(graph, example_inputs, options, tracer)),
+    done = run(OPTIMIZE, Compilation(Request(graph, example_inputs, options, tracer)),
                tracer)
     result = done.optimized
     if result.report is not None:

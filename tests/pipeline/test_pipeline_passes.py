@@ -1,4 +1,4 @@
-"""`cuvil.compile` is one list of passes: a cold compile enters import, calibrate,
+"""`cuvil.compile` is one list of passes: a cold compile enters import, calibrate, place,
 optimize, lower and build once each, in that order; a compile-cache hit skips the
 optimizer's stages; a program-cache hit runs no pass at all. Each computes what torch
 eager does."""
@@ -12,7 +12,7 @@ import cuvil
 from cuvil.ops.execute import run
 from cuvil.pipeline import PASSES
 
-ALL_PASSES = ["import", "calibrate", "optimize", "lower", "build"]
+ALL_PASSES = ["import", "calibrate", "place", "optimize", "lower", "build"]
 
 
 class Net(nn.Module):

@@ -165,3 +165,26 @@ def test_a_cnn_with_attention_runs_conv_pools_and_attention_on_cuda():
     with torch.no_grad():
         for got, want in zip(fast(x, q), model(x, q), strict=True):
             torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def square_gemm(n: int) -> Graph:
+    g = Graph(f"gemm_{n}")
+    x = g.input("x", TensorType((n, n), "f32"))
+    g.set_outputs(g.add("matmul", [x, g.input("w", TensorType((n, n), "f32"))]))
+    return g
+
+
+def test_default_parameters_put_a_large_gemm_on_cuda_and_a_tiny_one_on_the_cpu():
+    """Issue 49's acceptance: `["cuda", "cpu"]`, the stock rules and the targets' own
+    parameters; the products' operands and result cross the link at every call. The large
+    product is lowered, not run: the simulator would take minutes."""
+    large = cuvil.compile(square_gemm(1024), target=["cuda", "cpu"], cache=False)
+    [gemm] = [k for k in large.report.kernels if k.template == "gemm"]
+    assert large.report.placement[gemm.name] == "cuda", str(large.report)
+    assert "3 transfer(s) per call (2 input(s) copied to cuda, 1 result(s) copied back)" \
+        in str(large.report)
+    tiny = cuvil.compile(square_gemm(4), target=["cuda", "cpu"], cache=False)
+    assert set(tiny.report.placement.values()) == {"cpu"}, str(tiny.report)
+    assert "lowered for cpu (of targets cuda,cpu): " in str(tiny.report)
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    torch.testing.assert_close(tiny(x, w), x @ w)

@@ -47,7 +47,7 @@ def synchronize() -> None:
 def require_gpu() -> None:
     """A `CuvilError` in one line unless a GPU (or the simulator) runs CUDA kernels."""
     if not simulated() and not cuda.is_available():
-        raise CuvilError("the graph has values on cuda but numba.cuda finds no GPU here; "
+        raise CuvilError("numba.cuda finds no GPU here to run values on cuda; "
                          "compile for 'cpu', or set NUMBA_ENABLE_CUDASIM=1 to simulate one")
 
 
