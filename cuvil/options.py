@@ -61,6 +61,17 @@ class CompileOptions:
 
         return self.targets == (device_target()[HOST],)
 
+    @property
+    def sole_device(self) -> str | None:
+        """The device every node is placed on before the optimizer (`ir/place.py`): that
+        of the targets when they all compute one device that is not the host; None when
+        the host is among them (extraction chooses, or there is nothing to choose)."""
+        from cuvil.ir.devices import HOST
+        from cuvil.lower.target import get_target
+
+        placed = {get_target(name).device for name in self.targets}
+        return placed.pop() if len(placed) == 1 and HOST not in placed else None
+
     def optimizer(self, hints: dict[str, int]) -> Options:
         """The optimizer's options, with `hints` (the symbolic dims' example sizes)."""
         from cuvil.ir.devices import device_target

@@ -199,6 +199,7 @@ def optimize_imported(graph: Graph, options: CompileOptions, hints: dict[str, in
     started, does the optimizing."""
     from cuvil import cache as compile_cache
 
+    graph = place(graph, options, tracer)
     key = None
     if options.cache:
         with tracer.stage("cache lookup"):
@@ -212,6 +213,17 @@ def optimize_imported(graph: Graph, options: CompileOptions, hints: dict[str, in
             return hit
     with gc_pause.resumed():  # the optimizer makes garbage at scale
         return _optimize_and_store(graph, options, hints, tracer, key, ahead)
+
+
+def place(graph: Graph, options: CompileOptions, tracer: Tracer) -> Graph:
+    """Stage place: with one device target that is not the host, `graph` on that device."""
+    device = options.sole_device
+    if device is None:
+        return graph
+    from cuvil.ir.place import place_on
+
+    with tracer.stage("place"):
+        return place_on(graph, device)
 
 
 def _defs(options: CompileOptions) -> dict[str, Any]:
