@@ -34,14 +34,12 @@ def generate(group, ctx) -> KernelSpec:
             return copy.generate(group, ctx)
         raise Unsupported("views inside an elementwise kernel")
     out = nodes[-1].type
-    if out.rank == 0:
-        raise Unsupported("a 0-d output")
     expr = ExprBuilder(ctx, out).build(nodes)
     if not expr.result:
         raise Unsupported("empty elementwise group")
     index = output_indices(out)
     loads = {op.arg: load(op, index) for op in expr.operands}
-    body = grid_loop(out.rank, [*expr.body(loads, "value"), f"out[{', '.join(index[0])}] = value"])
+    body = grid_loop(out.rank, [*expr.body(loads, "value"), f"{element('out', index[0])} = value"])
     params = [op.arg for op in expr.operands] + ["out"]
     return KernelSpec("elementwise", params, [*expr.args, group.output], device_text(body),
                       parallel=False)
@@ -52,7 +50,7 @@ def epilogue(ctx, head: str, rest, out: TensorType, index: tuple[list[str], dict
     """(params, args, store lines): `out` at `index` (`output_indices`) from `acc`, the
     value of node `head`, through the elementwise nodes `rest` after it (an epilogue)."""
     params, args, lines = epilogue_value(ctx, head, rest, out, index, first_arg)
-    return params, args, [*lines, f"out[{', '.join(index[0])}] = value"]
+    return params, args, [*lines, f"{element('out', index[0])} = value"]
 
 
 def epilogue_value(ctx, head: str, rest, out: TensorType,
@@ -77,7 +75,7 @@ def output_indices(out: TensorType) -> tuple[list[str], dict[int, str]]:
 def load(op: Operand, index: tuple[list[str], dict[int, str]]) -> str:
     """The operand's element at the output's current index."""
     if not op.axes:
-        raise Unsupported("a 0-d operand")
+        return f"{op.arg}[()]"
     logical = index[1]
     parts = []
     for ax in op.axes:
@@ -91,6 +89,11 @@ def load(op: Operand, index: tuple[list[str], dict[int, str]]) -> str:
         else:
             parts.append(logical[ax.out])
     return f"{op.arg}[{', '.join(parts)}]"
+
+
+def element(array: str, index: list[str]) -> str:
+    """`array` at `index` (a 0-d array at `()`)."""
+    return f"{array}[{', '.join(index) or '()'}]"
 
 
 def _index_code(text: str) -> str:

@@ -13,7 +13,7 @@ from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.spec import KernelSpec, Unsupported
 from cuvil.ops.reduce import norm_dims
 from cuvil.targets.cpu.templates.loops import indent
-from cuvil.targets.cuda.templates.elementwise import grid_loop, output_indices
+from cuvil.targets.cuda.templates.elementwise import element, grid_loop, output_indices
 
 FAMILY = {"cat": "concat", "embedding": "gather", "arange": "source"}
 
@@ -50,7 +50,7 @@ def _cat(node, at: list[str]) -> list[str]:
 
 
 def _embedding(at: list[str]) -> list[str]:
-    return [f"row = x1[{', '.join(at[:-1])}]", f"value = x0[row, {at[-1]}]"]
+    return [f"row = {element('x1', at[:-1])}", f"value = x0[row, {at[-1]}]"]
 
 
 def _arange(node, at: list[str]) -> list[str]:

@@ -1,17 +1,26 @@
 """CUDA row kernels: softmax, log-softmax, layer norm and sum/mean/amax over trailing dims,
 one thread a row (grid-stride), with the CPU template's per-row code
-(`cuvil.targets.cpu.templates.reduction`) spelled for the device."""
+(`cuvil.targets.cpu.templates.reduction`) spelled for the device; sum/mean/amax over other
+dims, one thread an output element."""
 
 from __future__ import annotations
 
 from cuvil.ir.types import DType, is_static
 from cuvil.lower.physical import np_name
 from cuvil.lower.spec import KernelSpec, Unsupported
+from cuvil.targets.cpu.templates.elementwise import literal
 from cuvil.targets.cpu.templates.loops import indent
 from cuvil.targets.cpu.templates.reduction import _ROW, reduced_dims
-from cuvil.targets.cuda.templates.elementwise import FLOATS, device_text
+from cuvil.targets.cuda.templates.elementwise import (
+    FLOATS,
+    device_text,
+    element,
+    grid_loop,
+    output_indices,
+)
 
 KEEPS_SHAPE = ("softmax", "log_softmax", "layer_norm")
+REDUCTIONS = ("sum", "mean", "amax")
 
 
 def generate(group, ctx) -> KernelSpec:
@@ -25,6 +34,8 @@ def generate(group, ctx) -> KernelSpec:
     dims = reduced_dims(node, x.rank)
     if not dims or list(dims) != list(range(dims[0], dims[-1] + 1)) or not all(
             is_static(d) and d == 1 for d in x.shape[dims[-1] + 1:]):
+        if node.op in REDUCTIONS:
+            return _any_dims(node, x.rank, dims)
         raise Unsupported(f"{node.op} over dims that are not the trailing ones")
     lo, hi = dims[0], dims[-1] + 1
     shape = [f"x0.shape[{i}]" for i in range(x.rank)]
@@ -44,3 +55,27 @@ def generate(group, ctx) -> KernelSpec:
                    "    r += cuda.gridsize(1)"]
     return KernelSpec("rows", [*params, "out"], [*args, group.output], device_text(body),
                       parallel=False, fastmath="rows")
+
+
+def _any_dims(node, rank: int, dims: tuple[int, ...]) -> KernelSpec:
+    """`sum`, `mean` or `amax` over any dims: a thread an output element, walking the
+    reduced dims' elements by a flat counter (amax keeps NaN, as torch does)."""
+    phys, logical = output_indices(node.type)
+    kept = [d for d in range(rank) if d not in dims]
+    at = {d: logical[d if node.attrs.get("keepdim") else k] for k, d in enumerate(kept)}
+    cast = np_name(node.type.dtype)
+    count = " * ".join(f"x0.shape[{d}]" for d in dims) or "1"
+    split = []
+    for d in reversed(dims):
+        split += [f"    i{d} = f % x0.shape[{d}]", f"    f = f // x0.shape[{d}]"]
+        at[d] = f"i{d}"
+    value = element("x0", [at[d] for d in range(rank)])
+    is_max = node.op == "amax"
+    step = f"acc = vmaximum({value}, acc)" if is_max else f"acc += {value}"
+    lines = [f"acc = {literal(float('-inf'), node.type.dtype) if is_max else cast + '(0)'}",
+             f"for r in range({count}):", "    f = r", *split, f"    {step}"]
+    if node.op == "mean":
+        lines.append(f"acc = acc / {cast}({count})")
+    body = grid_loop(node.type.rank, [*lines, f"{element('out', phys)} = acc"])
+    return KernelSpec("rows", ["x0", "out"], [node.inputs[0], node.name], body,
+                      parallel=False, note=f"{node.op} over dims {list(dims)}")
