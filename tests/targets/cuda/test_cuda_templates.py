@@ -213,3 +213,55 @@ def test_mlp(lower, widths, head, lead):
     g = on_cuda(shapes, lambda g, *xs: g.add(op, list(xs)), defs=stock_ops())
     compiled = check(g, shapes, lower, {"mlp"})
     assert [k.template for k in compiled.report.kernels] == ["transfer", "mlp"]
+
+
+@FEW
+@given(conv_cases(), st.integers(1, 2))
+def test_conv_relu_max_pool_is_one_kernel(lower, case, k):
+    """`conv2d_bias_relu_max_pool` (the fused op of `rules/fusion/conv.cvr`): the pool runs
+    in the convolution's kernel."""
+    x, w, attrs = case
+    shapes = [x, w, (w[0], 1, 1)]
+    fused = {**attrs, "kernel_size": [k, k], "pool_stride": [1, 1], "pool_padding": [0, 0]}
+    g = on_cuda(shapes, lambda g, x, w, b: g.add("conv2d_bias_relu_max_pool", [x, w, b],
+                                                 fused), defs=stock_ops())
+    compiled = check(g, shapes, lower, {"conv"})
+    assert "pool" not in {k.template for k in compiled.report.kernels}
+
+
+@FEW
+@given(st.integers(1, 3), st.integers(1, 4), st.integers(1, 4))
+def test_move_chain_is_one_copy(lower, heads, rows, width):
+    """transpose -> view -> select -> transpose (heads split off a fused projection): one
+    copy kernel."""
+    s = (rows, 3 * heads * width)
+
+    def build(g, x):
+        t = g.add("reshape", [x], {"shape": [rows, 3, heads, width]})
+        picked = g.add("select", [g.add("transpose", [t], {"dim0": 0, "dim1": 1})],
+                       {"dim": 0, "index": 1})
+        return g.add("transpose", [picked], {"dim0": 0, "dim1": 1})
+
+    compiled = check(on_cuda([s], build), [s], lower, {"elementwise"})
+    assert [k.template for k in compiled.report.steps] == ["transfer", "elementwise",
+                                                           "transfer"]
+
+
+@FEW
+@given(st.integers(1, 6), st.integers(1, 6), st.sampled_from(["mv", "vm", "vv"]))
+def test_vector_products(lower, m, k, kind):
+    shapes = {"mv": [(m, k), (k,)], "vm": [(k,), (k, m)], "vv": [(k,), (k,)]}[kind]
+    check(on_cuda(shapes, lambda g, x, w: g.add("matmul", [x, w])), shapes, lower, {"gemm"})
+
+
+@FEW
+@given(st.sampled_from(["sum", "mean", "amax"]), shape(1, 3), st.booleans(), st.data())
+def test_reduction_over_any_dims(lower, op, s, keep, data):
+    dims = data.draw(st.lists(st.integers(0, len(s) - 1), min_size=1, unique=True))
+    g = on_cuda([s], lambda g, x: g.add(op, [x], {"dim": dims, "keepdim": keep}))
+    check(g, [s], lower, {"rows"})
+
+
+def test_zero_dim_elementwise(lower):
+    check(on_cuda([()], lambda g, x: g.add("exp", [g.add("neg", [x])])), [()], lower,
+          {"elementwise"})
