@@ -31,12 +31,12 @@ def generate(group, ctx) -> KernelSpec:
     if x.rank == 1 or w.rank == 1:
         if rest or w.rank > 2:
             raise Unsupported("a matrix-vector product with an epilogue or batched matrices")
-        params, args = [], []
-        body = [*_as_matrices(x.rank, w.rank),
-                *_tile_loop(2, False, np_name(mm.type.dtype), ["out[q0, col] = acc"])]
-    else:
-        params, args, store = _epilogue(ctx, mm, rest, out)
-        body = _tile_loop(x.rank, w.rank > 2, np_name(mm.type.dtype), store)
+        return KernelSpec("gemm", ["xv", "wv", "ov"], [*mm.inputs, group.output],
+                          device_text([*_as_matrices(x.rank, w.rank), *_tile_loop(
+                              2, False, np_name(mm.type.dtype), ["out[q0, col] = acc"])]),
+                          parallel=False, fastmath="fast", note=f"tiled {TILE}x{TILE}, a vector")
+    params, args, store = _epilogue(ctx, mm, rest, out)
+    body = _tile_loop(x.rank, w.rank > 2, np_name(mm.type.dtype), store)
     note = f"tiled {TILE}x{TILE}" + (f" + {', '.join(n.op for n in rest)}" if rest else "")
     return KernelSpec("gemm", ["x0", "x1", *params, "out"],
                       [*mm.inputs, *args, group.output], device_text(body),
@@ -50,12 +50,12 @@ def _epilogue(ctx, mm, rest, out: TensorType) -> tuple[list[str], list[str], lis
 
 
 def _as_matrices(x_rank: int, w_rank: int) -> list[str]:
-    """A vector operand as a matrix (a row of `x`, a column of `w`), `x` as its rows, and
-    the output as the matrix of their product."""
-    x = "x0 = x0.reshape((1, x0.shape[0]))" if x_rank == 1 else \
-        f"x0 = x0.reshape((x0.size // x0.shape[{x_rank - 1}], x0.shape[{x_rank - 1}]))"
-    w = ["x1 = x1.reshape((x1.shape[0], 1))"] if w_rank == 1 else []
-    return [x, *w, "out = out.reshape((x0.shape[0], x1.shape[1]))"]
+    """`x0`, `x1`, `out` of the parameters `xv`, `wv`, `ov`: a vector operand as a matrix
+    (a row of `x`, a column of `w`), `x` as its rows, the output as their product."""
+    x = "x0 = xv.reshape((1, xv.shape[0]))" if x_rank == 1 else \
+        f"x0 = xv.reshape((xv.size // xv.shape[{x_rank - 1}], xv.shape[{x_rank - 1}]))"
+    w = "x1 = wv.reshape((wv.shape[0], 1))" if w_rank == 1 else "x1 = wv"
+    return [x, w, "out = ov.reshape((x0.shape[0], x1.shape[1]))"]
 
 
 def _check(x: TensorType, w: TensorType, out: TensorType) -> None:
