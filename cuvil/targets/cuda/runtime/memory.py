@@ -30,5 +30,6 @@ def to_host(array) -> np.ndarray:
 
 
 def upload(array: np.ndarray) -> object:
-    """A device copy of a host array (a constant: copied once per compiled graph)."""
-    return cuda.to_device(np.ascontiguousarray(array))
+    """A device copy of a host array (a constant: copied once per compiled graph), of its
+    shape (`np.ascontiguousarray` makes a 0-d array 1-d)."""
+    return cuda.to_device(np.ascontiguousarray(array).reshape(np.shape(array)))
