@@ -1,8 +1,8 @@
 """PyTorch's OpInfo samples (those of the CPU sweep, `tests/ops/test_opinfo.py`) compiled
 with `target="cuda"` under the CUDA simulator and compared with torch eager.
 
-The first sample of each OpInfo (all its variants; with its other tensors as inputs and as
-weights), the OpInfos taken a dozen at a time as one model: a chunk is one export, one
+The first two samples of each OpInfo (all its variants; with its other tensors as inputs
+and as weights), the OpInfos taken a dozen at a time as one model: a chunk is one export, one
 optimizer run and one kernel module, which keeps the sweep to a couple of minutes on one
 core. A chunk that does not compile is compiled sample
 by sample, to say which one. A sample passes when its values match eager; a fallback is
@@ -28,10 +28,11 @@ CHUNK = 12  # OpInfos per compiled model
 
 
 def first_samples(names) -> list[sweep.Case]:
-    """The first sample of each variant of each OpInfo named: its tensors all inputs, and
-    (with two or more) its other tensors weights, constants uploaded to the device."""
+    """The first two samples of each variant of each OpInfo named: their tensors all
+    inputs, and (with two or more) the others weights, constants uploaded to the device."""
     ids = [i for n in names for i in sweep.opinfos() if i == n or i.startswith(n + ".")]
-    return [c for i in ids for c in sweep.cases(i)[:2] if c.label.startswith(f"{i}[0")]
+    return [c for i in ids for c in sweep.cases(i)[:4]
+            if c.label.startswith((f"{i}[0", f"{i}[1"))]
 
 
 def declared_fallback(op: str) -> bool:

@@ -264,6 +264,13 @@ def test_reduction_over_any_dims(lower, op, s, keep, data):
     check(g, [s], lower, {"rows"})
 
 
+@FEW
+@given(st.sampled_from(["softmax", "log_softmax"]), shape(2, 3), st.data())
+def test_softmax_along_any_dim(lower, op, s, data):
+    d = data.draw(st.integers(0, len(s) - 2))
+    check(on_cuda([s], lambda g, x: g.add(op, [x], {"dim": d})), [s], lower, {"rows"})
+
+
 def test_zero_dim_elementwise(lower):
     check(on_cuda([()], lambda g, x: g.add("exp", [g.add("neg", [x])])), [()], lower,
           {"elementwise"}, inputs=[torch.tensor(0.5)])

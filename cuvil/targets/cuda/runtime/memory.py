@@ -16,7 +16,10 @@ def device_empty(n: int, dtype) -> object:
 
 
 def transfer(src, dst) -> None:
-    """Copy `src` into `dst`, each a host or a device array of the same shape."""
+    """Copy `src` into `dst`, each a host or a device array of the same shape (an empty one:
+    nothing to copy)."""
+    if dst.size == 0:
+        return
     if is_device(dst):
         dst.copy_to_device(src)
     elif is_device(src):

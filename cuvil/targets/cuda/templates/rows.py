@@ -1,7 +1,7 @@
 """CUDA row kernels: softmax, log-softmax, layer norm and sum/mean/amax over trailing dims,
 one thread a row (grid-stride), with the CPU template's per-row code
 (`cuvil.targets.cpu.templates.reduction`) spelled for the device; sum/mean/amax over other
-dims, one thread an output element."""
+dims and softmax / log-softmax along another dim, one thread an output element."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ def generate(group, ctx) -> KernelSpec:
             is_static(d) and d == 1 for d in x.shape[dims[-1] + 1:]):
         if node.op in REDUCTIONS:
             return _any_dims(node, x.rank, dims)
+        if node.op in ("softmax", "log_softmax") and len(dims) == 1:
+            return _softmax_along(node, x.rank, dims[0])
         raise Unsupported(f"{node.op} over dims that are not the trailing ones")
     lo, hi = dims[0], dims[-1] + 1
     shape = [f"x0.shape[{i}]" for i in range(x.rank)]
@@ -79,3 +81,22 @@ def _any_dims(node, rank: int, dims: tuple[int, ...]) -> KernelSpec:
     body = grid_loop(node.type.rank, [*lines, f"{element('out', phys)} = acc"])
     return KernelSpec("rows", ["x0", "out"], [node.inputs[0], node.name], body,
                       parallel=False, note=f"{node.op} over dims {list(dims)}")
+
+
+def _softmax_along(node, rank: int, d: int) -> KernelSpec:
+    """softmax or log-softmax along a dim that is not the last: a thread an element, its
+    line's max and sum of exponentials computed in the thread (a NaN in the line makes
+    the line NaN, as in torch)."""
+    phys, logical = output_indices(node.type)
+    cast = np_name(node.type.dtype)
+    line = element("x0", [("k" if e == d else logical[e]) for e in range(rank)])
+    here = element("x0", [logical[e] for e in range(rank)])
+    lines = [f"mx = {literal(float('-inf'), node.type.dtype)}",
+             f"for k in range(x0.shape[{d}]):", f"    mx = vmaximum({line}, mx)",
+             f"tot = {cast}(0)", f"for k in range(x0.shape[{d}]):",
+             f"    tot += math.exp({line} - mx)",
+             f"acc = ({here} - mx) - math.log(tot)" if node.op == "log_softmax" else
+             f"acc = math.exp({here} - mx) / tot"]
+    body = grid_loop(node.type.rank, [*lines, f"{element('out', phys)} = acc"])
+    return KernelSpec("rows", ["x0", "out"], [node.inputs[0], node.name], body,
+                      parallel=False, note=f"{node.op} along dim {d}")
