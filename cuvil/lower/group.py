@@ -28,7 +28,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from cuvil.dsl import kernels
-from cuvil.ir.devices import HOST
 from cuvil.ir.graph import Graph, Node
 from cuvil.ir.types import default_layout
 from cuvil.lower import qlayer
@@ -89,13 +88,15 @@ class Group:
 
 
 def classify(node: Node, graph: Graph) -> tuple[str, str]:
-    """(template kind, reason) of one primitive node."""
+    """(template kind, reason) of one primitive node; a node on one device other than the
+    host is classified alike (its target's generators lower the same groups), a node
+    across devices is left to `cuvil.lower.devices`."""
     types = [graph[i].type for i in node.inputs] + [node.type]
     for t in types:
         if not kernel_dtype(t.dtype):
             return "fallback", f"dtype {t.dtype} has no CPU kernel"
-        if t.device != HOST:
-            return "fallback", f"device {t.device} is not the CPU target's"
+        if t.device != node.type.device:
+            return "fallback", f"device {t.device} and {node.type.device} in one node"
     kind = family(node.op)
     if is_alias(node.op):
         return "alias", ""

@@ -196,7 +196,7 @@ def _load(program: Program, cache_dir) -> tuple[ModuleType, Path, dict[str, Path
 
 
 def _nb_type(program: Program, ctx: LowerContext, value: str):
-    if value in (THREADS, ONE_THREAD):
+    if value in (THREADS, ONE_THREAD) or value.startswith("#sym:"):  # sizes: integers
         return nbtypes.int64
     if value in program.arrays:
         a = program.arrays[value]

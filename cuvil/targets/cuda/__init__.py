@@ -1,11 +1,12 @@
 """The CUDA target: numba.cuda kernels generated from the same op definitions as the CPU's.
 
-`target.CudaTarget` lowers; its generators (`elementwise`, `gemm`, `rows`, `conv`, `pool`,
-`attention`, `recurrent`) write `@cuda_kernel` functions that its runtime's launcher
-compiles and launches over the output, and `transfer` lowers the `to_device` conversions
-at device boundaries as copies. Its arrays live in device memory: the hooks registered here
-allocate them, upload constants, wait for queued kernels and check a GPU (or Numba's CUDA
-simulator, `NUMBA_ENABLE_CUDASIM=1`) is there; each imports `numba.cuda` on first use.
+`target.CudaTarget` lowers; its generators (every family the CPU has but the int8 ones,
+which `target.WITHOUT_KERNEL` declares) write `@cuda_kernel` functions that its runtime's
+launcher compiles and launches over the output, and `transfer` lowers the `to_device`
+conversions at device boundaries as copies. Its arrays live in device memory: the hooks
+registered here allocate them, upload constants, wait for queued kernels and check a GPU
+(or Numba's CUDA simulator, `NUMBA_ENABLE_CUDASIM=1`) is there; each imports `numba.cuda`
+on first use.
 `PARAMS` describe an H200-class device on a PCIe link; `placement.cvr` offers the
 compute-heavy ops on the GPU (part of the stock library, firing with `has_target("cuda")`).
 """

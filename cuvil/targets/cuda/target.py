@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cuvil.lower.spec import Unsupported
 from cuvil.lower.target import Target
 from cuvil.targets.cuda import PARAMS
 from cuvil.targets.cuda.templates import (
@@ -17,6 +18,9 @@ from cuvil.targets.cuda.templates import (
     conv,
     elementwise,
     gemm,
+    indexing,
+    mlp,
+    movement,
     pool,
     recurrent,
     rows,
@@ -29,7 +33,26 @@ DEVICE_FUNCTIONS = ("vexp", "vtanh", "verf", "vsigmoid", "vmax", "vamax", "vmaxi
 GENERATORS = {"elementwise": elementwise.generate, "gemm": gemm.generate,
               "rows": rows.generate, "conv": conv.generate, "pool": pool.generate,
               "attention": attention.generate, "transfer": transfer.generate,
-              "recurrent": recurrent.generate}
+              "recurrent": recurrent.generate, "concat": movement.generate,
+              "gather": movement.generate, "source": movement.generate,
+              "scan": indexing.generate, "index": indexing.generate, "mlp": mlp.generate}
+# The kernel families (`OpDef.lowering`) this target has no kernel for, and why: their ops
+# run through torch on the host (`fallback_policy="cpu"`). Every other family the CPU
+# lowers has a generator here.
+WITHOUT_KERNEL = {"qgemm": "int8 GEMMs have no CUDA kernel",
+                  "qconv": "int8 convolutions have no CUDA kernel"}
+
+
+def _refuse(reason: str):
+    """The generator of a family without a kernel: it refuses every group, saying why."""
+
+    def generate(group, ctx):
+        raise Unsupported(reason)
+
+    return generate
+
+
+GENERATORS.update({family: _refuse(why) for family, why in WITHOUT_KERNEL.items()})
 
 
 @dataclass

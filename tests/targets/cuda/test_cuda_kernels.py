@@ -9,6 +9,7 @@ tiny: the simulator runs every thread in Python.
 from __future__ import annotations
 
 import pytest
+import torch
 from cuda_support import check, on_cuda
 
 import cuvil
@@ -106,20 +107,24 @@ def test_device_buffers_and_transfers(lower):
     assert "k1_gemm [gemm] " in str(compiled.report) and " on cuda" in str(compiled.report)
 
 
-def cat_on_cuda():
-    """A concatenation on cuda: no CUDA kernel joins tensors."""
-    def build(g, x, y):
-        return g.add("relu", [g.add("cat", [x, y], {"dim": 1})])
+def int8_product_on_cuda():
+    """An int8 product on cuda: the CUDA target declares no kernel for it (`WITHOUT_KERNEL`)."""
+    def build(g, x, w):
+        return g.add("relu", [g.add("matmul_i8", [x, w])])
 
-    return on_cuda([(2, 3), (2, 4)], build, "cat_on_cuda")
+    return on_cuda([(2, 3), (3, 4)], build, "int8_on_cuda", dtypes=["i8", "i8"])
 
 
 def test_fallback_policy_cpu_runs_a_node_without_a_cuda_kernel_on_the_host(lower):
-    compiled = check(cat_on_cuda(), [(2, 3), (2, 4)], lower, {"elementwise"}, fallbacks=1)
+    inputs = [torch.randint(-9, 9, s, dtype=torch.int8) for s in [(2, 3), (3, 4)]]
+    compiled = check(int8_product_on_cuda(), [], lower, {"elementwise"}, fallbacks=1,
+                     inputs=inputs)
     [fallback] = compiled.report.fallbacks
-    assert fallback.op == "cat" and "runs on the CPU, copies in and out" in fallback.reason
+    assert fallback.op == "matmul_i8"
+    assert fallback.reason == ("int8 GEMMs have no CUDA kernel; runs on the CPU, copies in "
+                               "and out")
 
 
 def test_fallback_policy_error_refuses_it(lower):
-    with pytest.raises(cuvil.CuvilError, match="fallback_policy='error'.*cat"):
-        lower(cat_on_cuda(), target=["cuda", "cpu"], fallback_policy="error")
+    with pytest.raises(cuvil.CuvilError, match="fallback_policy='error'.*matmul_i8"):
+        lower(int8_product_on_cuda(), target=["cuda", "cpu"], fallback_policy="error")

@@ -16,7 +16,10 @@ def device_empty(n: int, dtype) -> object:
 
 
 def transfer(src, dst) -> None:
-    """Copy `src` into `dst`, each a host or a device array of the same shape."""
+    """Copy `src` into `dst`, each a host or a device array of the same shape (an empty one:
+    nothing to copy)."""
+    if dst.size == 0:
+        return
     if is_device(dst):
         dst.copy_to_device(src)
     elif is_device(src):
@@ -30,5 +33,6 @@ def to_host(array) -> np.ndarray:
 
 
 def upload(array: np.ndarray) -> object:
-    """A device copy of a host array (a constant: copied once per compiled graph)."""
-    return cuda.to_device(np.ascontiguousarray(array))
+    """A device copy of a host array (a constant: copied once per compiled graph), of its
+    shape (`np.ascontiguousarray` makes a 0-d array 1-d)."""
+    return cuda.to_device(np.ascontiguousarray(array).reshape(np.shape(array)))

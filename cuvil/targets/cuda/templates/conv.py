@@ -1,5 +1,7 @@
 """CUDA convolution: conv2d computed directly, one thread an output element, with the
-group's elementwise epilogue (bias, activation, residual) applied before the store.
+group's elementwise epilogue (bias, activation, residual) applied before the store, and a
+max pool after it computed in the same thread (the max of the epilogue's values over the
+pooled element's window, each convolution output it covers computed where it is read).
 
 Any groups (depthwise included), stride, padding and dilation, NCHW or NHWC; the geometry
 is the CPU template's (`cuvil.targets.cpu.templates.conv.geometry`), written into the kernel as
@@ -15,11 +17,15 @@ from cuvil.ir.types import NHWC
 from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.spec import KernelSpec, Unsupported
 from cuvil.targets.cpu.templates.conv import geometry
+from cuvil.targets.cpu.templates.elementwise import literal
 from cuvil.targets.cpu.templates.gemm import split_heavy
+from cuvil.targets.cpu.templates.loops import indent
+from cuvil.targets.cpu.templates.pool import _geometry
 from cuvil.targets.cuda.templates.elementwise import (
     FLOATS,
     device_text,
     epilogue,
+    epilogue_value,
     grid_loop,
     output_indices,
 )
@@ -29,19 +35,48 @@ def generate(group, ctx) -> KernelSpec:
     conv, rest = split_heavy(group, ctx, ("conv2d",))
     x, w = (ctx.type(i) for i in conv.inputs)
     out = ctx.type(group.output)
+    pool = rest.pop() if rest and rest[-1].op == "max_pool2d" else None
     if conv.type.dtype not in FLOATS or x.dtype != conv.type.dtype or w.dtype != x.dtype:
         raise Unsupported("the CUDA convolution computes floats of one dtype")
-    if layout_perm(w) != tuple(range(4)) or x.layout != conv.type.layout:
+    if layout_perm(w) != tuple(range(4)) or conv.type.layout != x.layout or \
+            out.layout != conv.type.layout:
         raise Unsupported("the CUDA convolution reads an OIHW weight, x in its output's layout")
-    if rest and (out.shape != conv.type.shape or out.layout != conv.type.layout):
+    pre = ctx.type(rest[-1].name) if rest else conv.type
+    if pre.shape != conv.type.shape or pre.layout != conv.type.layout:
         raise Unsupported("an epilogue that changes the convolution's shape")
     index = output_indices(out)
-    params, args, store = epilogue(ctx, conv.name, rest, out, index, 2)
-    body = window_sum(conv, x.layout == NHWC, index[1], np_name(x.dtype), ctx) + store
-    note = "direct" + (f" + {', '.join(n.op for n in rest)}" if rest else "")
+    nhwc, dtype = x.layout == NHWC, np_name(x.dtype)
+    if pool is None:
+        params, args, store = epilogue(ctx, conv.name, rest, out, index, 2)
+        body = window_sum(conv, nhwc, index[1], dtype, ctx) + store
+    else:
+        params, args, body = _pooled(ctx, conv, rest, pool, index, nhwc)
+    note = "direct" + (f" + {', '.join(n.op for n in [*rest, *([pool] if pool else [])])}"
+                       if rest or pool else "")
     return KernelSpec("conv", ["x0", "x1", *params, "out"],
                       [*conv.inputs, *args, group.output], device_text(grid_loop(4, body)),
                       parallel=False, fastmath="fast", note=note)
+
+
+def _pooled(ctx, conv, rest, pool, index, nhwc: bool) -> tuple[list[str], list[str], list[str]]:
+    """(params, args, body) of a pooled output element: the max over its window of the
+    convolution's epilogue value, computed at each convolution output it covers."""
+    kh, kw, sh, sw, ph, pw, dh, dw = _geometry(pool)
+    pre = ctx.type(pool.inputs[0])
+    if not all(isinstance(d, int) for d in pre.shape):
+        raise Unsupported("a pooled convolution of symbolic size")
+    n, c, i, j = (index[1][d] for d in range(4))
+    at = {0: n, 1: c, 2: "ci", 3: "cj"}
+    phys = [at[d] for d in layout_perm(pre)]
+    params, args, value = epilogue_value(ctx, conv.name, rest, pre, (phys, at), 2)
+    inner = window_sum(conv, nhwc, at, np_name(pre.dtype), ctx) + value + \
+        ["best = vmaximum(value, best)"]
+    body = [f"best = {literal(float('-inf'), pre.dtype)}", f"for pa in range({kh}):",
+            f"    ci = {i} * {sh} - {ph} + pa * {dh}", f"    if ci >= 0 and ci < {pre.shape[2]}:",
+            f"        for pb in range({kw}):", f"            cj = {j} * {sw} - {pw} + pb * {dw}",
+            f"            if cj >= 0 and cj < {pre.shape[3]}:", *indent(inner, 4),
+            f"out[{', '.join(index[0])}] = best"]
+    return params, args, body
 
 
 def window_sum(conv, nhwc: bool, logical: dict[int, str], dtype: str, ctx) -> list[str]:

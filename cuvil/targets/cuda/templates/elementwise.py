@@ -10,6 +10,7 @@ the device (`math.exp`, the runtime's `vexp`, ...).
 from __future__ import annotations
 
 from cuvil.ir.types import DType, TensorType
+from cuvil.lower.group import is_move_chain
 from cuvil.lower.physical import layout_perm
 from cuvil.lower.spec import KernelSpec, Unsupported
 from cuvil.ops import registry
@@ -27,16 +28,18 @@ def generate(group, ctx) -> KernelSpec:
     """One grid-stride kernel computing the group's DAG at every element of its output."""
     nodes = group.node_list(ctx)
     if any(registry.is_reshape(n.op) for n in nodes):
+        if is_move_chain(group, ctx.graph):
+            from cuvil.targets.cuda.templates import copy  # it builds on this module
+
+            return copy.generate(group, ctx)
         raise Unsupported("views inside an elementwise kernel")
     out = nodes[-1].type
-    if out.rank == 0:
-        raise Unsupported("a 0-d output")
     expr = ExprBuilder(ctx, out).build(nodes)
     if not expr.result:
         raise Unsupported("empty elementwise group")
     index = output_indices(out)
     loads = {op.arg: load(op, index) for op in expr.operands}
-    body = grid_loop(out.rank, [*expr.body(loads, "value"), f"out[{', '.join(index[0])}] = value"])
+    body = grid_loop(out.rank, [*expr.body(loads, "value"), f"{element('out', index[0])} = value"])
     params = [op.arg for op in expr.operands] + ["out"]
     return KernelSpec("elementwise", params, [*expr.args, group.output], device_text(body),
                       parallel=False)
@@ -46,13 +49,20 @@ def epilogue(ctx, head: str, rest, out: TensorType, index: tuple[list[str], dict
              first_arg: int) -> tuple[list[str], list[str], list[str]]:
     """(params, args, store lines): `out` at `index` (`output_indices`) from `acc`, the
     value of node `head`, through the elementwise nodes `rest` after it (an epilogue)."""
-    store = f"out[{', '.join(index[0])}]"
+    params, args, lines = epilogue_value(ctx, head, rest, out, index, first_arg)
+    return params, args, [*lines, f"{element('out', index[0])} = value"]
+
+
+def epilogue_value(ctx, head: str, rest, out: TensorType,
+                   index: tuple[list[str], dict[int, str]], first_arg: int
+                   ) -> tuple[list[str], list[str], list[str]]:
+    """(params, args, lines leaving in `value`) the epilogue `rest` of `acc` (the value of
+    node `head`) at `index` of a value typed `out`."""
     if not rest:
-        return [], [], [f"{store} = acc"]
+        return [], [], ["value = acc"]
     expr = ExprBuilder(ctx, out, {head: "acc"}, first_arg=first_arg).build(rest)
     loads = {op.arg: load(op, index) for op in expr.operands}
-    lines = expr.body(loads, "value") + [f"{store} = value"]
-    return [op.arg for op in expr.operands], list(expr.args), lines
+    return [op.arg for op in expr.operands], list(expr.args), expr.body(loads, "value")
 
 
 def output_indices(out: TensorType) -> tuple[list[str], dict[int, str]]:
@@ -65,7 +75,7 @@ def output_indices(out: TensorType) -> tuple[list[str], dict[int, str]]:
 def load(op: Operand, index: tuple[list[str], dict[int, str]]) -> str:
     """The operand's element at the output's current index."""
     if not op.axes:
-        raise Unsupported("a 0-d operand")
+        return f"{op.arg}[()]"
     logical = index[1]
     parts = []
     for ax in op.axes:
@@ -79,6 +89,11 @@ def load(op: Operand, index: tuple[list[str], dict[int, str]]) -> str:
         else:
             parts.append(logical[ax.out])
     return f"{op.arg}[{', '.join(parts)}]"
+
+
+def element(array: str, index: list[str]) -> str:
+    """`array` at `index` (a 0-d array at `()`)."""
+    return f"{array}[{', '.join(index) or '()'}]"
 
 
 def _index_code(text: str) -> str:

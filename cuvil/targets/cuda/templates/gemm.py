@@ -1,7 +1,8 @@
 """CUDA GEMM: a tiled `numba.cuda` kernel, 16 x 16 output tiles through shared memory.
 
-`x @ w` with `w` a matrix (every leading dim of `x` is a row) or a batched product whose
-batch dims are equal. Each block of 256 threads computes one tile at a time (grid-stride
+`x @ w` with `w` a matrix (every leading dim of `x` is a row), a batched product whose
+batch dims are equal, or a vector on either side (a row of `x`, a column of `w`; no
+epilogue). Each block of 256 threads computes one tile at a time (grid-stride
 over batch x tile rows x tile columns), loading 16 x 16 tiles of both operands into shared
 memory and accumulating in the output's dtype. Operands in default layout, floats only.
 """
@@ -27,6 +28,13 @@ def generate(group, ctx) -> KernelSpec:
     _check(x, w, mm.type)
     if rest and (out.shape != mm.type.shape or layout_perm(out) != tuple(range(out.rank))):
         raise Unsupported("an epilogue that changes the product's shape")
+    if x.rank == 1 or w.rank == 1:
+        if rest or w.rank > 2:
+            raise Unsupported("a matrix-vector product with an epilogue or batched matrices")
+        return KernelSpec("gemm", ["xv", "wv", "ov"], [*mm.inputs, group.output],
+                          device_text([*_as_matrices(x.rank, w.rank), *_tile_loop(
+                              2, False, np_name(mm.type.dtype), ["out[q0, col] = acc"])]),
+                          parallel=False, fastmath="fast", note=f"tiled {TILE}x{TILE}, a vector")
     params, args, store = _epilogue(ctx, mm, rest, out)
     body = _tile_loop(x.rank, w.rank > 2, np_name(mm.type.dtype), store)
     note = f"tiled {TILE}x{TILE}" + (f" + {', '.join(n.op for n in rest)}" if rest else "")
@@ -41,13 +49,20 @@ def _epilogue(ctx, mm, rest, out: TensorType) -> tuple[list[str], list[str], lis
     return epilogue(ctx, mm.name, rest, out, (index, dict(enumerate(index))), 2)
 
 
+def _as_matrices(x_rank: int, w_rank: int) -> list[str]:
+    """`x0`, `x1`, `out` of the parameters `xv`, `wv`, `ov`: a vector operand as a matrix
+    (a row of `x`, a column of `w`), `x` as its rows, the output as their product."""
+    x = "x0 = xv.reshape((1, xv.shape[0]))" if x_rank == 1 else \
+        f"x0 = xv.reshape((xv.size // xv.shape[{x_rank - 1}], xv.shape[{x_rank - 1}]))"
+    w = "x1 = wv.reshape((wv.shape[0], 1))" if w_rank == 1 else "x1 = wv"
+    return [x, w, "out = ov.reshape((x0.shape[0], x1.shape[1]))"]
+
+
 def _check(x: TensorType, w: TensorType, out: TensorType) -> None:
     if out.dtype not in FLOATS or x.dtype != out.dtype or w.dtype != out.dtype:
         raise Unsupported("the CUDA GEMM multiplies floats of one dtype")
     if any(layout_perm(t) != tuple(range(t.rank)) for t in (x, w, out)):
         raise Unsupported("the CUDA GEMM reads default layouts")
-    if x.rank < 2 or w.rank < 2:
-        raise Unsupported("matrix-vector products")
     if w.rank > 2 and (w.rank != x.rank or tuple(x.shape[:-2]) != tuple(w.shape[:-2])):
         raise Unsupported("batched products with broadcast batch dims")
 
