@@ -1,13 +1,15 @@
 """`place_on`: a whole graph computed on one device, before the optimizer.
 
 With one target whose device is not the host there is nothing to choose, so no rule
-chooses it: every computing node is typed on that device; each input, constant and value
-made from sizes alone is moved there by a `to_device` (a constant's is uploaded once, when
-the graph is built); a move the model makes itself is dropped; and each output is moved
-back to the host, where a call's results are. Scalars (weak numbers) stay where they are:
-they take the device of the tensors they meet. The optimizer then sees a graph on the
-device, its rules and costs are that device's, and lowering emits that device's kernels;
-a node the device has no kernel for is lowering's fallback (`cuvil/lower/devices.py`).
+chooses it: every computing node is typed on that device. A constant is typed on the
+device too: uploaded once, when the graph is built, it stays a constant that rules can
+fold (a batch norm into its convolution's weight). Each input and each value made from
+sizes alone is moved there by a `to_device`; a move the model makes itself is dropped; and
+each output is moved back to the host, where a call's results are. Scalars (weak numbers)
+stay where they are: they take the device of the tensors they meet. The optimizer then
+sees a graph on the device, its rules and costs are that device's, and lowering emits that
+device's kernels; a node the device has no kernel for is lowering's fallback
+(`cuvil/lower/devices.py`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ def place_on(graph: Graph, device: str) -> Graph:
         if node.op == MOVE:  # the model's own move: its value is on the device already
             moved[node.name] = inputs[0]
             continue
-        if not node.inputs:  # inputs, constants, made from sizes: on the host, moved
+        if node.op == "const":  # lives on the device: uploaded once, a constant there
+            placed.nodes[node.name] = _on(node, (), device)
+            continue
+        if not node.inputs:  # inputs and values made from sizes: on the host, moved
             _keep(placed, node)
             if node.op != "scalar":
                 moved[node.name] = placed.add(MOVE, [node.name], {"device": device},

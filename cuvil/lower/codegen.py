@@ -130,7 +130,9 @@ class ModuleBuilder:
                 return base
             return f"{base}.reshape(({''.join(self.dim(d) + ', ' for d in shape).rstrip()}))"
         if value not in self.arrays:
-            self._array(value, "const")  # a constant or scalar first used here
+            array = self._array(value, "const")  # a constant or scalar first used here
+            if array.device != HOST:  # a constant that lives on a device: copied there once
+                self.uploads[value] = value
         return self.arrays[value].code
 
     def dim(self, d: Dim) -> str:

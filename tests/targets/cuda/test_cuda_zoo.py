@@ -18,12 +18,6 @@ MODELS = {
     "transformer": lambda: transformer.transformer(batch=1, seq=4, d_model=16, heads=2,
                                                    ff=32),
 }
-# The CNN's batch norm is not folded into its convolutions on cuda (a weight moved by
-# `to_device` is no constant to fold), so its first convolution's max pool stays apart.
-BN_NOT_FOLDED = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="batch norm unfolded on cuda: one launch more than the CPU's (7 vs 6)")
-
 
 def cpu_launches(model, inputs) -> int:
     """The kernel launches of the CPU target's lowering of `model`."""
@@ -32,8 +26,7 @@ def cpu_launches(model, inputs) -> int:
     return sum(1 for s in program.steps if s.kind == "kernel")
 
 
-@pytest.mark.parametrize("name", ["mlp", pytest.param("cnn", marks=BN_NOT_FOLDED),
-                                  "transformer"])
+@pytest.mark.parametrize("name", sorted(MODELS))
 def test_zoo_model_runs_in_cuda_kernels(name):
     model, inputs = MODELS[name]()
     compiled = cuvil.compile(model, inputs, target="cuda", cache=False)

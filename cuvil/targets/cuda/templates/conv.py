@@ -63,8 +63,8 @@ def _pooled(ctx, conv, rest, pool, index, nhwc: bool) -> tuple[list[str], list[s
     convolution's epilogue value, computed at each convolution output it covers."""
     kh, kw, sh, sw, ph, pw, dh, dw = _geometry(pool)
     pre = ctx.type(pool.inputs[0])
-    if not all(isinstance(d, int) for d in pre.shape):
-        raise Unsupported("a pooled convolution of symbolic size")
+    if not all(isinstance(d, int) for d in pre.shape[2:]):
+        raise Unsupported("a pooled convolution of symbolic height or width")
     n, c, i, j = (index[1][d] for d in range(4))
     at = {0: n, 1: c, 2: "ci", 3: "cj"}
     phys = [at[d] for d in layout_perm(pre)]
