@@ -1,10 +1,11 @@
 """Lowering over several targets: which target lowers each group, and device boundaries.
 
-Partitioning (`cuvil.lower.group`) classifies nodes for the CPU; a node on another device
-comes out of it as a fallback group with a device reason. `place_groups` classifies those
-groups for their own device: a `to_device` that changes devices becomes a `transfer` (a
-copy between the host and the device), every other node takes its kernel family, and
-chains of elementwise nodes on the device are fused into one group like the CPU's.
+Partitioning (`cuvil.lower.group`) groups the nodes whose values all live on one device
+alike on every device; a node whose values span devices (a `to_device`, a host scalar
+read on a device) comes out of it as a fallback group with a device reason.
+`place_groups` classifies those groups: a `to_device` that changes devices becomes a
+`transfer` (a copy between the host and the device), every other node takes its kernel
+family, and chains of elementwise nodes on the device are fused into one group.
 `Targets` maps each device to the first target given for it; the CPU runs what no target
 takes (`fallback_policy="cpu"`: an op a device target has no kernel for runs through its
 torch reference on the host, its operands copied there and back, and the report lists it).
