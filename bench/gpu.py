@@ -1,15 +1,19 @@
 """The GPU check: cuvil's CUDA target against torch eager and torch.compile on an H200.
 
-    .venv/bin/python bench/gpu.py [--models mlp64,cnn] [--kernels "gemm 1024"] [--seconds 1]
+    .venv/bin/python bench/gpu.py [--models mlp64,cnn] [--real resnet18,bert]
+                                  [--kernels "gemm 1024"] [--seconds 1]
                                   [--elements 67108864] [--budget 180]
 
 Without a CUDA GPU it prints one line and exits (status 0): nothing here runs on the CPU.
 
 1. The zoo, per case: torch eager on cuda, torch.compile on cuda, and cuvil compiled for
-   `["cuda", "cpu"]` (the stock placement rules choose what runs on the GPU). Cuvil takes
-   and returns host tensors, so its time includes moving the inputs and results over the
-   link; torch's does not (its inputs already live on the GPU): the table says both, and
-   the placement (kernels per target, transfers, nodes run on the CPU instead).
+   `"cuda"` (every op on the GPU) and for `["cuda", "cpu"]` (the stock placement rules
+   choose what runs on the GPU). Cuvil takes and returns host tensors, so its time
+   includes moving the inputs and results over the link; torch's does not (its inputs
+   already live on the GPU): the table says both, and the placement (kernels per target,
+   transfers, nodes run on the CPU instead).
+   Then the library models of `bench/real_suite.py` named by `--real`, the same way, at
+   batch 1.
 2. The CUDA kernels one by one (`KERNELS`: GEMM, convolution, pooling, attention), each
    launched on device arrays (no transfers) against the same torch op on the GPU.
 3. Fused elementwise bandwidth: `tanh(relu(x) * 2 + 1)` over `--elements` f32 as one cuvil
@@ -24,6 +28,7 @@ whole run stays under five minutes on an H200; the table says which were skipped
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -83,17 +88,32 @@ def max_error(got, want) -> float:
 
 
 def zoo_case(label: str, seconds: float) -> dict[str, object]:
-    """One row: eager, torch.compile and cuvil latencies, errors, cuvil's placement."""
-    import torch
-
-    import cuvil
+    """One row of a zoo model (see `model_row`)."""
     from cuvil import zoo
 
     name, sizes = CASES[label]
     model, inputs = zoo.get(name, **sizes)
-    model.eval()
+    return model_row(label, model.eval(), inputs, seconds)
+
+
+def real_case(name: str, seconds: float) -> dict[str, object]:
+    """One row of a library model of `bench/real_suite.py`, at batch 1 (see `model_row`)."""
+    from bench.real_suite import build
+
+    model, inputs, _ = build(name)
+    return model_row(name, model, inputs, seconds)
+
+
+def model_row(label: str, model, inputs: tuple, seconds: float) -> dict[str, object]:
+    """Eager, torch.compile and cuvil (`"cuda"`, `["cuda", "cpu"]`) latencies, errors
+    against eager on the CPU, cuvil's placement."""
+    import torch
+
+    import cuvil
+    from bench.real_suite import first_tensor
+
     with torch.no_grad():
-        reference = model(*inputs)
+        reference = first_tensor(model(*inputs))
     gpu_model = model.to("cuda")
     gpu_inputs = tuple(x.to("cuda") for x in inputs)
     sync = torch.cuda.synchronize
@@ -106,12 +126,14 @@ def zoo_case(label: str, seconds: float) -> dict[str, object]:
         row["torch.compile s"] = time.perf_counter() - t0
         row["torch.compile ms"] = 1e3 * timed(lambda: compiled_torch(*gpu_inputs), seconds, sync)
     model.to("cpu")
-    t0 = time.perf_counter()
-    fast = cuvil.compile(model, inputs, target=["cuda", "cpu"], cache=False)
-    row["cuvil compile s"] = time.perf_counter() - t0
-    row["cuvil ms"] = 1e3 * timed(lambda: fast(*inputs), seconds, sync)
-    row["cuvil err"] = max_error(fast(*inputs), reference)
-    row["placement"] = fast.report.placement_summary()
+    for name, target in (("cuda", "cuda"), ("cuda+cpu", ["cuda", "cpu"])):
+        t0 = time.perf_counter()
+        fast = cuvil.compile(model, inputs, target=target, cache=False,
+                             fallback_policy="cpu")
+        row[f"cuvil {name} compile s"] = time.perf_counter() - t0
+        row[f"cuvil {name} ms"] = 1e3 * timed(functools.partial(fast, *inputs), seconds, sync)
+        row[f"cuvil {name} err"] = max_error(first_tensor(fast(*inputs)), reference)
+        row[f"{name} placement"] = fast.report.placement_summary()
     return row
 
 
@@ -213,6 +235,8 @@ def print_table(rows: list[dict[str, object]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(CASES))
+    parser.add_argument("--real", default="resnet18,bert,lstm",
+                        help="bench/real_suite.py models, after the zoo ('' for none)")
     parser.add_argument("--seconds", type=float, default=1.0, help="timing per system")
     parser.add_argument("--elements", type=int, default=1 << 26)
     parser.add_argument("--kernels", default=",".join(KERNELS))
@@ -231,11 +255,13 @@ def main() -> None:
     print_table([elementwise_bandwidth(args.elements, args.seconds)])
     print()
     rows = []
-    for label in args.models.split(","):
+    cases = [(zoo_case, m) for m in args.models.split(",") if m]
+    cases += [(real_case, m) for m in args.real.split(",") if m]
+    for case, label in cases:
         if time.perf_counter() - start > args.budget:
             rows.append({"case": label, "error": f"skipped: past --budget {args.budget:g} s"})
             continue
-        rows.append(guarded(zoo_case, "case", label, args.seconds))
+        rows.append(guarded(case, "case", label, args.seconds))
         print_table(rows[-1:])
     print()
     print_table(rows)
