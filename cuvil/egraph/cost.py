@@ -3,8 +3,9 @@
 An op's cost is its `.cvr` `cost` declaration if it has one (which may scale the default
 with `roofline()`), else the default roofline
 `launch_us + max(flops / (1e3 * gflops), bytes / (1e3 * gbps))` with the parameters of the
-target that owns the node's device. A composite op pays one launch and the flops of its
-whole body, but moves only its inputs and output: that is why fusion wins. Each part of
+target that owns the node's device. A composite op that names its kernel family pays one
+launch and the flops of its whole body, but moves only its inputs and output: that is why
+fusion wins; one that names none is lowered as its parts, and costs what they do. Each part of
 the body's flops counts at the rate its own op's declared cost charges against its
 roofline (a convolution that runs as Winograd, 0.55): fusing an epilogue into it keeps
 what the declaration says of it. Conversions pay
@@ -95,6 +96,9 @@ class CostModel:
         p = self.params(out.device)
         if op in self.costs:
             return self.declared(self.costs[op], attrs, ins, out, p)
+        if opdef.kind == registry.COMPOSITE and opdef.body is not None and not opdef.kernel:
+            return sum(self.node_cost(*call) for call in body_calls(opdef, ins, attrs,
+                                                                     self.defs))
         return self.roofline(op, attrs, ins, out, p, self.work(op, attrs, ins, out, p))
 
     def roofline(self, op, attrs, ins, out, p: dict[str, float],

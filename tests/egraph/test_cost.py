@@ -26,12 +26,23 @@ def test_large_and_tiny_matmuls_cost_differently():
 
 
 def test_fused_op_costs_less_than_its_parts():
-    lib = load("op linear(x, w, b) = add(matmul(x, w), b)\n")
+    lib = load("op linear(x, w, b) = add(matmul(x, w), b) kernel gemm\n")
     model = CostModel(lib.ops)
     x, w, b = TensorType((64, 512), "f32"), TensorType((512, 512), "f32"), TensorType((512,), "f32")
     mm = TensorType((64, 512), "f32")
     parts = _cost(model, "matmul", [x, w]) + _cost(model, "add", [mm, b])
     assert _cost(model, "linear", [x, w, b]) < parts
+
+
+def test_an_op_with_no_kernel_family_costs_its_parts():
+    """Lowered as its parts (it names no kernel family), it is priced as they are: two
+    launches and the product's bytes written and read again."""
+    lib = load("op linear(x, w, b) = add(matmul(x, w), b)\n")
+    model = CostModel(lib.ops)
+    x, w, b = TensorType((64, 512), "f32"), TensorType((512, 512), "f32"), TensorType((512,), "f32")
+    mm = TensorType((64, 512), "f32")
+    parts = _cost(model, "matmul", [x, w]) + _cost(model, "add", [mm, b])
+    assert math.isclose(_cost(model, "linear", [x, w, b]), parts)
 
 
 def test_symbolic_dims_are_costed_at_the_example_sizes():
@@ -80,7 +91,8 @@ def test_a_fused_op_keeps_its_parts_declared_rates():
     its declared cost gives it: a convolution declared at half its roofline stays at half
     with an epilogue fused into it (else extraction would keep the epilogue apart)."""
     text = ('cost conv2d(x, w) = roofline() * 0.5\n'
-            'op conv_relu(x, w) = relu(conv2d(x, w, stride=1, padding=1, dilation=1, groups=1))\n')
+            'op conv_relu(x, w) = relu(conv2d(x, w, stride=1, padding=1, dilation=1, groups=1))'
+            ' kernel conv\n')
     lib = load(text)
     declared, plain = CostModel(dict(lib.ops), dict(lib.costs)), CostModel(dict(lib.ops))
     x, w = TensorType((8, 32, 16, 16), "f32"), TensorType((32, 32, 3, 3), "f32")
