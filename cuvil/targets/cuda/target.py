@@ -65,8 +65,8 @@ class CudaTarget(Target):
     launch_us: float = PARAMS["launch_us"]
     device: str = "cuda"
     link_gbps: float = PARAMS["link_gbps"]
-    kernel_decorator: str = "@cuda_kernel(fastmath={fastmath})"
-    parallel_decorator: str = "@cuda_kernel(fastmath={fastmath})"
+    kernel_decorator: str = "@cuda_kernel(fastmath={fastmath}{launch})"
+    parallel_decorator: str = "@cuda_kernel(fastmath={fastmath}{launch})"
 
     def __post_init__(self):
         if not self.generators:
