@@ -116,8 +116,8 @@ def staged_product(tile: Tile, dtype: str, load_a: tuple[list[str], str],
     t, zero = tile, f"{dtype}(0)"
     ry, rx = t.bm // t.tm, t.bn // t.tn
     return [
-        f"for ri in range({t.tm}):", f"    for cj in range({t.tn}):",
-        f"        regs[ri, cj] = {zero}",
+        f"for mi in range({t.tm}):", f"    for nj in range({t.tn}):",
+        f"        regs[mi, nj] = {zero}",
         f"for k0 in range(0, k, {t.bk}):",
         f"    for e in range(tid, {t.bm * t.bk}, {t.threads}):",
         f"        ar = e // {t.bk}", f"        kk = k0 + e % {t.bk}",
@@ -128,9 +128,9 @@ def staged_product(tile: Tile, dtype: str, load_a: tuple[list[str], str],
         *["        " + ln for ln in load_b[0]],
         f"        sb[e // {t.bn}, bc] = {load_b[1]} if ok else {zero}",
         "    cuda.syncthreads()",
-        f"    for kk in range({t.bk}):", f"        for ri in range({t.tm}):",
-        f"            av = sa[ty + ri * {ry}, kk]", f"            for cj in range({t.tn}):",
-        f"                regs[ri, cj] += av * sb[kk, tx + cj * {rx}]",
+        f"    for kk in range({t.bk}):", f"        for mi in range({t.tm}):",
+        f"            av = sa[ty + mi * {ry}, kk]", f"            for nj in range({t.tn}):",
+        f"                regs[mi, nj] += av * sb[kk, tx + nj * {rx}]",
         "    cuda.syncthreads()",
     ]
 
@@ -148,6 +148,6 @@ def each_owned(tile: Tile, inner: list[str]) -> list[str]:
     """`inner` at each element the thread owns: `row`, `col` its global place (from the
     tile's `r0`, `c0`), `acc` its value."""
     ry, rx = tile.bm // tile.tm, tile.bn // tile.tn
-    return [f"for ri in range({tile.tm}):", f"    row = r0 + ty + ri * {ry}",
-            f"    for cj in range({tile.tn}):", f"        col = c0 + tx + cj * {rx}",
-            "        acc = regs[ri, cj]", *["        " + ln for ln in inner]]
+    return [f"for mi in range({tile.tm}):", f"    row = r0 + ty + mi * {ry}",
+            f"    for nj in range({tile.tn}):", f"        col = c0 + tx + nj * {rx}",
+            "        acc = regs[mi, nj]", *["        " + ln for ln in inner]]
