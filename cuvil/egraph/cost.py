@@ -110,8 +110,7 @@ class CostModel:
             link = self.link_gbps(out.device, *(t.device for t in ins))
             return p["launch_us"] + self.bytes(out) / (1e3 * link)
         work = self.flops(op, attrs, ins, out) if work is None else work
-        launch = p["launch_us"] + (FALLBACK_US if op == "torch_op" else 0.0)
-        return launch + max(work / (1e3 * p["gflops"]), moved / (1e3 * p["gbps"]))
+        return roofline_us(p, work, moved) + (FALLBACK_US if op == "torch_op" else 0.0)
 
     def upload_cost(self, out: TensorType) -> float:
         """`to_device` of a constant: the runtime copies it to the device once, when the
@@ -185,6 +184,12 @@ class CostModel:
         if value is None:
             return 0.0
         return self.size(value) if isinstance(value, sympy.Basic) else value
+
+
+def roofline_us(p: dict[str, float], flops: float, moved: float) -> float:
+    """`launch_us + max(flops / (1e3 * gflops), moved / (1e3 * gbps))`: one kernel's
+    microseconds on the device `p` describes (its flops and the bytes it moves)."""
+    return p["launch_us"] + max(flops / (1e3 * p["gflops"]), moved / (1e3 * p["gbps"]))
 
 
 def _binop(op: str, a: Any, b: Any) -> Any:

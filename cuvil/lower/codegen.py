@@ -283,7 +283,8 @@ def kernel_def(spec: KernelSpec, target, name: str) -> str:
     if spec.library:
         return f"{name} = {spec.library}  # ({', '.join(spec.params)})\n"
     deco = target.parallel_decorator if spec.parallel else target.kernel_decorator
-    lines = [] if spec.python else [deco.format(fastmath=spec.fastmath.upper())]
+    lines = [] if spec.python else [deco.format(fastmath=spec.fastmath.upper(),
+                                                   launch=spec.launch)]
     lines.append(f"def {name}({', '.join(spec.params)}):")
     lines += ["    " + ln for ln in spec.body]
     return "\n".join(lines) + "\n"

@@ -20,6 +20,7 @@ class KernelReport:
     parallel: bool
     jit: bool = True  # False: plain numpy code, nothing to compile
     module: str = ""  # the path of the kernel's own module (shared by identical kernels)
+    note: str = ""  # what its template says of it (the CUDA GEMM's tile, ...)
 
 
 @dataclass

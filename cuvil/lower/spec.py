@@ -71,3 +71,4 @@ class KernelSpec:
     python: bool = False  # plain numpy code: nothing to compile
     target: str = ""  # the target that generated it (set by lowering; "" = the graph's)
     library: str = ""  # a runtime driver (`templates.helpers`) that is the kernel: no body
+    launch: str = ""  # launch arguments, written where a target's decorator has `{launch}`

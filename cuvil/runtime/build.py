@@ -305,7 +305,7 @@ def _report(target, program, ctx, groups, kernels, threads, lower_s, path) -> Co
         nodes = [line for grp in kernel.groups for line in describe_group(grp, ctx)]
         report.kernels.append(KernelReport(kernel.name, kernel.spec.template, nodes, seconds,
                                            bool(cached), kernel.spec.parallel,
-                                           jit=not kernel.spec.python))
+                                           jit=not kernel.spec.python, note=kernel.spec.note))
     report.fallbacks = [fallback_report(ctx.graph, g) for g in groups
                         if g.template == "fallback"]
     for grp in groups:

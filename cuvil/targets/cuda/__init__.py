@@ -18,7 +18,15 @@ from pathlib import Path
 from cuvil.ir.devices import Device
 from cuvil.targets import register_target
 
-PARAMS = {"gflops": 50000.0, "gbps": 3000.0, "launch_us": 5.0, "link_gbps": 25.0}
+# The roofline's figures, then the limits the tiled kernels' tile sizes are chosen within
+# (`templates.tiling`). H100 SXM and H200 are both compute capability 9.0, whose limits are
+# the CUDA C++ Programming Guide's ("Technical Specifications per Compute Capability"):
+# 1024 threads a block, warps of 32, 48 KiB of static shared memory a block (the
+# `cuda.shared.array` kind; more needs dynamic shared memory, which the kernels do not
+# use); both have 132 SMs (NVIDIA's H100 and H200 datasheets, SXM parts).
+PARAMS = {"gflops": 50000.0, "gbps": 3000.0, "launch_us": 5.0, "link_gbps": 25.0,
+          "smem_per_block": 49152, "max_threads_per_block": 1024, "warp_size": 32,
+          "sm_count": 132}
 
 
 def _allocate(n: int, dtype: str):

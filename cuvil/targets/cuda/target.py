@@ -2,8 +2,9 @@
 
 Kernels are plain `numba.cuda` functions decorated with the runtime's `cuda_kernel`
 (`cuvil.targets.cuda.runtime.launch`), which compiles them and launches one thread per output
-element in a grid-stride loop: the generated text stays readable and the same under the
-CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`) and on a GPU.
+element in a grid-stride loop (a tiled kernel: the block its `KernelSpec.launch` states):
+the generated text stays readable and the same under the CUDA simulator
+(`NUMBA_ENABLE_CUDASIM=1`) and on a GPU.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ class CudaTarget(Target):
     launch_us: float = PARAMS["launch_us"]
     device: str = "cuda"
     link_gbps: float = PARAMS["link_gbps"]
-    kernel_decorator: str = "@cuda_kernel(fastmath={fastmath})"
-    parallel_decorator: str = "@cuda_kernel(fastmath={fastmath})"
+    kernel_decorator: str = "@cuda_kernel(fastmath={fastmath}{launch})"
+    parallel_decorator: str = "@cuda_kernel(fastmath={fastmath}{launch})"
 
     def __post_init__(self):
         if not self.generators:

@@ -1,6 +1,6 @@
-"""The CUDA convolution (`cuvil/targets/cuda/templates/conv.py`) against the reference
-executor, under the CUDA simulator: geometries, groups, NHWC, and epilogues fused into the
-kernel."""
+"""The CUDA convolution (`cuvil/targets/cuda/templates/conv.py`: the implicit GEMM for
+groups 1, the direct kernel for the rest) against the reference executor, under the CUDA
+simulator: geometries, groups, NHWC, and epilogues fused into the kernel."""
 
 from __future__ import annotations
 
@@ -41,13 +41,16 @@ def test_cuda_conv_epilogue_is_one_kernel(lower):
     assert "conv2d + add + relu + add" in "\n".join(compiled.report.fused)
 
 
-def test_cuda_conv_in_nhwc(lower):
-    shapes = [(1, 3, 4, 5), (4, 3, 3, 3)]
+@pytest.mark.parametrize("groups, read", [(1, "x0[an, hh, ww, ic]"),
+                                          (2, "x0[p0, hh, ww, c0 + ic]")])
+def test_cuda_conv_in_nhwc(lower, groups, read):
+    """NHWC through the implicit GEMM (groups 1) and the direct kernel (groups 2)."""
+    shapes = [(1, 4, 4, 5), (4, 4 // groups, 3, 3)]
 
     def build(g, x, w):
         nhwc = g.add("to_layout", [x], {"layout": "NHWC"})
-        out = conv({"padding": [1, 1], "stride": [1, 2]})(g, nhwc, w)
+        out = conv({"padding": [1, 1], "stride": [1, 2], "groups": groups})(g, nhwc, w)
         return g.add("to_layout", [out], {"layout": "NCHW"})
 
     compiled = check(on_cuda(shapes, build), shapes, lower, {"conv"})
-    assert "x0[p0, hh, ww, c0 + ic]" in compiled.source
+    assert read in compiled.source

@@ -1,7 +1,8 @@
 """`cuda_kernel`: a generated kernel compiled with `numba.cuda.jit` and launched over its
-output (the last argument): `BLOCK` threads a block, enough blocks to give every output
-element a thread (at most `MAX_BLOCKS`); the kernels loop grid-stride, so any grid is
-correct. The launcher looks like a Numba dispatcher to `compile_graph` (`compile(sig)`,
+output (the last argument): `BLOCK` threads a block (or the kernel's own `block`), enough
+blocks to give every output element a thread, or every `per_block` elements a block (a
+tiled kernel's output tile; at most `MAX_BLOCKS`); the kernels loop grid-stride, so any
+grid is correct. The launcher looks like a Numba dispatcher to `compile_graph` (`compile(sig)`,
 `overloads`, `stats.cache_hits`): on a GPU it compiles eagerly for the call's types; under
 the simulator there is nothing to compile.
 
@@ -30,7 +31,7 @@ from numba import config, cuda
 
 from cuvil.errors import CuvilError
 
-BLOCK = 256  # threads a block: the GEMM's 16 x 16 tile
+BLOCK = 256  # threads a block, unless the kernel says its own
 MAX_BLOCKS = 65536
 
 
@@ -54,8 +55,9 @@ def require_gpu() -> None:
 class CudaLauncher:
     """A `numba.cuda` kernel and its launch configuration."""
 
-    def __init__(self, fn, fastmath):
+    def __init__(self, fn, fastmath, block: int = BLOCK, per_block: int = 0):
         self.py_func = fn
+        self.block, self.per_block = block, per_block or block
         # cache=True: the kernel's module is a file named by its text, so Numba's on-disk
         # cache of the compiled kernel is valid in every later process
         self.kernel = cuda.jit(fastmath=bool(fastmath), cache=True)(fn)
@@ -69,16 +71,17 @@ class CudaLauncher:
         self.overloads[sig] = True
 
     def grid(self, n: int) -> int:
-        return max(1, min(math.ceil(n / BLOCK), MAX_BLOCKS))
+        return max(1, min(math.ceil(n / self.per_block), MAX_BLOCKS))
 
     def __call__(self, *args) -> None:
-        self.kernel[self.grid(args[-1].size), BLOCK](*args)
+        self.kernel[self.grid(args[-1].size), self.block](*args)
 
 
-def cuda_kernel(fastmath=False):
-    """The decorator of a generated CUDA kernel (see the module docstring)."""
+def cuda_kernel(fastmath=False, block: int = BLOCK, per_block: int = 0):
+    """The decorator of a generated CUDA kernel (see the module docstring): `block`
+    threads a block, a block per `per_block` output elements (default: one a thread)."""
 
     def wrap(fn) -> CudaLauncher:
-        return CudaLauncher(fn, fastmath)
+        return CudaLauncher(fn, fastmath, block, per_block)
 
     return wrap

@@ -1,4 +1,6 @@
-"""CUDA convolution: conv2d computed directly, one thread an output element, with the
+"""CUDA convolution: the implicit GEMM (`conv_gemm`) where it covers the convolution
+(`groups == 1`, a static output size but for the batch), else conv2d computed directly
+(grouped and depthwise convolutions), one thread an output element, with the
 group's elementwise epilogue (bias, activation, residual) applied before the store, and a
 max pool after it computed in the same thread (the max of the epilogue's values over the
 pooled element's window, each convolution output it covers computed where it is read).
@@ -7,8 +9,8 @@ Any groups (depthwise included), stride, padding and dilation, NCHW or NHWC; the
 is the CPU template's (`cuvil.targets.cpu.templates.conv.geometry`), written into the kernel as
 constants. The weight is an operand (OIHW, default layout): a constant weight is uploaded
 to the device once, when the graph is built. Each thread sums its window over its group's
-input channels in the output's dtype; no shared-memory tiling (a first kernel, correct
-for every geometry, not the fastest one for large channel counts).
+input channels in the output's dtype, without shared memory: correct for every geometry,
+and it needs no channel count large enough to tile.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from cuvil.targets.cpu.templates.elementwise import literal
 from cuvil.targets.cpu.templates.gemm import split_heavy
 from cuvil.targets.cpu.templates.loops import indent
 from cuvil.targets.cpu.templates.pool import _geometry
+from cuvil.targets.cuda.templates import conv_gemm
 from cuvil.targets.cuda.templates.elementwise import (
     FLOATS,
     device_text,
@@ -44,6 +47,8 @@ def generate(group, ctx) -> KernelSpec:
     pre = ctx.type(rest[-1].name) if rest else conv.type
     if pre.shape != conv.type.shape or pre.layout != conv.type.layout:
         raise Unsupported("an epilogue that changes the convolution's shape")
+    if conv_gemm.covers(conv, out):
+        return conv_gemm.generate(conv, rest, pool, group.output, ctx)
     index = output_indices(out)
     nhwc, dtype = x.layout == NHWC, np_name(x.dtype)
     if pool is None:

@@ -1,20 +1,27 @@
-"""CUDA GEMM: a tiled `numba.cuda` kernel, 16 x 16 output tiles through shared memory.
+"""CUDA GEMM: a tiled `numba.cuda` kernel, operand slices staged in shared memory.
 
 `x @ w` with `w` a matrix (every leading dim of `x` is a row), a batched product whose
 batch dims are equal, or a vector on either side (a row of `x`, a column of `w`; no
-epilogue). Each block of 256 threads computes one tile at a time (grid-stride
-over batch x tile rows x tile columns), loading 16 x 16 tiles of both operands into shared
-memory and accumulating in the output's dtype. Operands in default layout, floats only.
+epilogue). The block tile (`bm x bn`, depth `bk`, a `tm x tn` register block a thread) is
+the cost model's choice for the problem's shape and the target's limits
+(`tiling.choose_tile`; the kernel's note names it). Each block computes one tile at a time
+(grid-stride over batch x tile rows x tile columns): its threads load a `bm x bk` slice of
+`x` and a `bk x bn` slice of `w` into shared memory together (zeros past the edges),
+synchronize, and each accumulates its register block in the output's dtype; the epilogue
+runs on each element stored. Operands in default layout, floats only.
 """
 
 from __future__ import annotations
 
+import math
+
 from cuvil.ir.types import TensorType
 from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.spec import KernelSpec, Unsupported
+from cuvil.targets.cuda import PARAMS
+from cuvil.targets.cuda.templates import tiling
 from cuvil.targets.cuda.templates.elementwise import FLOATS, device_text, epilogue
-
-TILE = 16
+from cuvil.targets.cuda.templates.tiling import Tile, each_owned, shared_arrays, staged_product
 
 
 def generate(group, ctx) -> KernelSpec:
@@ -28,19 +35,30 @@ def generate(group, ctx) -> KernelSpec:
     _check(x, w, mm.type)
     if rest and (out.shape != mm.type.shape or layout_perm(out) != tuple(range(out.rank))):
         raise Unsupported("an epilogue that changes the product's shape")
+    tile = tiling.choose_tile(PARAMS, _problem(x, w), x.dtype.itemsize)
+    dtype = np_name(mm.type.dtype)
     if x.rank == 1 or w.rank == 1:
         if rest or w.rank > 2:
             raise Unsupported("a matrix-vector product with an epilogue or batched matrices")
+        body = [*_as_matrices(x.rank, w.rank),
+                *_tile_loop(2, False, dtype, ["out[q0, col] = acc"], tile)]
         return KernelSpec("gemm", ["xv", "wv", "ov"], [*mm.inputs, group.output],
-                          device_text([*_as_matrices(x.rank, w.rank), *_tile_loop(
-                              2, False, np_name(mm.type.dtype), ["out[q0, col] = acc"])]),
-                          parallel=False, fastmath="fast", note=f"tiled {TILE}x{TILE}, a vector")
+                          device_text(body), parallel=False, fastmath="fast",
+                          note=f"tiled {tile}, a vector", launch=tile.launch())
     params, args, store = _epilogue(ctx, mm, rest, out)
-    body = _tile_loop(x.rank, w.rank > 2, np_name(mm.type.dtype), store)
-    note = f"tiled {TILE}x{TILE}" + (f" + {', '.join(n.op for n in rest)}" if rest else "")
+    body = _tile_loop(x.rank, w.rank > 2, dtype, store, tile)
+    note = f"tiled {tile}" + (f" + {', '.join(n.op for n in rest)}" if rest else "")
     return KernelSpec("gemm", ["x0", "x1", *params, "out"],
                       [*mm.inputs, *args, group.output], device_text(body),
-                      parallel=False, fastmath="fast", note=note)
+                      parallel=False, fastmath="fast", note=note, launch=tile.launch())
+
+
+def _problem(x: TensorType, w: TensorType) -> tuple:
+    """(batch, m, n, k) of `x @ w` (a vector operand as a matrix of one row or column)."""
+    n = w.shape[-1] if w.rank > 1 else 1
+    if w.rank > 2:
+        return (math.prod(x.shape[:-2]), x.shape[-2], n, x.shape[-1])
+    return (1, math.prod(x.shape[:-1]), n, x.shape[-1])
 
 
 def _epilogue(ctx, mm, rest, out: TensorType) -> tuple[list[str], list[str], list[str]]:
@@ -85,7 +103,7 @@ def _leading(flat: str, rank: int) -> list[str]:
     return lines + ["q0 = f"]
 
 
-def _tile_loop(rank: int, batched: bool, dtype: str, store: list[str]) -> list[str]:
+def _tile_loop(rank: int, batched: bool, dtype: str, store: list[str], tile: Tile) -> list[str]:
     """The kernel body (see the module docstring); `rank` is the output's, `store` writes
     `acc` at (`q0..`, `col`)."""
     w_rank = rank if batched else 2
@@ -93,33 +111,26 @@ def _tile_loop(rank: int, batched: bool, dtype: str, store: list[str]) -> list[s
         rows = f"x0.shape[{rank - 2}]"
         lead = lambda a, r: f"b * {a}.shape[{rank - 2}] + {r}"  # noqa: E731  (dims of a)
         batch = " * ".join(f"x0.shape[{k}]" for k in range(rank - 2)) or "1"
+        w_at = _split("x1", f"b * x1.shape[{rank - 2}] + kk", rank, "c0 + bc")
     else:
         rows = " * ".join(f"x0.shape[{k}]" for k in range(rank - 1))
         lead = lambda a, r: r  # noqa: E731
         batch = "1"
-    if batched:
-        wrow = lambda r: _split("x1", f"b * x1.shape[{rank - 2}] + {r}", rank, "col")  # noqa: E731
-    else:
-        wrow = lambda r: f"x1[{r}, col]"  # noqa: E731
-    zero = f"{dtype}(0)"
+        w_at = "x1[kk, c0 + bc]"
+    x_at = _split("x0", lead("x0", "r0 + ar"), rank, "kk")
+    bm, bn = tile.bm, tile.bn
+    product = staged_product(tile, dtype, (["ok = r0 + ar < m and kk < k"], x_at),
+                             (["ok = kk < k and c0 + bc < n"], w_at))
+    stored = ["if row < m and col < n:",
+              *["    " + ln for ln in [*_leading(lead("out", "row"), rank), *store]]]
     return [
-        f"sa = cuda.shared.array(({TILE}, {TILE}), {dtype})",
-        f"sb = cuda.shared.array(({TILE}, {TILE}), {dtype})",
-        f"tx = cuda.threadIdx.x % {TILE}", f"ty = cuda.threadIdx.x // {TILE}",
+        *shared_arrays(tile, dtype),
         f"m = {rows}", f"k = x0.shape[{rank - 1}]", f"n = x1.shape[{w_rank - 1}]",
-        f"tm = (m + {TILE - 1}) // {TILE}", f"tn = (n + {TILE - 1}) // {TILE}",
-        "t = cuda.blockIdx.x", f"while t < {batch} * tm * tn:",
-        "    b = t // (tm * tn)", "    row = ((t % (tm * tn)) // tn) * 16 + ty",
-        "    col = (t % tn) * 16 + tx", f"    acc = {zero}",
-        f"    for k0 in range(0, k, {TILE}):",
-        f"        sa[ty, tx] = {_split('x0', lead('x0', 'row'), rank, 'k0 + tx')} "
-        f"if row < m and k0 + tx < k else {zero}",
-        f"        sb[ty, tx] = {wrow('k0 + ty')} "
-        f"if k0 + ty < k and col < n else {zero}",
-        "        cuda.syncthreads()",
-        f"        for kk in range({TILE}):", "            acc += sa[ty, kk] * sb[kk, tx]",
-        "        cuda.syncthreads()",
-        "    if row < m and col < n:",
-        *["        " + ln for ln in [*_leading(lead("out", "row"), rank), *store]],
+        f"tiles_m = (m + {bm - 1}) // {bm}", f"tiles_n = (n + {bn - 1}) // {bn}",
+        "t = cuda.blockIdx.x", f"while t < {batch} * tiles_m * tiles_n:",
+        "    b = t // (tiles_m * tiles_n)",
+        f"    r0 = ((t % (tiles_m * tiles_n)) // tiles_n) * {bm}",
+        f"    c0 = (t % tiles_n) * {bn}",
+        *["    " + ln for ln in [*product, *each_owned(tile, stored)]],
         "    t += cuda.gridDim.x",
     ]
