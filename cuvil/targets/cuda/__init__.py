@@ -55,5 +55,7 @@ def _build():
 
 register_target(Device("cuda", target="cuda", params=PARAMS, host_memory=False,
                        allocate=_allocate, upload=_upload, synchronize=_synchronize,
-                       require=_require, rules=(Path(__file__).parent / "placement.cvr",)),
+                       require=_require, half_kernels=True,
+                       rules=(Path(__file__).parent / "placement.cvr",
+                              Path(__file__).parent / "fp16.cvr")),
                 _build)
