@@ -74,7 +74,7 @@ def _dim(s: Site, x: Known, i: int) -> Any:
 
 
 def _observed(name: str) -> Callable[[Site, Known], Any]:
-    return lambda s, x: None if x.observed is None else x.observed[name]
+    return lambda s, x: None if x.observed is None else x.observed.get(name)
 
 
 def _node(name: str) -> Callable[[Site], float]:
