@@ -4,14 +4,16 @@
 batch dims are equal, or a vector on either side (a row of `x`, a column of `w`; no
 epilogue). Each block of 256 threads computes one tile at a time (grid-stride
 over batch x tile rows x tile columns), loading 16 x 16 tiles of both operands into shared
-memory and accumulating in the output's dtype. Operands in default layout, floats only.
+memory and accumulating in the output's dtype. Operands in default layout, floats only;
+f16 operands of an f32 product (`widen`) are widened to f32 as the tiles load them.
 """
 
 from __future__ import annotations
 
-from cuvil.ir.types import TensorType
+from cuvil.ir.types import DType, TensorType
 from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.spec import KernelSpec, Unsupported
+from cuvil.targets.cuda.templates import widen
 from cuvil.targets.cuda.templates.elementwise import FLOATS, device_text, epilogue
 
 TILE = 16
@@ -19,11 +21,14 @@ TILE = 16
 
 def generate(group, ctx) -> KernelSpec:
     """The product, then the group's elementwise nodes on each element (the epilogue)."""
-    nodes = group.node_list(ctx)
+    source = widen.sources(group, ctx)
+    nodes = group.node_list(ctx)[len(source):]
     if not nodes or nodes[0].op not in ("matmul", "bmm"):
         raise Unsupported("the CUDA GEMM lowers one matmul and what follows it")
     mm, rest = nodes[0], nodes[1:]
-    x, w = (ctx.type(i) for i in mm.inputs)
+    inputs = [source.get(i, i) for i in mm.inputs]
+    x, w = (ctx.type(i) for i in inputs)
+    wide = tuple(i in source for i in mm.inputs)
     out = nodes[-1].type
     _check(x, w, mm.type)
     if rest and (out.shape != mm.type.shape or layout_perm(out) != tuple(range(out.rank))):
@@ -31,15 +36,15 @@ def generate(group, ctx) -> KernelSpec:
     if x.rank == 1 or w.rank == 1:
         if rest or w.rank > 2:
             raise Unsupported("a matrix-vector product with an epilogue or batched matrices")
-        return KernelSpec("gemm", ["xv", "wv", "ov"], [*mm.inputs, group.output],
+        return KernelSpec("gemm", ["xv", "wv", "ov"], [*inputs, group.output],
                           device_text([*_as_matrices(x.rank, w.rank), *_tile_loop(
-                              2, False, np_name(mm.type.dtype), ["out[q0, col] = acc"])]),
+                              2, False, mm.type.dtype, ["out[q0, col] = acc"], wide)]),
                           parallel=False, fastmath="fast", note=f"tiled {TILE}x{TILE}, a vector")
     params, args, store = _epilogue(ctx, mm, rest, out)
-    body = _tile_loop(x.rank, w.rank > 2, np_name(mm.type.dtype), store)
+    body = _tile_loop(x.rank, w.rank > 2, mm.type.dtype, store, wide)
     note = f"tiled {TILE}x{TILE}" + (f" + {', '.join(n.op for n in rest)}" if rest else "")
     return KernelSpec("gemm", ["x0", "x1", *params, "out"],
-                      [*mm.inputs, *args, group.output], device_text(body),
+                      [*inputs, *args, group.output], device_text(body),
                       parallel=False, fastmath="fast", note=note)
 
 
@@ -59,8 +64,10 @@ def _as_matrices(x_rank: int, w_rank: int) -> list[str]:
 
 
 def _check(x: TensorType, w: TensorType, out: TensorType) -> None:
-    if out.dtype not in FLOATS or x.dtype != out.dtype or w.dtype != out.dtype:
-        raise Unsupported("the CUDA GEMM multiplies floats of one dtype")
+    widened = (DType.f16, DType.f32)
+    if out.dtype not in FLOATS or \
+            any(t.dtype != out.dtype and (t.dtype, out.dtype) != widened for t in (x, w)):
+        raise Unsupported("the CUDA GEMM multiplies floats of one dtype (or f16 into f32)")
     if any(layout_perm(t) != tuple(range(t.rank)) for t in (x, w, out)):
         raise Unsupported("the CUDA GEMM reads default layouts")
     if w.rank > 2 and (w.rank != x.rank or tuple(x.shape[:-2]) != tuple(w.shape[:-2])):
@@ -85,9 +92,11 @@ def _leading(flat: str, rank: int) -> list[str]:
     return lines + ["q0 = f"]
 
 
-def _tile_loop(rank: int, batched: bool, dtype: str, store: list[str]) -> list[str]:
+def _tile_loop(rank: int, batched: bool, acc_dtype: DType, store: list[str],
+               wide: tuple[bool, bool] = (False, False)) -> list[str]:
     """The kernel body (see the module docstring); `rank` is the output's, `store` writes
-    `acc` at (`q0..`, `col`)."""
+    `acc` at (`q0..`, `col`); `wide` says which operands are f16 read into `acc_dtype`."""
+    dtype = np_name(acc_dtype)
     w_rank = rank if batched else 2
     if batched:
         rows = f"x0.shape[{rank - 2}]"
@@ -102,6 +111,8 @@ def _tile_loop(rank: int, batched: bool, dtype: str, store: list[str]) -> list[s
     else:
         wrow = lambda r: f"x1[{r}, col]"  # noqa: E731
     zero = f"{dtype}(0)"
+    xload = widen.load(_split("x0", lead("x0", "row"), rank, "k0 + tx"), wide[0], acc_dtype)
+    wload = widen.load(wrow("k0 + ty"), wide[1], acc_dtype)
     return [
         f"sa = cuda.shared.array(({TILE}, {TILE}), {dtype})",
         f"sb = cuda.shared.array(({TILE}, {TILE}), {dtype})",
@@ -112,9 +123,9 @@ def _tile_loop(rank: int, batched: bool, dtype: str, store: list[str]) -> list[s
         "    b = t // (tm * tn)", "    row = ((t % (tm * tn)) // tn) * 16 + ty",
         "    col = (t % tn) * 16 + tx", f"    acc = {zero}",
         f"    for k0 in range(0, k, {TILE}):",
-        f"        sa[ty, tx] = {_split('x0', lead('x0', 'row'), rank, 'k0 + tx')} "
+        f"        sa[ty, tx] = {xload} "
         f"if row < m and k0 + tx < k else {zero}",
-        f"        sb[ty, tx] = {wrow('k0 + ty')} "
+        f"        sb[ty, tx] = {wload} "
         f"if k0 + ty < k and col < n else {zero}",
         "        cuda.syncthreads()",
         f"        for kk in range({TILE}):", "            acc += sa[ty, kk] * sb[kk, tx]",
