@@ -66,7 +66,7 @@ def test_where_int8_is_dearer_the_model_keeps_fp32_and_the_report_says_why(tmp_p
     assert not any(n.op.startswith("q") for n in graph)
     choices = graph.report.precision
     assert choices and all(c.chosen == "fp32" for c in choices)
-    assert all(c.int8.cost > c.fp32.cost for c in choices)
+    assert all(c.low.cost > c.fp32.cost for c in choices)
     text = str(graph.report)
     assert "kept: int8 qlinear" in text and "is dearer" in text
 
