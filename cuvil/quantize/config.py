@@ -65,9 +65,6 @@ class Quantize:
             raise CuvilError("Quantize: per_channel=False (one scale per weight) is not "
                              "supported; weights are scaled per output channel")
         object.__setattr__(self, "calibration", tuple(self.calibration))
-        if not self.calibration and self.activations == "int8":
-            raise CuvilError("Quantize: activations='int8' needs calibration batches "
-                             "(calibration=[inputs, ...])")
 
     @property
     def half(self) -> bool:
