@@ -83,9 +83,9 @@ def report_of(data: dict | None):
     from cuvil.egraph.report import Iteration, OptimizeReport, RuleStat
 
     data = dict(data)
-    data["precision"] = [PrecisionChoice(**{**p, "int8": Alternative(**p["int8"]), "fp32":
+    data["precision"] = [PrecisionChoice(**{**p, "low": Alternative(**p["low"]), "fp32":
                                             Alternative(**p["fp32"]) if p["fp32"] else None})
-                         for p in data.get("precision", ())]
+                         for p in data.get("precision", ()) if "low" in p]
     data["rules"] = {label: RuleStat(**stat) for label, stat in data["rules"].items()}
     data["iterations"] = [Iteration(**{**it, "rulesets": tuple(it["rulesets"])})
                           for it in data["iterations"]]

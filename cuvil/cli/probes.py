@@ -218,6 +218,37 @@ def int8_candidates() -> tuple[Any, tuple]:
     return graph, (x,)
 
 
+class Fp16Candidates(nn.Module):
+    """Convolutions (bias; + relu; + relu and a max pool), linear layers (+ relu) and a bare
+    matmul, each reading the one before; and casts to f16 and back around relu, a max
+    pool and nothing: the forms the fp16 rules of `targets/cuda/fp16.cvr` rewrite."""
+
+    def __init__(self, c: int = 4, d: int = 16):
+        super().__init__()
+        self.conv1, self.conv2, self.conv3 = (nn.Conv2d(c, c, 3, padding=1) for _ in range(3))
+        self.fc1, self.fc2 = nn.Linear(c * 4, d), nn.Linear(d, d)
+        self.w = nn.Parameter(torch.randn(d, d))
+
+    def forward(self, x):
+        y = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        h = torch.relu(self.fc1(self.conv3(nn.functional.max_pool2d(y, 2)).flatten(1)))
+        q, dims = x.half(), (1, 2, 3)
+        pooled = nn.functional.max_pool2d(q.float(), 2)
+        return (self.fc2(h) + h @ self.w).sum(1) + torch.relu(q.float()).sum(dims) + \
+            pooled.sum(dims) + q.float().half().float().sum(dims)
+
+
+def fp16_candidates() -> tuple[Any, tuple]:
+    """`Fp16Candidates` imported, marked for fp16 and placed on cuda (the fp16 rules fire
+    only on `half_ok` values the GPU computes)."""
+    from cuvil.frontend import from_torch
+    from cuvil.ir.place import place_on
+    from cuvil.quantize import Quantize
+
+    model, x = Fp16Candidates().eval(), _randn(2, 4, 4, 4)
+    return place_on(Quantize(activations="fp16").annotate(from_torch(model, (x,))), "cuda"), (x,)
+
+
 class PlacementCandidates(nn.Module):
     """Products large enough to pay for the host link, with what follows them on the GPU:
     a linear layer, two products added, relu and gelu, softmax, layer norm, a batched
@@ -269,6 +300,7 @@ PROBES: dict[str, Callable[[], tuple[Any, tuple]]] = {
     "conversions": conversions,
     "direct_forms": direct_forms,
     "int8": int8_candidates,
+    "fp16": fp16_candidates,
     "placement": lambda: (PlacementCandidates().eval(), (_randn(256, 512), _randn(4, 128, 512))),
     "placement_cnn": lambda: (PlacementCnn().eval(), (_randn(2, 8, 16, 16),
                                                       _randn(2, 2, 16, 8))),
@@ -276,7 +308,8 @@ PROBES: dict[str, Callable[[], tuple[Any, tuple]]] = {
 
 # The targets a probe is optimized for, when not the CPU alone.
 TARGETS: dict[str, tuple[str, ...]] = {"placement": ("cuda", "cpu"),
-                                        "placement_cnn": ("cuda", "cpu")}
+                                        "placement_cnn": ("cuda", "cpu"),
+                                        "fp16": ("cuda", "cpu")}
 
 
 def get(name: str) -> tuple[Any, tuple]:

@@ -74,7 +74,7 @@ def _dim(s: Site, x: Known, i: int) -> Any:
 
 
 def _observed(name: str) -> Callable[[Site, Known], Any]:
-    return lambda s, x: None if x.observed is None else x.observed[name]
+    return lambda s, x: None if x.observed is None else x.observed.get(name)
 
 
 def _node(name: str) -> Callable[[Site], float]:
@@ -109,7 +109,10 @@ TABLE: tuple[BuiltinDef, ...] = (
     # Calibration facts (`cuvil.Quantize`): what observers saw of a value over the
     # calibration batches; only values that were observed have them.
     BuiltinDef("calibrated", (TENSOR,), BOOL, (GUARD,), "observed during calibration",
-               lambda s, x: x.observed is not None, "class"),
+               lambda s, x: x.observed is not None and "scale" in x.observed, "class"),
+    BuiltinDef("half_ok", (TENSOR,), BOOL, (GUARD,), "may be computed in f16 "
+               "(`Quantize(activations=\"fp16\")`)",
+               lambda s, x: x.observed is not None and bool(x.observed.get("half_ok")), "class"),
     BuiltinDef("absmax", (TENSOR,), FLOAT, (GUARD,), "largest |value| observed (clipped by "
                "the calibration method)", _observed("absmax"), "class", ("float", "number")),
     BuiltinDef("scale", (TENSOR,), FLOAT, (GUARD,), "its int8 scale from calibration",

@@ -86,7 +86,7 @@ def analysis_commands(handle: str, t: TensorType, table: TypeTable, is_const: bo
     known = Known(t, is_const, value, facts or None)
     for name, sort in CLASS_ANALYSES.items():
         v = BUILTINS[name].value(NOWHERE, known) if name in table.uses else None
-        if v is None or (name == "calibrated" and not v):  # unobserved: no calibration facts
+        if v is None or (name in ("calibrated", "half_ok") and not v):  # no such fact
             continue
         text = encode_f64(v) if sort == F64 else _egglog_value(v, sort)
         out.append(f"(set ({name} {handle}) {text})")

@@ -48,6 +48,7 @@ class Device:
     # (**inputs) -> {part: array}, run once per compiled graph (`cuvil.runtime.derived`)
     recipes: Mapping[str, Callable[..., dict]] = field(default_factory=dict)
     rules: tuple[Path, ...] = ()  # its placement rules (`.cvr`), part of the stock library
+    half_kernels: bool = False  # its kernels read and write f16 (`Quantize(activations="fp16")`)
 
 
 _DEVICES: dict[str, Device] = {}
@@ -94,6 +95,12 @@ def rule_files() -> list[Path]:
 def known_devices() -> set[str]:
     load_targets()
     return set(_DEVICES)
+
+
+def computes_half(target: str) -> bool:
+    """Whether the device target `target` computes has f16 kernels."""
+    load_targets()
+    return any(d.half_kernels for d in _DEVICES.values() if d.target == target)
 
 
 def on_host(name: str) -> bool:

@@ -9,7 +9,8 @@ each output is moved back to the host, where a call's results are. Scalars (weak
 stay where they are: they take the device of the tensors they meet. The optimizer then
 sees a graph on the device, its rules and costs are that device's, and lowering emits that
 device's kernels; a node the device has no kernel for is lowering's fallback
-(`cuvil/lower/devices.py`).
+(`cuvil/lower/devices.py`). A moved value keeps the facts its source has (`Graph.facts`:
+calibration's, `half_ok`): the copy holds the same values.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def place_on(graph: Graph, device: str) -> Graph:
             if node.op != "scalar":
                 moved[node.name] = placed.add(MOVE, [node.name], {"device": device},
                                               name=placed.fresh(f"{node.name}_{device}"))
+                if node.name in graph.facts:
+                    placed.facts[moved[node.name]] = graph.facts[node.name]
             continue
         placed.nodes[node.name] = _on(node, inputs, device)
     back = {v: _move_back(placed, moved.get(v, v)) for v in graph.outputs}

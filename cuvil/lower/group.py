@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 from cuvil.dsl import kernels
 from cuvil.ir.graph import Graph, Node
-from cuvil.ir.types import default_layout
+from cuvil.ir.types import DType, default_layout
 from cuvil.lower import qlayer
 from cuvil.lower.inline import Instance
 from cuvil.lower.physical import is_identity_layout, kernel_dtype, layout_perm
@@ -93,8 +93,8 @@ def classify(node: Node, graph: Graph) -> tuple[str, str]:
     across devices is left to `cuvil.lower.devices`."""
     types = [graph[i].type for i in node.inputs] + [node.type]
     for t in types:
-        if not kernel_dtype(t.dtype):
-            return "fallback", f"dtype {t.dtype} has no CPU kernel"
+        if not kernel_dtype(t.dtype, t.device):
+            return "fallback", f"dtype {t.dtype} has no {t.device} kernel"
         if t.device != node.type.device:
             return "fallback", f"device {t.device} and {node.type.device} in one node"
     kind = family(node.op)
@@ -258,6 +258,7 @@ def _fits(part: Partition, members: list[str], kernel: kernels.KernelFamily,
         return bool(found) and set(found) == set(members)
     if graph[members[-1]].op in kernel.tail and graph[members[-1]].inputs[0] == members[-2]:
         members = members[:-1]  # a pool reading the epilogue ends the kernel
+    members = members[len(widening_casts(graph, members)):]
     root = graph[members[-1]]
     products = [m for m in members if kinds[m] != "elementwise"]
     low, high = kernel.count
@@ -270,6 +271,20 @@ def _fits(part: Partition, members: list[str], kernel: kernels.KernelFamily,
     return not kernel.same_shape or all(
         graph[m].type.shape == root.type.shape and graph[m].type.layout == root.type.layout
         for m in members)
+
+
+def widening_casts(graph: Graph, members: list[str]) -> list[str]:
+    """The leading members that cast an operand of the instance from f16 to f32 (an f16
+    layer's explicit f32 accumulation): the product's kernel reads that operand as f16 and
+    widens each element as it loads it."""
+    out = []
+    for m in members:
+        node = graph[m]
+        if node.op != "cast" or node.type.dtype is not DType.f32 or node.inputs[0] in members \
+                or graph[node.inputs[0]].type.dtype is not DType.f16:
+            break
+        out.append(m)
+    return out
 
 
 def is_move_chain(group: Group, graph: Graph) -> bool:

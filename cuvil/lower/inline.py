@@ -1,7 +1,8 @@
 """Composite ops (`op NAME(params) = BODY` in `.cvr`) replaced by the primitive nodes of
 their bodies, so that every later stage of lowering sees only catalog ops.
 
-A composite of f16 or bf16 values stays one node (`runs_in_torch`).
+A composite of f16 or bf16 values stays one node (`runs_in_torch`), but for f16 on a device
+whose kernels compute it.
 
 The inlined nodes of one composite node are remembered as an `Instance`, with the kernel
 family its op's `kernel` clause names: grouping makes an instance one kernel of that family
@@ -18,6 +19,7 @@ from cuvil.dsl.ast import Call, Literal, Var, Wildcard
 from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph, Node
 from cuvil.ir.types import DType
+from cuvil.lower.physical import kernel_dtype
 from cuvil.ops import registry
 
 LOW_PRECISION = (DType.f16, DType.bf16)
@@ -40,9 +42,10 @@ def is_composite(graph: Graph, op: str) -> bool:
 def runs_in_torch(graph: Graph, node: Node) -> bool:
     """Whether composite `node` stays whole, one torch fallback computed in f32 and rounded
     on store (`runtime.fallback`): its result or an operand is f16 or bf16, which kernels
-    do not handle. Inlined, each part would round, where torch's `addmm` rounds once."""
+    do not handle (f16 on a device with f16 kernels is inlined). Inlined, each part would
+    round, where torch's `addmm` rounds once."""
     types = [graph[i].type for i in node.inputs] + [node.type]
-    return any(t.dtype in LOW_PRECISION for t in types)
+    return any(t.dtype in LOW_PRECISION and not kernel_dtype(t.dtype, t.device) for t in types)
 
 
 def inline_composites(graph: Graph) -> tuple[Graph, dict[str, Instance]]:

@@ -11,16 +11,21 @@ import math
 
 import numpy as np
 
+from cuvil.ir.devices import HOST, device
 from cuvil.ir.types import NHWC, SYMBOLIC_DIM_SIZE, Dim, DType, TensorType, is_static
 from cuvil.lower.bf16 import BF16_BITS
 
 _NP = {DType.f32: "np.float32", DType.f64: "np.float64", DType.i8: "np.int8",
        DType.u8: "np.uint8", DType.i32: "np.int32", DType.i64: "np.int64",
-       DType.bool: "np.bool_"}
+       DType.bool: "np.bool_", DType.f16: "np.float16"}
 
 
-def kernel_dtype(dtype: DType) -> bool:
-    """Whether generated kernels handle this dtype (f16 and bf16 run through torch)."""
+def kernel_dtype(dtype: DType, on: str = HOST) -> bool:
+    """Whether kernels generated for device `on` handle this dtype: f16 where the device
+    has f16 kernels (`Device.half_kernels`); elsewhere f16, and bf16 everywhere, run
+    through torch."""
+    if dtype is DType.f16:
+        return device(on).half_kernels
     return dtype in _NP
 
 

@@ -61,6 +61,7 @@ def calibrate(c: Compilation) -> Compilation:
 
     if not isinstance(quantize, Quantize):
         raise CuvilError(f"quantize= takes a cuvil.Quantize, not {type(quantize).__name__}")
+    quantize.check_targets(c.request.options.targets)
     with c.request.tracer.stage("calibrate"), gc_pause.resumed():
         return replace(c, graph=quantize.annotate(c.graph))
 

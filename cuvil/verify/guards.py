@@ -123,7 +123,8 @@ def _known(var: str, facts: Facts) -> Known:
 
 def _observed(var: str, facts: Facts) -> Mapping[str, Any] | None:
     """Calibration facts of an instance's input: as if calibrated on its own values (u8,
-    affine), so that no value falls outside the calibrated range; read when asked."""
+    affine), so that no value falls outside the calibrated range, and allowed f16 (the
+    fp16 rules' `half_ok`); read when asked."""
     x = getattr(facts, "tensors", {}).get(var)
     if x is None or not x.is_floating_point() or not x.numel():
         return None
@@ -140,7 +141,8 @@ class _Calibration(Mapping):
         if self._facts is None:
             lo, hi = float(self._x.min()), float(self._x.max())
             scale, zero = affine_qparams(lo, hi)
-            self._facts = {"absmax": max(abs(lo), abs(hi)), "scale": scale, "zero_point": zero}
+            self._facts = {"absmax": max(abs(lo), abs(hi)), "scale": scale, "zero_point": zero,
+                           "half_ok": True}
         return self._facts
 
     def __getitem__(self, name: str) -> Any:
@@ -150,7 +152,7 @@ class _Calibration(Mapping):
         return iter(self._all())
 
     def __len__(self) -> int:
-        return 3
+        return 4
 
 
 # -- hints ------------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ def test_where_int8_is_dearer_the_model_keeps_fp32_and_the_report_says_why(tmp_p
     assert not any(n.op.startswith("q") for n in graph)
     choices = graph.report.precision
     assert choices and all(c.chosen == "fp32" for c in choices)
-    assert all(c.int8.cost > c.fp32.cost for c in choices)
+    assert all(c.low.cost > c.fp32.cost for c in choices)
     text = str(graph.report)
     assert "kept: int8 qlinear" in text and "is dearer" in text
 
@@ -83,9 +83,6 @@ def test_bad_quantize_requests_are_one_line_errors():
         cuvil.Quantize(calibration=[], method="kl")
     with pytest.raises(cuvil.CuvilError, match="per_channel=False"):
         cuvil.Quantize(calibration=[], per_channel=False)
-    with pytest.raises(cuvil.CuvilError, match="no float16 type on the CPU") as err:
-        cuvil.Quantize(calibration=[], activations="fp16")
-    assert "\n" not in str(err.value)
     with pytest.raises(cuvil.CuvilError, match="calibration needs at least one batch"):
         d = digits.digits_mlp()
         cuvil.compile(d.model, (d.x_test[:8],), quantize=cuvil.Quantize(calibration=[]))

@@ -42,7 +42,7 @@ def test_the_report_lists_every_int8_layer_of_the_chain(mlp):
     choices = fn.report.optimizer.precision
     steps = [s for s in fn.report.steps if s.template == "qgemm"]
     assert len(choices) == len(steps) == 3  # the requantized hidden layers included
-    assert all(c.chosen == "int8" and c.int8.rule for c in choices)
+    assert all(c.chosen == "int8" and c.low.rule for c in choices)
     assert len({c.node for c in choices}) == 3
 
 

@@ -8,7 +8,9 @@ registered here allocate them, upload constants, wait for queued kernels and che
 (or Numba's CUDA simulator, `NUMBA_ENABLE_CUDASIM=1`) is there; each imports `numba.cuda`
 on first use.
 `PARAMS` describe an H200-class device on a PCIe link; `placement.cvr` offers the
-compute-heavy ops on the GPU (part of the stock library, firing with `has_target("cuda")`).
+compute-heavy ops on the GPU (part of the stock library, firing with `has_target("cuda")`);
+`fp16.cvr` offers f16 layers with f32 accumulation (`Quantize(activations="fp16")`: the
+device has f16 kernels, `half_kernels`).
 """
 
 from __future__ import annotations
@@ -63,5 +65,7 @@ def _build():
 
 register_target(Device("cuda", target="cuda", params=PARAMS, host_memory=False,
                        allocate=_allocate, upload=_upload, synchronize=_synchronize,
-                       require=_require, rules=(Path(__file__).parent / "placement.cvr",)),
+                       require=_require, half_kernels=True,
+                       rules=(Path(__file__).parent / "placement.cvr",
+                              Path(__file__).parent / "fp16.cvr")),
                 _build)

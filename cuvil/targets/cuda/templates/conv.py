@@ -10,12 +10,13 @@ is the CPU template's (`cuvil.targets.cpu.templates.conv.geometry`), written int
 constants. The weight is an operand (OIHW, default layout): a constant weight is uploaded
 to the device once, when the graph is built. Each thread sums its window over its group's
 input channels in the output's dtype, without shared memory: correct for every geometry,
-and it needs no channel count large enough to tile.
+and it needs no channel count large enough to tile. Both read f16 operands of an f32
+convolution (`widen`) as they are, widening each element as it is loaded.
 """
 
 from __future__ import annotations
 
-from cuvil.ir.types import NHWC
+from cuvil.ir.types import NHWC, DType
 from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.spec import KernelSpec, Unsupported
 from cuvil.targets.cpu.templates.conv import geometry
@@ -23,7 +24,7 @@ from cuvil.targets.cpu.templates.elementwise import literal
 from cuvil.targets.cpu.templates.gemm import split_heavy
 from cuvil.targets.cpu.templates.loops import indent
 from cuvil.targets.cpu.templates.pool import _geometry
-from cuvil.targets.cuda.templates import conv_gemm
+from cuvil.targets.cuda.templates import conv_gemm, widen
 from cuvil.targets.cuda.templates.elementwise import (
     FLOATS,
     device_text,
@@ -35,12 +36,18 @@ from cuvil.targets.cuda.templates.elementwise import (
 
 
 def generate(group, ctx) -> KernelSpec:
+    source = widen.sources(group, ctx)
     conv, rest = split_heavy(group, ctx, ("conv2d",))
-    x, w = (ctx.type(i) for i in conv.inputs)
+    rest = [n for n in rest if n.name not in source]
+    inputs = [source.get(i, i) for i in conv.inputs]
+    x, w = (ctx.type(i) for i in inputs)
     out = ctx.type(group.output)
     pool = rest.pop() if rest and rest[-1].op == "max_pool2d" else None
-    if conv.type.dtype not in FLOATS or x.dtype != conv.type.dtype or w.dtype != x.dtype:
-        raise Unsupported("the CUDA convolution computes floats of one dtype")
+    widened = (DType.f16, DType.f32)
+    if conv.type.dtype not in FLOATS or \
+            any(t.dtype != conv.type.dtype and (t.dtype, conv.type.dtype) != widened
+                for t in (x, w)):
+        raise Unsupported("the CUDA convolution computes floats of one dtype (or f16 into f32)")
     if layout_perm(w) != tuple(range(4)) or conv.type.layout != x.layout or \
             out.layout != conv.type.layout:
         raise Unsupported("the CUDA convolution reads an OIHW weight, x in its output's layout")
@@ -48,9 +55,9 @@ def generate(group, ctx) -> KernelSpec:
     if pre.shape != conv.type.shape or pre.layout != conv.type.layout:
         raise Unsupported("an epilogue that changes the convolution's shape")
     if conv_gemm.covers(conv, out):
-        return conv_gemm.generate(conv, rest, pool, group.output, ctx)
+        return conv_gemm.generate(conv, rest, pool, group.output, ctx, inputs)
     index = output_indices(out)
-    nhwc, dtype = x.layout == NHWC, np_name(x.dtype)
+    nhwc, dtype = x.layout == NHWC, np_name(conv.type.dtype)
     if pool is None:
         params, args, store = epilogue(ctx, conv.name, rest, out, index, 2)
         body = window_sum(conv, nhwc, index[1], dtype, ctx) + store
@@ -59,7 +66,7 @@ def generate(group, ctx) -> KernelSpec:
     note = "direct" + (f" + {', '.join(n.op for n in [*rest, *([pool] if pool else [])])}"
                        if rest or pool else "")
     return KernelSpec("conv", ["x0", "x1", *params, "out"],
-                      [*conv.inputs, *args, group.output], device_text(grid_loop(4, body)),
+                      [*inputs, *args, group.output], device_text(grid_loop(4, body)),
                       parallel=False, fastmath="fast", note=note)
 
 
@@ -92,6 +99,9 @@ def window_sum(conv, nhwc: bool, logical: dict[int, str], dtype: str, ctx) -> li
     per_group = conv.type.shape[1] // conv.attrs["groups"]
     h, w = ("x0.shape[1]", "x0.shape[2]") if nhwc else ("x0.shape[2]", "x0.shape[3]")
     pixel = "x0[{n}, hh, ww, c0 + ic]" if nhwc else "x0[{n}, c0 + ic, hh, ww]"
+    acc_dtype = conv.type.dtype
+    xload = widen.load(pixel.format(n=n), widen.is_widened(ctx, conv.inputs[0]), acc_dtype)
+    wload = widen.load(f"x1[{oc}, ic, a, b]", widen.is_widened(ctx, conv.inputs[1]), acc_dtype)
     return [
         f"acc = {dtype}(0)", f"c0 = ({oc} // {per_group}) * {cg}",
         f"hs = {i} * {sh} - {ph}", f"ws = {j} * {sw} - {pw}",
@@ -102,5 +112,5 @@ def window_sum(conv, nhwc: bool, logical: dict[int, str], dtype: str, ctx) -> li
         f"            ww = ws + b * {dw}",
         f"            if ww >= 0 and ww < {w}:",
         f"                for ic in range({cg}):",
-        f"                    acc += {pixel.format(n=n)} * x1[{oc}, ic, a, b]",
+        f"                    acc += {xload} * {wload}",
     ]

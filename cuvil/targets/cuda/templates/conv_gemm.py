@@ -24,7 +24,7 @@ from cuvil.targets.cpu.templates.conv import geometry
 from cuvil.targets.cpu.templates.elementwise import literal
 from cuvil.targets.cpu.templates.pool import _geometry
 from cuvil.targets.cuda import PARAMS
-from cuvil.targets.cuda.templates import tiling
+from cuvil.targets.cuda.templates import tiling, widen
 from cuvil.targets.cuda.templates.elementwise import (
     device_text,
     element,
@@ -41,20 +41,22 @@ def covers(conv, out) -> bool:
         isinstance(d, int) for t in (conv.type, out) for d in t.shape[1:])
 
 
-def generate(conv, rest, pool, group_output: str, ctx) -> KernelSpec:
+def generate(conv, rest, pool, group_output: str, ctx, inputs=None) -> KernelSpec:
     """The kernel of `conv`, its epilogue `rest` and the max pool `pool` (or None) after
-    it, writing `group_output`."""
-    x, w = (ctx.type(i) for i in conv.inputs)
+    it, writing `group_output`; `inputs`: the arrays it reads for `conv`'s (an f16 value
+    for a widening cast, `widen`)."""
+    inputs = list(inputs or conv.inputs)
+    x, w = (ctx.type(i) for i in inputs)
     out, channels = ctx.type(group_output), conv.type.shape[1]
     depth = w.shape[1] * w.shape[2] * w.shape[3]
     problem = (1, x.shape[0] * out.shape[2] * out.shape[3], channels, depth)
-    tile = tiling.choose_tile(PARAMS, problem, x.dtype.itemsize)
+    tile = tiling.choose_tile(PARAMS, problem, conv.type.dtype.itemsize)
     if pool is None:
         params, args, store = epilogue(ctx, conv.name, rest, out, output_indices(out), 2)
         head, tail = [], _product(conv, ctx, tile, out) + each_owned(tile, _owned(out, store))
     else:
         params, args, (head, tail) = _pooled(ctx, conv, rest, pool, tile, out)
-    body = [*shared_arrays(tile, np_name(x.dtype)), *head,
+    body = [*shared_arrays(tile, np_name(conv.type.dtype)), *head,
             f"m = x0.shape[0] * {out.shape[2] * out.shape[3]}", f"k = {depth}",
             f"n = {channels}", f"tiles_n = {-(-channels // tile.bn)}",
             f"tiles_m = (m + {tile.bm - 1}) // {tile.bm}", "t = cuda.blockIdx.x",
@@ -63,7 +65,7 @@ def generate(conv, rest, pool, group_output: str, ctx) -> KernelSpec:
             "    t += cuda.gridDim.x"]
     ops = [n.op for n in [*rest, *([pool] if pool else [])]]
     note = f"implicit GEMM {tile}" + (f" + {', '.join(ops)}" if ops else "")
-    return KernelSpec("conv", ["x0", "x1", *params, "out"], [*conv.inputs, *args, group_output],
+    return KernelSpec("conv", ["x0", "x1", *params, "out"], [*inputs, *args, group_output],
                       device_text(body), parallel=False, fastmath="fast", note=note,
                       launch=tile.launch())
 
@@ -95,8 +97,10 @@ def _product(conv, ctx, tile: Tile, out, pool=None) -> list[str]:
               f"ww = pj * {sw} - {pw} + (kk % {kw}) * {dw}",
               f"ok = ra < m and kk < k and hh >= 0 and hh < {h} and ww >= 0 and ww < {w}"
               + (f" and pi >= 0 and pi < {oh} and pj >= 0 and pj < {ow}" if pool else "")]
-    x_at = "x0[an, hh, ww, ic]" if nhwc else "x0[an, ic, hh, ww]"
-    w_at = f"x1[c0 + bc, kk // {kh * kw}, (kk // {kw}) % {kh}, kk % {kw}]"
+    x_at = widen.load("x0[an, hh, ww, ic]" if nhwc else "x0[an, ic, hh, ww]",
+                      widen.is_widened(ctx, conv.inputs[0]), conv.type.dtype)
+    w_at = widen.load(f"x1[c0 + bc, kk // {kh * kw}, (kk // {kw}) % {kh}, kk % {kw}]",
+                      widen.is_widened(ctx, conv.inputs[1]), conv.type.dtype)
     return staged_product(tile, np_name(conv.type.dtype), (pixel, x_at),
                           (["ok = kk < k and c0 + bc < n"], w_at))
 

@@ -8,48 +8,51 @@ the cost model's choice for the problem's shape and the target's limits
 (grid-stride over batch x tile rows x tile columns): its threads load a `bm x bk` slice of
 `x` and a `bk x bn` slice of `w` into shared memory together (zeros past the edges),
 synchronize, and each accumulates its register block in the output's dtype; the epilogue
-runs on each element stored. Operands in default layout, floats only.
+runs on each element stored. Operands in default layout, floats only; f16 operands of an
+f32 product (`widen`) are widened to f32 as the slices load them.
 """
 
 from __future__ import annotations
 
 import math
 
-from cuvil.ir.types import TensorType
+from cuvil.ir.types import DType, TensorType
 from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.spec import KernelSpec, Unsupported
 from cuvil.targets.cuda import PARAMS
-from cuvil.targets.cuda.templates import tiling
+from cuvil.targets.cuda.templates import tiling, widen
 from cuvil.targets.cuda.templates.elementwise import FLOATS, device_text, epilogue
 from cuvil.targets.cuda.templates.tiling import Tile, each_owned, shared_arrays, staged_product
 
 
 def generate(group, ctx) -> KernelSpec:
     """The product, then the group's elementwise nodes on each element (the epilogue)."""
-    nodes = group.node_list(ctx)
+    source = widen.sources(group, ctx)
+    nodes = group.node_list(ctx)[len(source):]
     if not nodes or nodes[0].op not in ("matmul", "bmm"):
         raise Unsupported("the CUDA GEMM lowers one matmul and what follows it")
     mm, rest = nodes[0], nodes[1:]
-    x, w = (ctx.type(i) for i in mm.inputs)
+    inputs = [source.get(i, i) for i in mm.inputs]
+    x, w = (ctx.type(i) for i in inputs)
+    wide = tuple(i in source for i in mm.inputs)
     out = nodes[-1].type
     _check(x, w, mm.type)
     if rest and (out.shape != mm.type.shape or layout_perm(out) != tuple(range(out.rank))):
         raise Unsupported("an epilogue that changes the product's shape")
-    tile = tiling.choose_tile(PARAMS, _problem(x, w), x.dtype.itemsize)
-    dtype = np_name(mm.type.dtype)
+    tile = tiling.choose_tile(PARAMS, _problem(x, w), mm.type.dtype.itemsize)
     if x.rank == 1 or w.rank == 1:
         if rest or w.rank > 2:
             raise Unsupported("a matrix-vector product with an epilogue or batched matrices")
         body = [*_as_matrices(x.rank, w.rank),
-                *_tile_loop(2, False, dtype, ["out[q0, col] = acc"], tile)]
-        return KernelSpec("gemm", ["xv", "wv", "ov"], [*mm.inputs, group.output],
+                *_tile_loop(2, False, mm.type.dtype, ["out[q0, col] = acc"], tile, wide)]
+        return KernelSpec("gemm", ["xv", "wv", "ov"], [*inputs, group.output],
                           device_text(body), parallel=False, fastmath="fast",
                           note=f"tiled {tile}, a vector", launch=tile.launch())
     params, args, store = _epilogue(ctx, mm, rest, out)
-    body = _tile_loop(x.rank, w.rank > 2, dtype, store, tile)
+    body = _tile_loop(x.rank, w.rank > 2, mm.type.dtype, store, tile, wide)
     note = f"tiled {tile}" + (f" + {', '.join(n.op for n in rest)}" if rest else "")
     return KernelSpec("gemm", ["x0", "x1", *params, "out"],
-                      [*mm.inputs, *args, group.output], device_text(body),
+                      [*inputs, *args, group.output], device_text(body),
                       parallel=False, fastmath="fast", note=note, launch=tile.launch())
 
 
@@ -77,8 +80,10 @@ def _as_matrices(x_rank: int, w_rank: int) -> list[str]:
 
 
 def _check(x: TensorType, w: TensorType, out: TensorType) -> None:
-    if out.dtype not in FLOATS or x.dtype != out.dtype or w.dtype != out.dtype:
-        raise Unsupported("the CUDA GEMM multiplies floats of one dtype")
+    widened = (DType.f16, DType.f32)
+    if out.dtype not in FLOATS or \
+            any(t.dtype != out.dtype and (t.dtype, out.dtype) != widened for t in (x, w)):
+        raise Unsupported("the CUDA GEMM multiplies floats of one dtype (or f16 into f32)")
     if any(layout_perm(t) != tuple(range(t.rank)) for t in (x, w, out)):
         raise Unsupported("the CUDA GEMM reads default layouts")
     if w.rank > 2 and (w.rank != x.rank or tuple(x.shape[:-2]) != tuple(w.shape[:-2])):
@@ -103,9 +108,11 @@ def _leading(flat: str, rank: int) -> list[str]:
     return lines + ["q0 = f"]
 
 
-def _tile_loop(rank: int, batched: bool, dtype: str, store: list[str], tile: Tile) -> list[str]:
+def _tile_loop(rank: int, batched: bool, acc_dtype: DType, store: list[str], tile: Tile,
+               wide: tuple[bool, bool] = (False, False)) -> list[str]:
     """The kernel body (see the module docstring); `rank` is the output's, `store` writes
-    `acc` at (`q0..`, `col`)."""
+    `acc` at (`q0..`, `col`); `wide` says which operands are f16 read into `acc_dtype`."""
+    dtype = np_name(acc_dtype)
     w_rank = rank if batched else 2
     if batched:
         rows = f"x0.shape[{rank - 2}]"
@@ -117,7 +124,8 @@ def _tile_loop(rank: int, batched: bool, dtype: str, store: list[str], tile: Til
         lead = lambda a, r: r  # noqa: E731
         batch = "1"
         w_at = "x1[kk, c0 + bc]"
-    x_at = _split("x0", lead("x0", "r0 + ar"), rank, "kk")
+    x_at = widen.load(_split("x0", lead("x0", "r0 + ar"), rank, "kk"), wide[0], acc_dtype)
+    w_at = widen.load(w_at, wide[1], acc_dtype)
     bm, bn = tile.bm, tile.bn
     product = staged_product(tile, dtype, (["ok = r0 + ar < m and kk < k"], x_at),
                              (["ok = kk < k and c0 + bc < n"], w_at))
