@@ -137,19 +137,15 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
     """`model` compiled to Numba kernels: a callable with the model's results, faster.
     `example_inputs`: a tuple of the model's arguments (or one tensor, its only one).
 
-    With `cache`, compiling the same program again (same traced graph and constants, rules
-    and options; in any process) reuses the optimized graph and the compiled kernels, and
-    a model compiled before is rebuilt from its stored program (`cuvil/cache/programs.py`:
-    no export, optimizer or lowering; `report.program_cache` says so). With
-    `quantize` (a `cuvil.Quantize`), calibration facts let the int8 rules fire. `target`
-    names the devices allowed: one device (`"cuda"`) runs every node there; with several
-    (`["cuda", "cpu"]`) every node runs on the target of the device extraction placed it
-    on. A target whose device is absent (no GPU) is dropped with a warning, or, alone, is
-    an error. `fallback_policy="cpu"` runs a node its device has no kernel for on the CPU,
-    with copies in and out (listed in the report), `"error"` refuses it; by default a sole
-    device target refuses it, several targets run it on the CPU. `strategy` and `verify`
-    are `optimize`'s: user rules are verified before any cache can serve a program made
-    with them.
+    With `cache`, a program compiled before (same traced graph, constants, rules and
+    options; in any process) is rebuilt from its stored program (`cuvil/cache/programs.py`;
+    `report.program_cache` says so). `quantize` (a `cuvil.Quantize`) lets the int8 or fp16
+    rules fire. `target`: the devices allowed; one device (`"cuda"`) runs every node there,
+    several (`["cuda", "cpu"]`) let extraction place each node; an absent device is dropped
+    with a warning, or, alone, is an error. `fallback_policy`: a node its device has no
+    kernel for runs on the CPU with copies (`"cpu"`, listed in the report) or is refused
+    (`"error"`, the default of one device target). `strategy` and `verify` are
+    `optimize`'s: user rules are verified before any cache serves a program made with them.
     """
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
