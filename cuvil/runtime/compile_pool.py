@@ -10,14 +10,9 @@ of loky's reusable executor, compiles the last share itself meanwhile, and waits
 workers. The workers outlive a compile (`IDLE_S`): the next compile's workers have Numba,
 its runtime and the shared drivers they compiled loaded already.
 
-A driver not yet compiled (`numba_cache`: the first use of `conv2d_nchw_image` since
-Cuvil was installed or changed) that two or more kernels call is compiled here first, by
-one of them, alone: every worker would otherwise compile the same driver at once. A cold
-driver that one kernel alone calls (a GEMM or convolution group *is* its driver) goes
-with that kernel to whichever process takes it: the tiny zoo CNN's four kernels are four
-such drivers, 20-60 s each on a cold cache, compiled on both cores. Drivers that two of
-them call in turn (the f32 tile under a convolution and a product) may then be compiled
-by both processes at once, the same cache entry written twice. Nothing depends on a
+A kernel that calls a shared driver not yet compiled (`numba_cache`: the first use of
+`conv2d_nchw_image` since Cuvil was installed or changed) is compiled here first, alone:
+every worker would otherwise compile the same driver at once. Nothing depends on a
 worker succeeding: the caller then compiles every kernel as before, loading what the
 workers left in the cache and compiling anything still missing (with Numba's errors).
 """
@@ -26,7 +21,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections import Counter
 from concurrent.futures import Future, wait
 from dataclasses import dataclass
 
@@ -177,16 +171,13 @@ def _helper_modules(jobs) -> dict[str, str]:
 
 
 def _pioneers(jobs: list[Job], cold: set[str]) -> tuple[list[Job], list[Job]]:
-    """(jobs to compile here first, one per driver never compiled that two or more jobs
-    call; the others)."""
-    callers = Counter(name for job in jobs for name, _ in job.helpers if name in cold)
-    shared = {name for name, count in callers.items() if count > 1}
+    """(jobs to compile here first, one per driver never compiled; the others)."""
     first = []
     for job in jobs:
         names = {name for name, _ in job.helpers}
-        if shared & names:
+        if cold & names:
             first.append(job)
-            shared -= names
+            cold -= names
     return first, [job for job in jobs if job not in first]
 
 
