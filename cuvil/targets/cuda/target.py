@@ -75,7 +75,10 @@ class CudaTarget(Target):
 
     @property
     def cost_params(self) -> dict[str, float]:
-        return {**super().cost_params, "link_gbps": self.link_gbps}
+        """The roofline's figures, the link's, and the device limits tiles are chosen
+        within (`templates.tiling`)."""
+        limits = {k: v for k, v in PARAMS.items() if k not in ("gflops", "gbps", "launch_us")}
+        return {**super().cost_params, **limits, "link_gbps": self.link_gbps}
 
     def imports(self, body: str) -> str:
         lines = ["import math", "import numpy as np", "from numba import cuda"]
