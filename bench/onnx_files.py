@@ -1,7 +1,7 @@
 """ONNX Runtime on torch's ONNX file against ONNX Runtime on Cuvil's, side by side.
 
-    .venv/bin/python bench/onnx.py [--quick] [--markdown] [--models mlp,cnn] [--real]
-                                   [--threads 2] [--runs 200] [--json out.json]
+    .venv/bin/python bench/onnx_files.py [--quick] [--markdown] [--models mlp,cnn] [--real]
+                                         [--threads 2] [--runs 200] [--json out.json]
 
 For every zoo model (and with `--real`, every `bench/real_suite.py` model; `--quick` takes
 `real_suite.QUICK` of those), two ONNX files of the same model and weights: torch's, from
