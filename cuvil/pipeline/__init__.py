@@ -31,12 +31,20 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from cuvil import egraph, gc_pause, runtime
+from cuvil.cache.imports import recording
 from cuvil.errors import CuvilError
 from cuvil.frontend.training import refuse_training
 from cuvil.options import CompileOptions
 from cuvil.passes import Pass, run
-from cuvil.pipeline.caches import OptimizedCache, ProgramCache
-from cuvil.pipeline.values import Compilation, Request, fingerprinted, hints_of, import_graph
+from cuvil.pipeline.caches import ImportCache, OptimizedCache, ProgramCache
+from cuvil.pipeline.values import (
+    Compilation,
+    Request,
+    as_graph,
+    fingerprinted,
+    hints_of,
+    is_graph,
+)
 from cuvil.progress import compile_progress, display_name
 from cuvil.runtime.swap import Weights
 from cuvil.trace import Tracer
@@ -46,10 +54,16 @@ if TYPE_CHECKING:
 
 
 def import_(c: Compilation) -> Compilation:
-    """The model's Cuvil graph (through the import cache, with `options.cache`)."""
-    r, ahead = c.request, c.ahead
-    graph = import_graph(r, ahead.start if ahead else None, ahead.defer if ahead else None)
-    return replace(c, graph=graph, hints=hints_of(graph, r.example_inputs))
+    """The model's Cuvil graph (stage "import", `values.as_graph`: a torch model's through
+    the frontend's passes, export -> functionalize -> convert). The optimizer's child is
+    forked just before torch.export; the way the model's code goes under it is recorded
+    for the import cache's check (`ImportCache.store`)."""
+    r = c.request
+    if c.ahead is not None and not is_graph(r.model):
+        c.ahead.start()  # it imports egglog and loads the rules while torch.export runs
+    with r.tracer.stage("import"), gc_pause.resumed(), recording(r.import_key) as path:
+        graph = as_graph(r)  # torch.export makes garbage at scale
+    return replace(c, graph=graph, hints=hints_of(graph, r.example_inputs), code_path=path)
 
 
 def calibrate(c: Compilation) -> Compilation:
@@ -110,9 +124,9 @@ def build(c: Compilation) -> Compilation:
     return replace(c, compiled=compiled)
 
 
-PASSES = (Pass("import", import_), Pass("calibrate", calibrate), Pass("place", place),
-          Pass("optimize", optimize_pass, OptimizedCache()), Pass("lower", lower),
-          Pass("build", build))
+PASSES = (Pass("import", import_, ImportCache()), Pass("calibrate", calibrate),
+          Pass("place", place), Pass("optimize", optimize_pass, OptimizedCache()),
+          Pass("lower", lower), Pass("build", build))
 OPTIMIZE = PASSES[:4]  # `optimize`'s: up to the optimized graph
 
 
