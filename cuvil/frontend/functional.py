@@ -1,14 +1,15 @@
 """Functional programs: no op the importer sees writes a tensor in place.
 
 torch.export's default IR keeps in-place ops (`relu_`, `add_`, `copy_`, writes through a
-view such as `y[:, :2].add_(1)`). `functional(program)` runs torch's functionalization on
-a program that has one: `run_decompositions({})`, with an empty table, so that conv2d,
-linear, layer_norm, gelu and the rest stay whole. Each in-place op becomes its functional
-form, a write through a view becomes `slice_scatter` / `select_scatter` of the new values
-into the base, and a write into a user input becomes an output of kind
-USER_INPUT_MUTATION naming that input: the compiled call writes that value into the
-caller's tensor, as the model does (`written_inputs`). A program without an in-place op is
-returned as it is, so its import is unchanged.
+view such as `y[:, :2].add_(1)`). The import's functionalize pass (`functionalize`, between
+export and convert) makes the captured program functional: `functional(program)` runs
+torch's functionalization on a program that has one: `run_decompositions({})`, with an
+empty table, so that conv2d, linear, layer_norm, gelu and the rest stay whole. Each
+in-place op becomes its functional form, a write through a view becomes `slice_scatter` /
+`select_scatter` of the new values into the base, and a write into a user input becomes an
+output of kind USER_INPUT_MUTATION naming that input: the compiled call writes that value
+into the caller's tensor, as the model does (`written_inputs`). A program without an
+in-place op is returned as it is, so its import is unchanged.
 
 Whether `contiguous` or `reshape` returns a view or a copy depends on the sizes: the
 transpose of a 1 x n tensor is contiguous already. torch.export traces a dynamic dim of

@@ -4,15 +4,20 @@
                             ^ .cvr rules (cuvil/dsl) -> checked rules (cuvil/library)
 
     PASSES = import -> calibrate -> place -> optimize -> lower -> build
+    import = export -> functionalize -> convert          (`frontend.IMPORT`)
 
-Each pass is a function from one `Compilation` (`values.py`) to the next; `cuvil/passes.py`
-runs them and times each under its name. Caches wrap passes (`caches.py`): the compile
-cache is the optimize pass's (`OptimizedCache`, keyed on the imported graph), and the
-program cache wraps the whole list (`ProgramCache`, keyed on the model's fingerprint): its
-hit runs no pass. The import cache is the import pass's own way of importing
-(`cuvil/cache/imports.py`: whether it may store depends on what torch.export did).
-torch.export runs functionalization inside the import pass, so the graph a cache stores is
-functional already.
+Each pass is a function from one value to the next (here a `Compilation`, `values.py`; in
+the import stage an `Importing`, `cuvil/frontend/values.py`); `cuvil/passes.py` runs them
+and times each under its name. Caches wrap stages (`caches.py`), each looked up by the key
+of its input: the import cache wraps the import stage (`ImportCache`, keyed on the model's
+fingerprint, which `fingerprinted` computes before the passes), the compile cache the
+optimize pass (`OptimizedCache`, keyed on the imported graph), and the program cache the
+whole list (`ProgramCache`, keyed on the fingerprint and the options): its hit runs no
+pass. The import is one stage of three passes, not three stages, because its cache's hit
+skips all three: torch.export captures the program (in-place ops kept), functionalize
+makes it functional, convert makes it Cuvil IR, so the graph a cache stores is
+functional. Storing an import waits while the optimizer's child, forked just before
+torch.export, works (`OptimizerAhead.defer`).
 
 The later stages' packages load their names on first use (`cuvil.runtime`, `cuvil.egraph`,
 `cuvil.onnx`, `cuvil.library`): a warm compile (a program-cache hit) imports neither the
