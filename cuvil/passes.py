@@ -1,13 +1,14 @@
 """Named passes and the runner that enters each once, in order.
 
-    passes = [Pass("import", import_), Pass("optimize", optimize, OptimizedCache()), ...]
+    passes = [Pass("import", import_, ImportCache()), Pass("calibrate", calibrate), ...]
     result = run(passes, first_value, tracer)
 
 A pass is a function from one value to the next. A pass with a `Cache` is looked up by its
 input first: a hit is the pass's output and the function is skipped; on a miss the
-function runs and its output is offered to the cache. The runner records each pass's
-time in the `Tracer` under the pass's name (`Tracer.passes`), beside the finer stages the
-passes record themselves.
+function runs and its output is offered to the cache. A pass's function may itself run a
+list of passes (the import stage: export -> functionalize -> convert): a cache on it wraps
+them all. The runner records each pass's time in the `Tracer` under the pass's name
+(`Tracer.passes`), beside the finer stages the passes record themselves.
 """
 
 from __future__ import annotations

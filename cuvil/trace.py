@@ -67,7 +67,9 @@ class Tracer:
 
     @contextmanager
     def span(self, name: str):
-        """Time a pass: no listener hears it (progress follows the stages within)."""
+        """Time a pass: no listener hears it (progress follows the stages within). A pass
+        is listed in `passes` when it starts: a pass that runs passes comes before them."""
+        self.passes.setdefault(name, 0.0)
         start = time.perf_counter()
         try:
             yield

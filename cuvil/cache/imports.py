@@ -2,7 +2,14 @@
 that a warm compile skips torch.export, and with it the import of torch._dynamo (over a
 second of a warm compile's 2.5-3 s before this cache).
 
-    graph = import_model(model, inputs, dynamic_shapes, tracer)    # cuvil.compile
+    key = fingerprint_of(model, inputs, dynamic_shapes)      # the request's, before the passes
+    key, graph = lookup(key, model, tracer)                    # a hit skips the import stage
+    with recording(key) as path:                               # a miss runs it:
+        graph = from_torch(model, inputs, dynamic_shapes)      # torch.export runs the model
+    store(key, graph, path, inputs, dynamic_shapes, tracer)    # (after, or while optimizing)
+
+`cuvil/pipeline/caches.py`'s `ImportCache` wraps the compile's import stage with these,
+as the compile cache wraps the optimize pass.
 
 The key is `frontend.fingerprint`'s (a symbolic trace: the program, the leaf modules'
 configurations, the tensors, the inputs, global state, the path of the model's own code)
@@ -33,7 +40,7 @@ import contextlib
 import functools
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,57 +71,72 @@ def program_storable(status: str) -> bool:
     return status.startswith(("hit", "miss, stored", PROGRAM_ONLY))
 
 
-def import_model(model: Any, example_inputs: Any, dynamic_shapes: Any, tracer: Tracer,
-                 before_export=lambda: None, defer=None, fp: Fingerprint | None = None) -> Graph:
-    """The imported graph of `model`: from the import cache, else from torch.export (and
-    then stored, when export agreed with the trace); `before_export()` runs just before.
-    `defer(work)` takes the storing (a second export, to check) to run later, while the
-    optimizer's child works; without it the graph is stored at once. `fp`: the model's
-    fingerprint, when the caller has it already (the program cache's key)."""
-    start = time.perf_counter()
-    parts, found = None, None
+@dataclass(frozen=True)
+class Key:
+    """The import cache's key for one model: its fingerprint and the key's parts; without
+    a fingerprint, the import report's status saying why (`not used: ...`)."""
+
+    fp: Fingerprint | None
+    parts: dict[str, str] | None = None
+    status: str = ""
+
+
+def fingerprint_of(model: Any, example_inputs: Any, dynamic_shapes: Any) -> Key:
+    """The key of `model` (`fingerprint`); a model it refuses has none, and its status
+    says why."""
     try:
-        fp = fp or fingerprint(model, example_inputs, dynamic_shapes)
-        parts = key_parts(fp)
-        found = load(parts, model) if fp.shapes is None else None
+        fp = fingerprint(model, example_inputs, dynamic_shapes)
+        return Key(fp, key_parts(fp))
     except (NotCacheable, Unavailable) as e:
-        fp, status = None, f"not used: {e}"
+        return Key(None, status=f"not used: {e}")
     except Exception as e:  # a model the fingerprint did not foresee: import as usual
-        fp, status = None, f"not used: {type(e).__name__}: {e}"
+        return Key(None, status=f"not used: {type(e).__name__}: {e}")
+
+
+def lookup(key: Key, model: Any, tracer: Tracer) -> tuple[Key, Graph | None]:
+    """(`key`, the graph stored under it with its constants bound to `model`'s tensors)
+    (stage "import (cached)"), or (`key`, None) (stage "import key"); a key that fails to
+    load is none."""
+    start = time.perf_counter()
+    found = None
+    try:
+        if key.fp is not None and key.fp.shapes is None:  # a fake trace's key: no entry here
+            found = load(key.parts, model)
+    except Exception as e:  # an entry the loader did not foresee: import as usual
+        key = Key(None, status=f"not used: {type(e).__name__}: {e}")
     tracer.add("import (cached)" if found is not None else "import key", start,
                time.perf_counter() - start)
     if found is not None:
-        found.import_report.cache = f"hit (key {key_digest(parts)[:12]}): torch.export skipped"
-        return found
-    before_export()
-    with gc_pause.resumed(), tracer.stage("import"):  # torch.export makes garbage at scale
-        graph, path = _import(model, example_inputs, dynamic_shapes, fp)
-    if fp is None:
-        graph.import_report.cache = status
-    else:
-        store = functools.partial(_store_stage, tracer, parts, fp, path, graph, example_inputs,
-                                  dynamic_shapes)
-        (defer or (lambda work: work()))(store)
-    return graph
+        found.import_report.cache = (f"hit (key {key_digest(key.parts)[:12]}): torch.export "
+                                     "skipped")
+    return key, found
 
 
-def _store_stage(tracer: Tracer, parts, fp: Fingerprint, path: CodePath | None, graph: Graph,
-                 example_inputs: Any, dynamic_shapes: Any) -> None:
+@contextlib.contextmanager
+def recording(key: Key | None):
+    """The path of the model's own code while the block runs (torch.export runs it), for
+    a model with a fingerprint; None without one, or where another thread records."""
+    if key is None or key.fp is None:
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            path = stack.enter_context(CodePath(key.fp.path.initial))
+        except Unavailable:  # another thread records: import, and do not store
+            path = None
+        yield path
+
+
+def store(key: Key, graph: Graph, path: CodePath | None, example_inputs: Any,
+          dynamic_shapes: Any, tracer: Tracer) -> None:
+    """Store `graph` under `key` when export agreed with the trace (stage "import store");
+    the import report says what became of it."""
+    if key.fp is None:
+        graph.import_report.cache = key.status
+        return
     with gc_pause.resumed(), tracer.stage("import store"):
-        graph.import_report.cache = _store_checked(parts, fp, path, graph, example_inputs,
-                                                   dynamic_shapes)
-
-
-def _import(model, example_inputs, dynamic_shapes, fp: Fingerprint | None):
-    """torch.export's import, recording the path of the model's code when it has a key."""
-    from cuvil.frontend import from_torch
-
-    recorder = None if fp is None else CodePath(fp.path.initial)
-    try:
-        with recorder or contextlib.nullcontext():
-            return from_torch(model, example_inputs, dynamic_shapes=dynamic_shapes), recorder
-    except Unavailable:  # another thread records: import, and do not store
-        return from_torch(model, example_inputs, dynamic_shapes=dynamic_shapes), None
+        graph.import_report.cache = _store_checked(key.parts, key.fp, path, graph,
+                                                   example_inputs, dynamic_shapes)
 
 
 def key_parts(fp: Fingerprint) -> dict[str, str]:

@@ -1,22 +1,35 @@
-"""The PyTorch frontend: a torch model in, a Cuvil graph and its import report out.
+"""The PyTorch frontend: a torch model in, a Cuvil graph and its import report out, by
+three named passes, each a function from one `Importing` (`values.py`) to the next.
 
     graph = cuvil.from_torch(model, (x,))      # dim 0 of x becomes the symbolic dim `batch`
     print(graph.import_report)
 
-Stages: `export` gets an aten-level FX graph (torch.export, with Cuvil's dynamic-shape
-policy; a model in training mode that depends on it is refused, `training`), `functional`
-replaces its in-place ops by functional ones (a write into an input becomes the graph's
-`mutations`), `importer` walks it, mapping each aten op through the table in `aten`.
+    IMPORT = export -> functionalize -> convert
+
+`export` captures the program (`export.py`: torch.export with Cuvil's dynamic-shape
+policy, a `.pt2` file, an ExportedProgram; a model in training mode that depends on it is
+refused, `training`), in-place ops kept. `functionalize` replaces them by functional ones
+(`functional.py`: a write into an input becomes the graph's `mutations`). `convert` walks
+the functional FX graph into Cuvil IR (`importer`, each aten op through the table in
+`aten`). `cuvil.compile` runs the three as its `import` stage, which the import cache
+wraps (`cuvil/pipeline`): one stage, since the cache's hit skips all three.
+
+An import under the symbolic dims the default policy chose that fails past export is
+retried static, once (`import_passes`): the passes run again with static shapes, and the
+report says which failed.
 """
 
 from __future__ import annotations
 
-import os
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from cuvil.errors import CuvilError, UnsupportedOpsError
+from cuvil.frontend.values import Importing
+from cuvil.passes import Pass, run
+from cuvil.trace import Tracer
 
 if TYPE_CHECKING:
     from cuvil.frontend.report import ImportReport, Source
@@ -36,24 +49,66 @@ def from_torch(model: Any, example_inputs: Any = (), dynamic_shapes: Any = None,
     entry run through torch (listed in `graph.import_report`); with `strict=True` they raise
     one `UnsupportedOpsError` listing them all with their source lines.
     """
-    from cuvil.frontend.export import trace
+    request = Importing(model, example_inputs, dynamic_shapes, strict)
+    return import_passes(request, Tracer()).graph
+
+
+def export_pass(value: Importing) -> Importing:
+    """The captured program (`export.export`), in-place ops kept."""
+    from cuvil.frontend.export import export
+
+    exported = export(value.model, value.example_inputs, value.dynamic_shapes)
+    if value.retry_note is not None:
+        exported.notes.append(value.retry_note)
+    return replace(value, exported=exported)
+
+
+def functionalize_pass(value: Importing) -> Importing:
+    """The functional FX graph (`functional.functionalize`): no op writes in place."""
+    from cuvil.frontend.functional import functionalize
+
+    return replace(value, traced=functionalize(value.exported))
+
+
+def convert_pass(value: Importing) -> Importing:
+    """The Cuvil graph and its import report (`importer.Importer`)."""
     from cuvil.frontend.importer import Importer  # the IR, sympy: only when importing
 
-    traced = trace(model, example_inputs, dynamic_shapes)
-    try:
-        with torch.no_grad():
-            return Importer(traced).build(strict=strict)
-    except UnsupportedOpsError:
-        raise
-    except CuvilError as e:
-        if dynamic_shapes is not None or not traced.dim_names or \
-                isinstance(model, str | os.PathLike | torch.export.ExportedProgram):
-            raise
-        reason = str(e)
-    traced = trace(model, example_inputs, False)  # the default policy: retry static
-    traced.notes.append(f"import with symbolic dims failed, imported static: {reason}")
     with torch.no_grad():
-        return Importer(traced).build(strict=strict)
+        return replace(value, graph=Importer(value.traced).build(strict=value.strict))
+
+
+IMPORT = (Pass("export", export_pass), Pass("functionalize", functionalize_pass),
+          Pass("convert", convert_pass))
+# why a pass that failed under the default policy's symbolic dims runs again, static
+RETRY_NOTES = {"functionalize": "the batch dim could not stay dynamic, imported static: {}",
+               "convert": "import with symbolic dims failed, imported static: {}"}
+
+
+def import_passes(value: Importing, tracer: Tracer) -> Importing:
+    """`IMPORT` in order, each timed under its name. A pass past export that fails under
+    the symbolic dims the default policy chose runs the list once more, static."""
+    for step in IMPORT:
+        try:
+            value = run((step,), value, tracer)
+        except CuvilError as e:
+            static = static_retry(value, step.name, e)
+            if static is None:
+                raise
+            return run(IMPORT, static, tracer)
+    return value
+
+
+def static_retry(value: Importing, failed: str, error: CuvilError) -> Importing | None:
+    """The static import of `value`, whose pass `failed` raised `error`, noting why; None
+    where that would not help: export failed (the policy's fallbacks ran already), strict
+    mode refused ops, or the dims were not the default policy's."""
+    exported = value.exported
+    if failed not in RETRY_NOTES or isinstance(error, UnsupportedOpsError) or \
+            value.dynamic_shapes is not None or exported is None or not exported.dim_names:
+        return None
+    return Importing(value.model, value.example_inputs, False, value.strict,
+                     RETRY_NOTES[failed].format(error))
 
 
 def __getattr__(name: str):
@@ -64,4 +119,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'cuvil.frontend' has no attribute {name!r}")
 
 
-__all__ = ["ImportReport", "Source", "from_torch"]
+__all__ = ["IMPORT", "ImportReport", "Importing", "Source", "from_torch", "import_passes"]

@@ -1,5 +1,6 @@
-"""Getting an FX graph out of what the user has: a module, an ExportedProgram, a `.pt2`
-file or a `torch.fx.GraphModule`, with Cuvil's dynamic-shape policy.
+"""The export pass's work: the program captured from what the user has (a module, an
+ExportedProgram, a `.pt2` file or a `torch.fx.GraphModule`), with Cuvil's dynamic-shape
+policy, in-place ops kept (`functional.functionalize` replaces them).
 
 `dynamic_shapes=None`: dim 0 of every tensor input (of the first input's size) is one
 symbolic dim `batch`; torch specializes sizes 0 and 1, so a batch of 1 is traced as 2. Dim 1
@@ -17,58 +18,22 @@ from __future__ import annotations
 import inspect
 import operator
 import os
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import fx
 from torch.export import Dim, ExportedProgram
-from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
 from cuvil.errors import CuvilError
-from cuvil.frontend.functional import (
-    functional,
-    refuse_mutation,
-    size_dependent_alias,
-    written_inputs,
-)
+from cuvil.frontend.functional import leaves_of, refuse_mutation, size_dependent_alias
 from cuvil.frontend.training import refuse_training
+from cuvil.frontend.values import Exported, Traced, UserInput, Weight
 
 
-@dataclass
-class UserInput:
-    name: str
-    index: int  # position among the user's flattened inputs
-
-
-@dataclass
-class Weight:
-    tensor: torch.Tensor
-    ref: str  # state_dict key
-
-
-@dataclass
-class Traced:
-    """An aten-level FX graph plus what its placeholders and outputs stand for."""
-
-    name: str
-    graph: fx.Graph
-    leaves: dict[str, UserInput | Weight]  # placeholder / get_attr node name -> meaning
-    outputs: list[fx.Node | Any]  # flat user outputs
-    out_spec: pytree.TreeSpec
-    dim_names: dict[tuple[int, int], str] = field(default_factory=dict)  # (input, dim) -> name
-    ranges: dict[Any, Any] = field(default_factory=dict)  # torch's symbol -> its ValueRanges
-    notes: list[str] = field(default_factory=list)
-    # input placeholder name -> the node whose value the model writes into it, in place
-    writes: dict[str, fx.Node] = field(default_factory=dict)
-    # where a write in place meets a view-or-copy op (`functional.size_dependent_alias`):
-    # its dynamic dims hold for sizes of 2 and up alone
-    size_alias: str | None = None
-
-
-def trace(model, example_inputs, dynamic_shapes) -> Traced:
-    """The aten graph of `model`, by the cheapest route that works."""
+def export(model, example_inputs, dynamic_shapes) -> Exported:
+    """The captured program of `model`, in-place ops kept, by the cheapest route that
+    works."""
     if isinstance(model, str | os.PathLike):
         return from_program(load_pt2(model), os.path.splitext(os.path.basename(model))[0])
     if isinstance(model, ExportedProgram):
@@ -133,56 +98,56 @@ def _name(model: torch.nn.Module) -> str:
     return model.name if isinstance(model, Function) else type(model).__name__
 
 
-def export_module(model: torch.nn.Module, args: tuple, dynamic_shapes) -> Traced:
+def export_module(model: torch.nn.Module, args: tuple, dynamic_shapes) -> Exported:
     notes = []
     if dynamic_shapes is None:
         spec, traced_args = batch_spec(args)
         if spec is not None:
             try:
-                traced = _export_default(model, traced_args, spec)
+                exported = _export_default(model, traced_args, spec)
             except CuvilError as e:
                 notes.append(f"the batch dim could not stay dynamic, imported static: {e}")
             else:
-                if traced.size_alias is None or all(map(operator.is_, traced_args, args)):
-                    return traced
-                notes.append(f"imported static: {traced.size_alias} at batch 1 alone (the "
+                if exported.size_alias is None or all(map(operator.is_, traced_args, args)):
+                    return exported
+                notes.append(f"imported static: {exported.size_alias} at batch 1 alone (the "
                              "trace at batch 2 has a copy there)")
         else:
             notes.append("no tensor input with a batch dim >= 1, imported static")
         dynamic_shapes = False
-    traced = _export(model, args, None if dynamic_shapes is False else dynamic_shapes)
-    traced.notes += notes
-    return traced
+    exported = _export(model, args, None if dynamic_shapes is False else dynamic_shapes)
+    exported.notes += notes
+    return exported
 
 
-def _export_default(model: torch.nn.Module, args: tuple, spec) -> Traced:
+def _export_default(model: torch.nn.Module, args: tuple, spec) -> Exported:
     """The default policy's export; says which `seq` dims the model kept static."""
-    traced = _export(model, args, spec, refine=False)  # a failure: static, with a note
+    exported = _export(model, args, spec, refine=False)  # a failure: static, with a note
     seq = {at: "seq" for at, dims in _flat_specs(args, spec) if 1 in dims}
-    traced.dim_names.update(seq)
-    fixed = _static_dims(traced, seq)
+    exported.dim_names.update(seq)
+    fixed = _static_dims(exported.program, seq)
     if fixed:
-        traced.notes.append(f"dim 1 of {', '.join(fixed)} stays static: the model fixes it")
-    return traced
+        exported.notes.append(f"dim 1 of {', '.join(fixed)} stays static: the model fixes it")
+    return exported
 
 
 def _export(model: torch.nn.Module, args: tuple, spec, retry: bool = True,
-            refine: bool = True) -> Traced:
+            refine: bool = True) -> Exported:
     """Export; `retry` once after a fix (`refine`: with torch's suggested fixes)."""
     try:
         program = torch.export.export(model, args, dynamic_shapes=spec)
     except Exception as e:  # torch.export raises many error types; the first line says it
         again = _retry(model, spec, e, refine) if retry else None
         if again is not None:
-            traced = _export(model, args, again[0], retry=False)
-            traced.notes.append(again[1])
-            return traced
+            exported = _export(model, args, again[0], retry=False)
+            exported.notes.append(again[1])
+            return exported
         raise CuvilError(f"torch.export failed on {_name(model)}: {_first_line(e)}; "
                          f"{_hint(e, spec)}") from None
-    traced = from_program(program, _name(model))
+    exported = from_program(program, _name(model))
     if spec is not None:
-        traced.dim_names = spec_names(spec, args, model)
-    return traced
+        exported.dim_names = spec_names(spec, args, model)
+    return exported
 
 
 def _retry(model: torch.nn.Module, spec, error: Exception,
@@ -265,11 +230,11 @@ def _flat_specs(args: tuple, spec) -> list[tuple[tuple[int, int], dict]]:
             if isinstance(leaf, torch.Tensor) and isinstance(dims, dict)]
 
 
-def _static_dims(traced: Traced, wanted: dict[tuple[int, int], str]) -> list[str]:
+def _static_dims(program: ExportedProgram, wanted: dict[tuple[int, int], str]) -> list[str]:
     """The inputs whose dim in `wanted` torch kept static."""
-    fixed = []
-    for node in traced.graph.nodes:
-        leaf = traced.leaves.get(node.name)
+    fixed, leaves = [], leaves_of(program)
+    for node in program.graph.nodes:
+        leaf = leaves.get(node.name)
         if node.op != "placeholder" or not isinstance(leaf, UserInput):
             continue
         fake = node.meta.get("val")
@@ -316,33 +281,13 @@ def _leaf_specs(arg, spec):
         yield arg, spec
 
 
-def from_program(program: ExportedProgram, name: str = "") -> Traced:
-    """The functional form of `program` (`functional.py`), with what its placeholders and
-    outputs stand for."""
-    size_alias = size_dependent_alias(program.graph)
-    program = functional(program, name or "the program")
-    writes = written_inputs(program, name or "the program")
-    leaves: dict[str, UserInput | Weight] = {}
-    index = 0
-    for spec in program.graph_signature.input_specs:
-        arg = spec.arg.name
-        if spec.kind is InputKind.USER_INPUT:
-            leaves[arg] = UserInput(arg, index)
-            index += 1
-        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
-            table = program.state_dict if spec.target in program.state_dict else (
-                program.constants)
-            leaves[arg] = Weight(table[spec.target], spec.target)
-        else:
-            raise CuvilError(f"cannot import an input of kind {spec.kind.name} ({arg})")
-    output = next(n for n in program.graph.nodes if n.op == "output")
-    flat = [v for v, s in zip(output.args[0], program.graph_signature.output_specs, strict=True)
-            if s.kind is OutputKind.USER_OUTPUT]
-    return Traced(name or "exported", program.graph, leaves, flat, program.call_spec.out_spec,
-                  ranges=dict(program.range_constraints), writes=writes, size_alias=size_alias)
+def from_program(program: ExportedProgram, name: str = "") -> Exported:
+    """`program` as captured, with where a write in place may alias at size 1
+    (`functional.size_dependent_alias`): `functionalize` makes it functional."""
+    return Exported(name, program, size_alias=size_dependent_alias(program.graph))
 
 
-def trace_graph_module(gm: fx.GraphModule, args: tuple) -> Traced:
+def trace_graph_module(gm: fx.GraphModule, args: tuple) -> Exported:
     """For a GraphModule torch.export rejects: retrace it to aten ops with the example
     inputs (static shapes), keeping its weights by reference."""
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -367,7 +312,8 @@ def trace_graph_module(gm: fx.GraphModule, args: tuple) -> Traced:
     output = next(n for n in traced.graph.nodes if n.op == "output")
     flat, out_spec = pytree.tree_flatten(output.args[0])
     notes = ["torch.export rejected the GraphModule; retraced it with static shapes"]
-    return Traced(type(gm).__name__, traced.graph, leaves, flat, out_spec, notes=notes)
+    return Exported(type(gm).__name__, None, notes=notes,
+                    retraced=Traced(type(gm).__name__, traced.graph, leaves, flat, out_spec))
 
 
 def _first_line(e: BaseException) -> str:

@@ -1,14 +1,15 @@
 """Functional programs: no op the importer sees writes a tensor in place.
 
 torch.export's default IR keeps in-place ops (`relu_`, `add_`, `copy_`, writes through a
-view such as `y[:, :2].add_(1)`). `functional(program)` runs torch's functionalization on
-a program that has one: `run_decompositions({})`, with an empty table, so that conv2d,
-linear, layer_norm, gelu and the rest stay whole. Each in-place op becomes its functional
-form, a write through a view becomes `slice_scatter` / `select_scatter` of the new values
-into the base, and a write into a user input becomes an output of kind
-USER_INPUT_MUTATION naming that input: the compiled call writes that value into the
-caller's tensor, as the model does (`written_inputs`). A program without an in-place op is
-returned as it is, so its import is unchanged.
+view such as `y[:, :2].add_(1)`). The import's functionalize pass (`functionalize`, between
+export and convert) makes the captured program functional: `functional(program)` runs
+torch's functionalization on a program that has one: `run_decompositions({})`, with an
+empty table, so that conv2d, linear, layer_norm, gelu and the rest stay whole. Each
+in-place op becomes its functional form, a write through a view becomes `slice_scatter` /
+`select_scatter` of the new values into the base, and a write into a user input becomes an
+output of kind USER_INPUT_MUTATION naming that input: the compiled call writes that value
+into the caller's tensor, as the model does (`written_inputs`). A program without an
+in-place op is returned as it is, so its import is unchanged.
 
 Whether `contiguous` or `reshape` returns a view or a copy depends on the sizes: the
 transpose of a 1 x n tensor is contiguous already. torch.export traces a dynamic dim of
@@ -22,14 +23,16 @@ eager changes the module's buffer on every call, which a compiled call does not 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import fx
 from torch.export import ExportedProgram
-from torch.export.graph_signature import OutputKind
+from torch.export.graph_signature import InputKind, OutputKind
 
 from cuvil.errors import CuvilError
+from cuvil.frontend.values import Exported, Traced, UserInput, Weight
 
 
 class InternalError(AssertionError):
@@ -45,6 +48,42 @@ def mutating(node: fx.Node) -> bool:
 
 def first_mutation(graph: fx.Graph) -> fx.Node | None:
     return next((n for n in graph.nodes if mutating(n)), None)
+
+
+def functionalize(exported: Exported) -> Traced:
+    """The functional form of `exported` (`functional`), with what its placeholders and
+    outputs stand for; a retraced GraphModule (no in-place op) as it is."""
+    if exported.program is None:
+        return replace(exported.retraced, notes=list(exported.notes))
+    name = exported.name or "the program"
+    program = functional(exported.program, name)
+    writes = written_inputs(program, name)
+    leaves = leaves_of(program)
+    output = next(n for n in program.graph.nodes if n.op == "output")
+    flat = [v for v, s in zip(output.args[0], program.graph_signature.output_specs, strict=True)
+            if s.kind is OutputKind.USER_OUTPUT]
+    return Traced(exported.name or "exported", program.graph, leaves, flat,
+                  program.call_spec.out_spec, dim_names=exported.dim_names,
+                  ranges=dict(program.range_constraints), notes=exported.notes, writes=writes,
+                  size_alias=exported.size_alias)
+
+
+def leaves_of(program: ExportedProgram) -> dict[str, UserInput | Weight]:
+    """What each input placeholder of `program` stands for: a user input, or a weight."""
+    leaves: dict[str, UserInput | Weight] = {}
+    index = 0
+    for spec in program.graph_signature.input_specs:
+        arg = spec.arg.name
+        if spec.kind is InputKind.USER_INPUT:
+            leaves[arg] = UserInput(arg, index)
+            index += 1
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            table = program.state_dict if spec.target in program.state_dict else (
+                program.constants)
+            leaves[arg] = Weight(table[spec.target], spec.target)
+        else:
+            raise CuvilError(f"cannot import an input of kind {spec.kind.name} ({arg})")
+    return leaves
 
 
 def functional(program: ExportedProgram, name: str) -> ExportedProgram:

@@ -20,9 +20,9 @@ from torch.utils import _pytree as pytree
 from cuvil.errors import CuvilError, ShapeError, UnsupportedOpsError
 from cuvil.frontend.aten import ATEN, Fallback, Value
 from cuvil.frontend.dims import DimTable
-from cuvil.frontend.export import Traced, UserInput, Weight
 from cuvil.frontend.functional import assert_functional
 from cuvil.frontend.report import ImportReport, Source, source_of
+from cuvil.frontend.values import Traced, UserInput, Weight
 from cuvil.ir.dim_text import range_text
 from cuvil.ir.graph import Graph, _ident
 from cuvil.ir.outputs import OutputTree, needs_tree

@@ -4,15 +4,20 @@
                             ^ .cvr rules (cuvil/dsl) -> checked rules (cuvil/library)
 
     PASSES = import -> calibrate -> place -> optimize -> lower -> build
+    import = export -> functionalize -> convert          (`frontend.IMPORT`)
 
-Each pass is a function from one `Compilation` (`values.py`) to the next; `cuvil/passes.py`
-runs them and times each under its name. Caches wrap passes (`caches.py`): the compile
-cache is the optimize pass's (`OptimizedCache`, keyed on the imported graph), and the
-program cache wraps the whole list (`ProgramCache`, keyed on the model's fingerprint): its
-hit runs no pass. The import cache is the import pass's own way of importing
-(`cuvil/cache/imports.py`: whether it may store depends on what torch.export did).
-torch.export runs functionalization inside the import pass, so the graph a cache stores is
-functional already.
+Each pass is a function from one value to the next (here a `Compilation`, `values.py`; in
+the import stage an `Importing`, `cuvil/frontend/values.py`); `cuvil/passes.py` runs them
+and times each under its name. Caches wrap stages (`caches.py`), each looked up by the key
+of its input: the import cache wraps the import stage (`ImportCache`, keyed on the model's
+fingerprint, which `fingerprinted` computes before the passes), the compile cache the
+optimize pass (`OptimizedCache`, keyed on the imported graph), and the program cache the
+whole list (`ProgramCache`, keyed on the fingerprint and the options): its hit runs no
+pass. The import is one stage of three passes, not three stages, because its cache's hit
+skips all three: torch.export captures the program (in-place ops kept), functionalize
+makes it functional, convert makes it Cuvil IR, so the graph a cache stores is
+functional. Storing an import waits while the optimizer's child, forked just before
+torch.export, works (`OptimizerAhead.defer`).
 
 The later stages' packages load their names on first use (`cuvil.runtime`, `cuvil.egraph`,
 `cuvil.onnx`, `cuvil.library`): a warm compile (a program-cache hit) imports neither the
@@ -31,12 +36,20 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from cuvil import egraph, gc_pause, runtime
+from cuvil.cache.imports import recording
 from cuvil.errors import CuvilError
 from cuvil.frontend.training import refuse_training
 from cuvil.options import CompileOptions
 from cuvil.passes import Pass, run
-from cuvil.pipeline.caches import OptimizedCache, ProgramCache
-from cuvil.pipeline.values import Compilation, Request, fingerprinted, hints_of, import_graph
+from cuvil.pipeline.caches import ImportCache, OptimizedCache, ProgramCache
+from cuvil.pipeline.values import (
+    Compilation,
+    Request,
+    as_graph,
+    fingerprinted,
+    hints_of,
+    is_graph,
+)
 from cuvil.progress import compile_progress, display_name
 from cuvil.runtime.swap import Weights
 from cuvil.trace import Tracer
@@ -46,10 +59,16 @@ if TYPE_CHECKING:
 
 
 def import_(c: Compilation) -> Compilation:
-    """The model's Cuvil graph (through the import cache, with `options.cache`)."""
-    r, ahead = c.request, c.ahead
-    graph = import_graph(r, ahead.start if ahead else None, ahead.defer if ahead else None)
-    return replace(c, graph=graph, hints=hints_of(graph, r.example_inputs))
+    """The model's Cuvil graph (stage "import", `values.as_graph`: a torch model's through
+    the frontend's passes, export -> functionalize -> convert). The optimizer's child is
+    forked just before torch.export; the way the model's code goes under it is recorded
+    for the import cache's check (`ImportCache.store`)."""
+    r = c.request
+    if c.ahead is not None and not is_graph(r.model):
+        c.ahead.start()  # it imports egglog and loads the rules while torch.export runs
+    with r.tracer.stage("import"), gc_pause.resumed(), recording(r.import_key) as path:
+        graph = as_graph(r)  # torch.export makes garbage at scale
+    return replace(c, graph=graph, hints=hints_of(graph, r.example_inputs), code_path=path)
 
 
 def calibrate(c: Compilation) -> Compilation:
@@ -110,9 +129,9 @@ def build(c: Compilation) -> Compilation:
     return replace(c, compiled=compiled)
 
 
-PASSES = (Pass("import", import_), Pass("calibrate", calibrate), Pass("place", place),
-          Pass("optimize", optimize_pass, OptimizedCache()), Pass("lower", lower),
-          Pass("build", build))
+PASSES = (Pass("import", import_, ImportCache()), Pass("calibrate", calibrate),
+          Pass("place", place), Pass("optimize", optimize_pass, OptimizedCache()),
+          Pass("lower", lower), Pass("build", build))
 OPTIMIZE = PASSES[:4]  # `optimize`'s: up to the optimized graph
 
 

@@ -1,13 +1,17 @@
 """The caches that wrap passes (`cuvil/passes.py`'s `Cache`): each looks a pass up by what
 its input is, and stores the pass's output on a miss.
 
+    Pass("import", import_, ImportCache())                        # the import cache
     Pass("optimize", optimize_pass, OptimizedCache())             # the compile cache
     Pass("program", compile_passes, ProgramCache(compile_passes))  # the program cache
 
-`OptimizedCache` is the compile cache (`cuvil/cache`): the optimized graph, keyed on the
-imported graph, the rules and the optimizer's options. `ProgramCache` is the program
-cache (`cuvil/cache/programs.py`): the compiled program, keyed on the model's fingerprint
-and the compile's options; it wraps every pass.
+`ImportCache` is the import cache (`cuvil/cache/imports.py`): the imported graph, keyed
+on the model's fingerprint; it wraps the import stage (export -> functionalize ->
+convert), whose hit skips torch.export. `OptimizedCache` is the compile cache
+(`cuvil/cache`): the optimized graph, keyed on the imported graph, the rules and the
+optimizer's options. `ProgramCache` is the program cache (`cuvil/cache/programs.py`): the
+compiled program, keyed on the model's fingerprint and the compile's options; it wraps
+every pass.
 """
 
 from __future__ import annotations
@@ -22,9 +26,36 @@ from cuvil import gc_pause, library
 from cuvil.cache import imports as import_cache
 from cuvil.cache import programs
 from cuvil.options import CompileOptions
-from cuvil.pipeline.values import Compilation
+from cuvil.pipeline.values import Compilation, hints_of
 from cuvil.runtime.threads import thread_count
 from cuvil.trace import Tracer
+
+
+@dataclass(frozen=True)
+class ImportCache:
+    """The import stage's cache (`cuvil/cache/imports.py`; stages "import (cached)",
+    "import key", "import store"): the imported graph, keyed on the request's fingerprint
+    (`values.fingerprinted`), for a torch module with `options.cache`."""
+
+    def lookup(self, c: Compilation) -> tuple[Any, Compilation | None]:
+        r = c.request
+        if r.import_key is None:
+            return None, None
+        key, graph = import_cache.lookup(r.import_key, r.model, r.tracer)
+        if graph is None:
+            return key, None
+        return key, replace(c, graph=graph, hints=hints_of(graph, r.example_inputs))
+
+    def store(self, key: Any, c: Compilation, result: Compilation) -> None:
+        """Store the graph where export agreed with the fingerprint's trace (a second
+        export checks it): while the optimizer's child works, where there is one."""
+        r = c.request
+        work = functools.partial(import_cache.store, key, result.graph, result.code_path,
+                                 r.example_inputs, r.options.dynamic_shapes, r.tracer)
+        if c.ahead is not None and key.fp is not None:
+            c.ahead.defer(work)
+        else:
+            work()
 
 
 @dataclass(frozen=True)
@@ -71,7 +102,7 @@ class ProgramCache:
 
     def lookup(self, c: Compilation) -> tuple[Any, Compilation | None]:
         r = c.request
-        if r.fp is None:
+        if r.fp is None or not r.program_cached:
             return None, None
         with r.tracer.stage("program cache"):
             threads = thread_count(r.options.threads)

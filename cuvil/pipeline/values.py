@@ -14,16 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from cuvil import egraph, frontend, gc_pause, library
+from cuvil import egraph, frontend, library
 from cuvil import onnx as onnx_frontend
 from cuvil.cache import imports as import_cache
 from cuvil.errors import CuvilError
-from cuvil.frontend.fingerprint import Fingerprint, fingerprint
 from cuvil.options import CompileOptions
 from cuvil.trace import Tracer
 
 if TYPE_CHECKING:
     from cuvil.egraph.handoff import OptimizerAhead
+    from cuvil.frontend.codepath import CodePath
+    from cuvil.frontend.fingerprint import Fingerprint
     from cuvil.ir.graph import Graph
     from cuvil.runtime import CompiledGraph, Lowering
 
@@ -31,13 +32,25 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Request:
     """A model, its example inputs and the options it is compiled with; the tracer its
-    stages are timed in; its fingerprint when the program cache computed it."""
+    stages are timed in; the import cache's key (the model's fingerprint) where a cache
+    keys on it (`fingerprinted`)."""
 
     model: Any
     example_inputs: Sequence[Any] | None
     options: CompileOptions
     tracer: Tracer
-    fp: Fingerprint | None = None
+    import_key: import_cache.Key | None = None
+
+    @property
+    def fp(self) -> Fingerprint | None:
+        """The model's fingerprint: None where no cache keys on it, or it refused the model."""
+        return None if self.import_key is None else self.import_key.fp
+
+    @property
+    def import_cached(self) -> bool:
+        """Whether the import cache serves this request: an `nn.Module`, with
+        `options.cache`."""
+        return self.options.cache and isinstance(self.model, torch.nn.Module)
 
     @property
     def program_cached(self) -> bool:
@@ -58,6 +71,7 @@ class Compilation:
     request: Request
     ahead: OptimizerAhead | None = None  # the optimizer's child, forked ahead of export
     graph: Graph | None = None  # imported (import), then calibrated (calibrate)
+    code_path: CodePath | None = None  # the model's code's way under torch.export (import)
     hints: dict[str, int] = field(default_factory=dict)  # the symbolic dims' example sizes
     optimized: Graph | None = None  # optimize
     lowering: Lowering | None = None  # lower
@@ -77,48 +91,31 @@ def pricing_of(graph: Graph, options: CompileOptions, hints: dict[str, int]):
 
 
 def fingerprinted(request: Request) -> Request:
-    """`request` with the model's fingerprint, where the program cache serves it (stage
-    "program cache"); as it is where the fingerprint refuses the model (the import cache
-    says why)."""
-    if not request.program_cached:
+    """`request` with the import cache's key (the model's fingerprint, in stage "program
+    cache" where the program cache keys on it too, else "import key"), where the import
+    cache serves it; a model the fingerprint refuses has a key that says why."""
+    if not request.import_cached:
         return request
-    with request.tracer.stage("program cache"):
-        try:
-            fp = fingerprint(request.model, request.example_inputs,
-                             request.options.dynamic_shapes)
-        except Exception:  # refused, or a model it did not foresee: the import cache says why
-            return request
-    return replace(request, fp=fp)
+    with request.tracer.stage("program cache" if request.program_cached else "import key"):
+        key = import_cache.fingerprint_of(request.model, request.example_inputs,
+                                          request.options.dynamic_shapes)
+    return replace(request, import_key=key)
 
 
-def import_graph(request: Request, before_export: Callable[[], None] | None,
-                 defer: Callable | None) -> Graph:
-    """The model's Cuvil graph; with `options.cache`, through the import cache
-    (`cuvil/cache/imports.py`, keyed on the request's fingerprint, computed there if
-    None), whose hit is stage "import (cached)". `before_export()` is called when
-    torch.export is about to run; `defer(work)` may hold storing the import."""
-    model, options = request.model, request.options
-    before_export = before_export or (lambda: None)
-    if options.cache and isinstance(model, torch.nn.Module):
-        return import_cache.import_model(model, request.example_inputs,
-                                         options.dynamic_shapes, request.tracer,
-                                         before_export, defer, request.fp)
-    if not _is_graph(model):
-        before_export()
-    with request.tracer.stage("import"), gc_pause.resumed():  # torch.export
-        return as_graph(model, request.example_inputs, options.dynamic_shapes)
-
-
-def as_graph(model: Any, example_inputs: Sequence[Any] | None, dynamic_shapes: Any) -> Graph:
-    """`model` as a Cuvil graph: a graph itself, an ONNX model, or a torch model."""
-    if _is_graph(model):
+def as_graph(request: Request) -> Graph:
+    """The request's model as a Cuvil graph: a graph itself, an ONNX model's (`cuvil.onnx`),
+    a torch model's through the frontend's passes (`frontend.IMPORT`)."""
+    model = request.model
+    if is_graph(model):
         return model
     if onnx_frontend.is_onnx(model):  # a .onnx path or an onnx.ModelProto
         return onnx_frontend.from_onnx(model)
-    return frontend.from_torch(model, example_inputs, dynamic_shapes=dynamic_shapes)
+    importing = frontend.Importing(model, request.example_inputs,
+                                   request.options.dynamic_shapes)
+    return frontend.import_passes(importing, request.tracer).graph
 
 
-def _is_graph(model: Any) -> bool:
+def is_graph(model: Any) -> bool:
     from cuvil.ir.graph import Graph  # sympy, 0.4 s: not on the program cache's warm path
 
     return isinstance(model, Graph)

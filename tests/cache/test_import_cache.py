@@ -16,9 +16,19 @@ from torch import nn
 
 import cuvil
 from cuvil.cache import import_entry, tensor_entry
-from cuvil.cache.imports import import_model
 from cuvil.ops.execute import run
+from cuvil.options import CompileOptions
+from cuvil.passes import run as run_passes
+from cuvil.pipeline import PASSES
+from cuvil.pipeline.values import Compilation, Request, fingerprinted
 from cuvil.trace import Tracer
+
+
+def import_model(model, inputs, dynamic_shapes, tracer):
+    """The compile's import stage alone, through the import cache (`ImportCache`)."""
+    options = CompileOptions.of(dynamic_shapes=dynamic_shapes)
+    request = fingerprinted(Request(model, inputs, options, tracer))
+    return run_passes(PASSES[:1], Compilation(request), tracer).graph
 
 
 class Block(nn.Module):
@@ -227,7 +237,8 @@ def test_cache_false_does_not_use_the_import_cache(monkeypatch):
     def refuse(*args):
         raise AssertionError("the import cache was used")
 
-    monkeypatch.setattr("cuvil.cache.imports.import_model", refuse)
+    monkeypatch.setattr("cuvil.cache.imports.fingerprint_of", refuse)
+    monkeypatch.setattr("cuvil.cache.imports.lookup", refuse)
     fast = cuvil.compile(Constant(), (X,), cache=False)
     torch.testing.assert_close(fast(X), Constant()(X))
     assert "import" in fast.compile_trace.totals

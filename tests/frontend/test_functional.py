@@ -171,7 +171,7 @@ def test_an_in_place_op_in_a_retraced_graph_module_is_refused(monkeypatch):
 
 
 def test_an_in_place_op_reaching_the_importer_is_an_internal_error(monkeypatch):
-    monkeypatch.setattr(export_stage, "functional", lambda program, name: program)
+    monkeypatch.setattr(functional, "functional", lambda program, name: program)
     with pytest.raises(functional.InternalError, match=r"in-place op aten\.\w+_\.\w+ at "
                                                        r".*test_functional\.py:\d+"):
         cuvil.from_torch(WritesInput(), X)

@@ -1,5 +1,6 @@
-"""`cuvil.compile` is one list of passes: a cold compile enters import, calibrate, place,
-optimize, lower and build once each, in that order; a compile-cache hit skips the
+"""`cuvil.compile` is one list of passes: a cold compile enters import (itself export,
+functionalize and convert), calibrate, place, optimize, lower and build once each, in that
+order; an import-cache hit skips the import's own passes, a compile-cache hit the
 optimizer's stages; a program-cache hit runs no pass at all. Each computes what torch
 eager does."""
 
@@ -9,10 +10,14 @@ import torch
 from torch import nn
 
 import cuvil
+from cuvil.frontend import IMPORT
 from cuvil.ops.execute import run
-from cuvil.pipeline import PASSES
+from cuvil.pipeline import PASSES, PROGRAM
+from cuvil.pipeline.caches import ImportCache, OptimizedCache, ProgramCache
 
-ALL_PASSES = ["import", "calibrate", "place", "optimize", "lower", "build"]
+STAGES = ["import", "calibrate", "place", "optimize", "lower", "build"]
+IMPORT_PASSES = ["export", "functionalize", "convert"]
+ALL_PASSES = STAGES[:1] + IMPORT_PASSES + STAGES[1:]  # a pass running passes comes first
 
 
 class Net(nn.Module):
@@ -30,8 +35,13 @@ def eager(model, x):
         return model(x)
 
 
-def test_the_pass_list_is_in_order():
-    assert [p.name for p in PASSES] == ALL_PASSES
+def test_the_pass_list_is_in_order_and_caches_wrap_stages():
+    assert [p.name for p in PASSES] == STAGES
+    assert [p.name for p in IMPORT] == IMPORT_PASSES
+    caches = {p.name: type(p.cache) for p in PASSES if p.cache is not None}
+    assert caches == {"import": ImportCache, "optimize": OptimizedCache}
+    assert all(p.cache is None for p in IMPORT)  # the import cache wraps all three
+    assert isinstance(PROGRAM.cache, ProgramCache)
 
 
 def test_passes_run_once_in_order_and_a_program_hit_runs_none(tmp_path, monkeypatch):
@@ -44,8 +54,9 @@ def test_passes_run_once_in_order_and_a_program_hit_runs_none(tmp_path, monkeypa
 
     other_threads = cuvil.compile(model, (x,), threads=2)  # another program, same graph
     stages = other_threads.compile_trace.totals
-    assert list(other_threads.compile_trace.passes) == ALL_PASSES
-    assert "cache lookup" in stages and "saturate" not in stages
+    assert list(other_threads.compile_trace.passes) == STAGES  # an import-cache hit
+    assert other_threads.report.graph.import_report.cache.startswith("hit")
+    assert "cache lookup" in stages and "saturate" not in stages and "import" not in stages
     torch.testing.assert_close(other_threads(x), eager(model, x), rtol=1e-4, atol=1e-4)
 
     warm = cuvil.compile(model, (x,), threads=1)
