@@ -13,6 +13,11 @@ by `runtime_hash()`, the hash of every source file of the runtime and of the tar
 folders' `kernels/` (where the drivers live): any change there recompiles every driver,
 once.
 Generated modules quote the same hash in their import lines.
+
+A driver is compiled once per argument types with every constant argument taken as its
+plain type (`DriverDispatcher`): Numba would otherwise compile a callee again for each
+constant a caller passes (`rows_epilogue(..., 0, rows)` and `(..., r0, r1)` were two
+compiles of it, and the tile's `block_at` three), each linked into its caller.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ import threading
 from functools import cache, update_wrapper
 from pathlib import Path
 
-import numba
+from numba.core import types
 from numba.core.caching import CacheImpl, UserProvidedCacheLocator
+from numba.core.registry import CPUDispatcher
 
 from cuvil.paths import cache_dir, drivers_hash
 
@@ -78,7 +84,8 @@ def _writable(path: str) -> None:
 
 def njit(fn=None, **options):
     """`numba.njit(..., cache=True)` with the cache under the Cuvil cache directory, the
-    dispatcher made when first used (`Driver`)."""
+    dispatcher made when first used (`Driver`), one overload per plain argument types
+    (`DriverDispatcher`)."""
     if fn is None:
         return lambda f: Driver(f, options)
     return Driver(fn, options)
@@ -104,7 +111,11 @@ class Driver:
                 if self._made is None:
                     if PackageLocator not in CacheImpl._locator_classes:
                         CacheImpl._locator_classes.insert(0, PackageLocator)
-                    self._made = numba.njit(cache=True, **self._options)(self._fn)
+                    self._made = DriverDispatcher(py_func=self._fn, locals={},
+                                                  targetoptions={**self._options,
+                                                                 "nopython": True,
+                                                                 "boundscheck": None})
+                    self._made.enable_caching()
         return self._made
 
     def __getattr__(self, name: str):
@@ -120,6 +131,16 @@ class Driver:
 
     def __reduce__(self) -> str:  # by name, as a function is pickled
         return self.__qualname__
+
+
+class DriverDispatcher(CPUDispatcher):
+    """`numba.njit`'s dispatcher, typing each call from compiled code with its arguments'
+    plain types: a literal constant (`Literal[int](0)`) is its `int64`, so one compiled
+    overload serves every caller, whatever constants they pass."""
+
+    def get_call_template(self, args, kws):
+        return super().get_call_template(tuple(types.unliteral(a) for a in args),
+                                         {k: types.unliteral(v) for k, v in kws.items()})
 
 
 def dispatcher_of(fn):

@@ -1,6 +1,7 @@
 """Numba's cache for Cuvil's own drivers lives in the Cuvil cache directory (an installed
 package may be read-only); other functions keep Numba's own locations. A driver's
-dispatcher is made on its first use."""
+dispatcher is made on its first use, and compiles one overload for every constant its
+callers pass."""
 
 from __future__ import annotations
 
@@ -73,10 +74,20 @@ made_at_import = sum(d._made is not None for d in drivers.values())
 def kernel(a, wt, c):  # a generated kernel calling a driver: Numba types the global
     blas.gemv_block(a, wt, c, 0, c.shape[1])
 
+@numba.njit
+def halves(a, wt, c):  # constants and variables alike: the overload above serves both
+    n = c.shape[1] // 2
+    blas.gemv_block(a, wt, c, n, c.shape[1])
+    blas.gemv_block(a, wt, c, 0, 3)
+
 a, wt = np.random.rand(3, 7), np.random.rand(5, 7)
 c = np.zeros((3, 5))
 kernel(a, wt, c)
-print(json.dumps({"drivers": len(drivers), "made_at_import": made_at_import,
+d = np.zeros((3, 5))
+halves(a, wt, d)
+print(json.dumps({"overloads": len(blas.gemv_block.overloads),
+                  "halves_error": float(np.abs(d - a @ wt.T).max()),
+                  "drivers": len(drivers), "made_at_import": made_at_import,
                   "error": float(np.abs(c - a @ wt.T).max()),
                   "gemv_made": blas.gemv_block._made is not None,
                   "dispatcher": type(blas.gemv_block.dispatcher).__name__,
@@ -89,7 +100,8 @@ def test_drivers_are_made_when_first_used_and_numba_types_them():
                          capture_output=True, text=True, timeout=600)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["drivers"] > 100 and got["made_at_import"] == 0
-    assert got["error"] < 1e-12 and got["gemv_made"] and got["dispatcher"] == "CPUDispatcher"
+    assert got["error"] < 1e-12 and got["gemv_made"] and got["dispatcher"] == "DriverDispatcher"
+    assert got["overloads"] == 1 and got["halves_error"] < 1e-12
     assert not got["unused_made"]
 
 

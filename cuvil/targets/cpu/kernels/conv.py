@@ -136,7 +136,14 @@ def conv2d_nchw(x, wp, out, cols, xt, tmp, geo, parts):
             GEMM_PAR_WORK:
         _images_nchw(x, wp, out, cols, xt, tmp, geo, parts)
         return
-    for n in range(nb):
+    nchw_each(x, wp, out, cols, xt, tmp, geo)
+
+
+@njit(nogil=True, inline="always")
+def nchw_each(x, wp, out, cols, xt, tmp, geo):
+    """`conv2d_nchw` image by image on this thread (the `_each` functions: what a caller
+    with fewer images than threads calls, without the images' parallel region)."""
+    for n in range(x.shape[0]):
         _nchw_image(x[n], wp, out[n], cols[0], xt[0], tmp[0], geo)
 
 
@@ -161,6 +168,14 @@ def conv2d_nchw_few(x, wm, out, cols, geo, parts):
     if parts > 1 and nb >= parts and wm.size * oh * ow * nb >= GEMM_PAR_WORK:
         _images_nchw_few(x, wm, out, cols, geo, parts)
         return
+    few_each(x, wm, out, cols, geo, parts)
+
+
+@njit(nogil=True, inline="always")
+def few_each(x, wm, out, cols, geo, parts):
+    """`conv2d_nchw_few` image by image, each product split between `parts` threads."""
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    nb, oc, oh, ow = out.shape
     for n in range(nb):
         im2col_nchw(x[n], cols[0], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
         gemm(wm, cols[0], out[n].reshape((oc, oh * ow)), parts)
@@ -181,6 +196,13 @@ def conv1x1_nchw(x, wm, out, parts):
     if parts > 1 and nb >= parts and wm.size * h * w * nb >= GEMM_PAR_WORK:
         _images_1x1_nchw(x, wm, out, parts)
         return
+    conv1x1_each(x, wm, out, parts)
+
+
+@njit(nogil=True, inline="always")
+def conv1x1_each(x, wm, out, parts):
+    """`conv1x1_nchw` image by image, each product split between `parts` threads."""
+    nb, ch, h, w = x.shape
     for n in range(nb):
         gemm(wm, x[n].reshape((ch, h * w)), out[n].reshape((wm.shape[0], h * w)), parts)
 

@@ -287,8 +287,16 @@ def conv2d_nchw_direct(x, wk, out, xs, geo, parts):
     if parts > 1 and nb >= parts:
         _images(x, wk, out, xs, geo, parts, *image_plan(x[0], geo))
         return
+    direct_each(x, wk, out, xs, geo, parts)
+
+
+@njit(nogil=True, inline="always")
+def direct_each(x, wk, out, xs, geo, parts):
+    """`conv2d_nchw_direct` image by image, each image's units split between `parts`
+    threads (1: this thread): what a caller with fewer images than threads calls, so that
+    the images' parallel region (`_images`) is not compiled into it."""
     ag, hq, wq, offs = image_plan(x[0], geo)
-    for n in range(nb):
+    for n in range(x.shape[0]):
         src = _arrange(x[n], xs[0], ag, n == 0)
         if parts > 1:
             _split_image(src, offs, wk, out[n], geo, hq, wq, parts)

@@ -26,18 +26,14 @@ from numba import prange
 from cuvil.runtime.numba_cache import njit
 from cuvil.targets.cpu.kernels.blas import GEMM_PAR_WORK
 from cuvil.targets.cpu.kernels.conv import (
-    conv1x1_nchw,
+    conv1x1_each,
     conv1x1_nchw_image,
-    conv2d_nchw,
-    conv2d_nchw_few,
     conv2d_nchw_few_image,
     conv2d_nchw_image,
+    few_each,
+    nchw_each,
 )
-from cuvil.targets.cpu.kernels.conv_direct import (
-    conv2d_nchw_direct,
-    direct_image_planned,
-    image_plan,
-)
+from cuvil.targets.cpu.kernels.conv_direct import direct_each, direct_image_planned, image_plan
 from cuvil.targets.cpu.kernels.f32_tile import no_epilogue
 from cuvil.targets.cpu.kernels.pool import max_planes
 from cuvil.targets.cpu.kernels.winograd import band_offsets, winograd_alone, winograd_image
@@ -122,7 +118,7 @@ def conv2d_nchw_direct_post(x, wk, xs, bias, res, clip, geo, parts, out):
     if parts > 1 and nb >= parts:
         _direct_images(x, wk, xs, bias, res, clip, g, parts, out, *image_plan(x[0], g))
     elif parts > 1:
-        conv2d_nchw_direct(x, wk, out, xs, g, parts)
+        direct_each(x, wk, out, xs, g, parts)
         _post_split(out, bias, res, clip, parts)
     else:
         plan = image_plan(x[0], g)
@@ -198,10 +194,11 @@ def conv2d_nchw_direct_pool_post(x, wk, xs, ys, bias, res, clip, geo, pool, part
                        *image_plan(x[0], g))
         return
     y, plan = _row(ys, 0, oc), image_plan(x[0], g)
+    each = _parts(parts, parts, wk.size * y.shape[1] * y.shape[2])  # one image's threads
     for n in range(nb):  # fewer images than threads: each image's product split
         if parts > 1:
             y4 = y.reshape((1, oc, y.shape[1], y.shape[2]))
-            conv2d_nchw_direct(x[n:n + 1], wk, y4, xs, g, parts)
+            direct_each(x[n:n + 1], wk, y4, xs, g, each)
             _post_split(y4, bias, res[n:n + 1], clip, parts)
             max_planes(y, out[n], pool, 0, oc)
         else:
@@ -253,7 +250,7 @@ def conv2d_nchw_post(x, wp, cols, xt, tmp, bias, res, clip, geo, parts, out):
     if parts > 1 and nb >= parts:
         _im2col_images(x, wp, cols, xt, tmp, bias, res, clip, g, parts, out)
     elif parts > 1:
-        conv2d_nchw(x, wp, out, cols, xt, tmp, g, parts)
+        nchw_each(x, wp, out, cols, xt, tmp, g)
         _post_split(out, bias, res, clip, parts)
     else:
         for n in range(nb):
@@ -278,7 +275,7 @@ def conv2d_nchw_few_post(x, wm, cols, bias, res, clip, geo, parts, out):
     if parts > 1 and nb >= parts:
         _few_images(x, wm, cols, bias, res, clip, g, parts, out)
     elif parts > 1:
-        conv2d_nchw_few(x, wm, out, cols, g, parts)
+        few_each(x, wm, out, cols, g, parts)
         _post_split(out, bias, res, clip, parts)
     else:
         for n in range(nb):
@@ -304,7 +301,7 @@ def conv1x1_nchw_post(x, wm, bias, res, clip, geo, parts, out):
     if parts > 1 and nb >= parts:
         _images_1x1(x, wm, bias, res, clip, parts, out)
     elif parts > 1:
-        conv1x1_nchw(x, wm, out, parts)
+        conv1x1_each(x, wm, out, parts)
         _post_split(out, bias, res, clip, parts)
     else:
         for n in range(nb):
