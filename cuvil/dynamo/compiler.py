@@ -23,9 +23,10 @@ from cuvil.dynamo.graphs import (
     dynamic_spec,
     outputs_of,
     placeholder_metas,
-    refuse_offset_views,
+    plain,
     sources_of,
 )
+from cuvil.dynamo.layouts import laid_out, rebuilt
 from cuvil.errors import CuvilError
 
 
@@ -109,17 +110,17 @@ class Program:
 
     def __init__(self, gm: fx.GraphModule, example_inputs: Sequence[Any], options: dict,
                  what: str):
-        if what.startswith("forward"):
-            refuse_offset_views(gm)
         metas = placeholder_metas(gm, example_inputs)
         sources, dims = sources_of(metas)
-        keep, self.rest = outputs_of(gm, dims)
+        keep, rest = outputs_of(gm, dims)
         if not keep:
             raise CuvilError("the graph computes no tensor")
         self.gm, self.what, self.options = gm, what, dict(options)
+        self.count = len(rest)
+        computed, self.keep, self.rest, self.strided = laid_out(
+            gm, keep, rest, lambda size, what: plain(size, dims, what), Passed)
         self.tensors = [i for i, s in enumerate(sources) if isinstance(s, Tensor)]
-        self.keep = keep
-        self.module = GraphForward(gm, sources, keep).eval()
+        self.module = GraphForward(computed, sources, self.keep).eval()
         self.static: dict[tuple, Callable] = {}
         self.dynamic = None
         examples = [real(metas[i]) for i in self.tensors]
@@ -164,29 +165,38 @@ class Program:
         tensors = [args[i].detach() for i in self.tensors]
         try:
             outs = self._program(tensors)(*tensors)
+            if isinstance(outs, torch.Tensor):
+                outs = (outs,)
+            results = list(self.rest)
+            for i, out in zip(self.keep, outs, strict=True):
+                results[i] = out
+
+            def size(s: Any) -> Any:
+                return s.of(tensors) if isinstance(s, Size | Expr) else s
+
+            return rebuilt([size(r) if not isinstance(r, Passed) else args[r.position]
+                            for r in results], args, self.strided, self.count, size)
         except CuvilError as e:
             eager(self.gm, self.what, e)
             return list(self.gm(*args))
-        if isinstance(outs, torch.Tensor):
-            outs = (outs,)
-        results = list(self.rest)
-        for i, out in zip(self.keep, outs, strict=True):
-            results[i] = out
-        return [r.of(tensors) if isinstance(r, Size | Expr) else
-                args[r.position] if isinstance(r, Passed) else r for r in results]
 
 
 def real(meta: Any) -> torch.Tensor:
-    """A real tensor like `meta` (a fake one has its sizes' hints): values at random."""
+    """A real tensor like `meta` (a fake one has its sizes' hints), laid out as it is (its
+    strides, its offset into memory): values at random."""
     from torch._subclasses.fake_tensor import is_fake_tensor
     from torch.fx.experimental.symbolic_shapes import optimization_hint
 
     if not is_fake_tensor(meta):
         return meta.detach()
     shape = [optimization_hint(s) for s in meta.shape]
-    if meta.dtype.is_floating_point:
-        return torch.randn(shape, dtype=meta.dtype)
-    return torch.zeros(shape, dtype=meta.dtype)
+    stride = [optimization_hint(s) for s in meta.stride()]
+    offset = optimization_hint(meta.storage_offset())
+    extent = offset + 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) \
+        if all(shape) else offset
+    memory = torch.empty(extent, dtype=meta.dtype)
+    memory.normal_() if meta.dtype.is_floating_point else memory.zero_()
+    return memory.as_strided(shape, stride, offset)
 
 
 def _shapes(tensors: Sequence[torch.Tensor]) -> tuple:

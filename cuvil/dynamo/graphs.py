@@ -127,10 +127,10 @@ def sources_of(metas: list[Any]) -> tuple[list[Any], dict[Any, Size]]:
             sources.append(Tensor(index))
         else:
             sources.append(meta)
-    return [_plain(s, dims, f"input {i}") for i, s in enumerate(sources)], dims
+    return [plain(s, dims, f"input {i}") for i, s in enumerate(sources)], dims
 
 
-def _plain(value: Any, dims: dict[Any, Size], what: str) -> Any:
+def plain(value: Any, dims: dict[Any, Size], what: str) -> Any:
     """`value` (no tensor) as a `Size`, an int or a constant."""
     if isinstance(value, Tensor) or value is None or isinstance(value, int | float | bool):
         return value
@@ -163,24 +163,8 @@ def outputs_of(gm: fx.GraphModule, dims: dict[Any, Size]) -> tuple[list[int], li
             keep.append(i)
             rest.append(None)
         else:
-            rest.append(_plain(meta, dims, f"output {i}"))
+            rest.append(plain(meta, dims, f"output {i}"))
     return keep, rest
-
-
-def refuse_offset_views(gm: fx.GraphModule) -> None:
-    """Refuse a forward graph with an output that is a view at an offset into a larger
-    buffer (k and v split from one q/k/v projection): Cuvil returns each output in memory of
-    its own, and the backward graph, which may reach a saved view through its storage
-    (`as_strided` at that offset), would read elsewhere. Eager computes such a graph."""
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
-
-    output = next(n for n in gm.graph.nodes if n.op == "output")
-    for i, v in enumerate(output.args[0]):
-        meta = _meta(v) if isinstance(v, fx.Node) else v
-        if isinstance(meta, torch.Tensor) and \
-                not statically_known_true(meta.storage_offset() == 0):
-            raise CuvilError(f"output {i} is a view at an offset into another tensor's "
-                             "memory, which Cuvil's outputs do not keep")
 
 
 def dynamic_spec(metas: list[Any], auto: bool = False) -> tuple | None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from cuvil.frontend.aten_gradients import GRADIENT_OPS, scatter_sum
 from cuvil.frontend.aten_index import INDEX_OPS
 from cuvil.frontend.aten_recurrent import RECURRENT_OPS
 from cuvil.frontend.aten_shape import SHAPE_OPS
@@ -47,6 +48,9 @@ def add_sub(op: str, reverse: bool = False) -> Callable:
         x, y = ix.tensor(a["input"]), ix.tensor(a["other"])
         if reverse:
             x, y = y, x
+        summed = scatter_sum(ix, x, y) if op == "add" and a.get("alpha", 1) == 1 else None
+        if summed is not None:
+            return summed
         if a.get("alpha", 1) != 1:
             y = ix.add("mul", [y, ix.tensor(a["alpha"])])
         return ix.add(op, [x, y])
@@ -353,7 +357,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "max_pool2d": max_pool2d, "max_pool2d_with_indices": max_pool2d,
     "avg_pool2d": avg_pool2d, "adaptive_avg_pool2d": adaptive_avg_pool2d,
     "_adaptive_avg_pool2d": adaptive_avg_pool2d, "embedding": embedding,
-    "scaled_dot_product_attention": attention, **RECURRENT_OPS,
+    "scaled_dot_product_attention": attention, **RECURRENT_OPS, **GRADIENT_OPS,
     # reductions
     "sum": reduction("sum"), "mean": reduction("mean"), "amax": reduction("amax"),
     # shape ops

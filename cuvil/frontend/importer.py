@@ -47,6 +47,9 @@ class Importer:
         self.report = ImportReport(traced.name, notes=list(traced.notes))
         self.env: dict[str, Any] = {}  # FX node name -> Value, tuple, dim or None
         self.consts: dict[str, Value] = {}  # constant ref -> its value
+        # a value that is gradients at some indices of a dim, zeros elsewhere -> (its
+        # shape, the dim, index -> gradient): `aten_gradients.scattered`
+        self.scatters: dict[Value, tuple] = {}
         self.node: fx.Node | None = None
         self.source = Source()
 

@@ -1,0 +1,111 @@
+"""tests/dynamo/test_layouts.py: a graph's outputs that are views (q, k and v split from one
+projection, at offsets into it; a transposed weight) or laid out in a permuted order come
+back from Cuvil in the layout the graph gives them, the views as views of their root and
+never as writes to a caller's tensor, and the backward graph that reads them computes
+eager's gradients."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import fx, nn
+
+from cuvil.dynamo import COUNTS, compile_graph
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+class SplitProjection(nn.Module):
+    """One q/k/v projection split in three, as multi-head attention splits it."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        return (q.sigmoid() * k) @ v.transpose(-1, -2)
+
+
+def graphs_of(model: nn.Module, x: torch.Tensor) -> dict:
+    """Cuvil's forward and backward programs of `model` on `x`, each checked, at each
+    call, against its graph run by torch: every output's value, shape, strides and
+    offset."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    seen: dict = {}
+
+    def checked(kind: str):
+        def compiler(gm: fx.GraphModule, example_inputs):
+            program = compile_graph(gm, example_inputs, kind=kind)
+
+            def call(args):
+                expected = gm(*[a.clone() if isinstance(a, torch.Tensor) else a
+                                for a in args])
+                got = program(list(args))
+                seen[kind] = (got, expected)
+                return got
+
+            call._boxed_call = True
+            return call
+        return compiler
+
+    backend = aot_autograd(fw_compiler=checked("forward"), bw_compiler=checked("backward"))
+    torch.compile(model, backend=backend)(x).square().sum().backward()
+    return seen
+
+
+def test_view_outputs_keep_the_graphs_layout():
+    torch.manual_seed(0)
+    before = COUNTS.copy()
+    seen = graphs_of(SplitProjection(), torch.randn(5, 7, 16))
+    assert COUNTS["compiles"] - before["compiles"] == 2
+    offsets = []
+    for got, expected in seen.values():
+        for a, b in zip(got, expected, strict=True):
+            if isinstance(b, torch.Tensor):
+                torch.testing.assert_close(a, b)
+                assert (a.shape, a.stride(), a.storage_offset()) == \
+                    (b.shape, b.stride(), b.storage_offset())
+                offsets.append(b.storage_offset())
+    assert any(offsets), "the forward saves a view at an offset (k, v)"
+
+
+def test_gradients_through_split_views_match_eager():
+    torch.manual_seed(0)
+    model, x = SplitProjection(), torch.randn(5, 7, 16)
+    reference = copy.deepcopy(model)
+    before = COUNTS.copy()
+    torch.compile(model, backend="cuvil")(x).square().sum().backward()
+    reference(x).square().sum().backward()
+    assert COUNTS["compiles"] - before["compiles"] == 2
+    assert COUNTS["eager"] == before["eager"]
+    for p, q in zip(model.parameters(), reference.parameters(), strict=True):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_a_forward_call_writes_no_tensor_of_the_callers():
+    """The encoder layer's forward returns views of its q/k/v projection and of its
+    weights (transposed) for the backward: its parameters and input keep their bytes."""
+    torch.manual_seed(0)
+    model = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).train()
+    x = torch.randn(2, 6, 32)
+    before = COUNTS.copy()
+    compiled = torch.compile(model, backend="cuvil")
+    compiled(x)  # compiles
+    params = {name: p.detach().clone() for name, p in model.named_parameters()}
+    given = x.clone()
+    out = compiled(x)
+    assert COUNTS["compiles"] - before["compiles"] >= 1
+    assert COUNTS["eager"] == before["eager"]
+    torch.testing.assert_close(out, model(x), rtol=1e-5, atol=1e-5)
+    assert torch.equal(x, given)
+    for name, p in model.named_parameters():
+        assert torch.equal(p.detach(), params[name]), name
