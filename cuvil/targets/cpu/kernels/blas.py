@@ -216,7 +216,7 @@ def _by_transposed_weight(a, b, c, parts):
     in place against a's rows packed (`sgemm.sgemm_transposed`) for TRANSPOSED_TILE_ROWS
     rows and at least TRANSPOSED_TILE_COLUMNS columns, else BLAS."""
     low, high = TRANSPOSED_TILE_ROWS
-    if low <= a.shape[0] <= high and b.shape[1] >= TRANSPOSED_TILE_COLUMNS:
+    if low <= a.shape[0] <= high and b.shape[1] >= TRANSPOSED_TILE_COLUMNS and a.shape[1]:
         sgemm_transposed(a, b, c, parts)
     else:
         _blas_split(a, b, c, parts)
