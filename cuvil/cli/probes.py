@@ -103,6 +103,18 @@ class LinearEpilogues(nn.Module):
         return x + self.l5(y)
 
 
+class TrainingProducts(nn.Module):
+    """What an MLP's training graphs compute, its weights inputs (AOTAutograd lifts them):
+    relu(x @ w1^T + b1), `F.linear` (its transpose of dims -2 and -1), ReLU's gradient after
+    the product that computes it, weight gradients g^T @ x (`permute` too), and a^T @ e^T."""
+
+    def forward(self, x, w1, b1, w2, b2, g, e):
+        h = torch.relu(x @ w1.t() + b1)
+        out = nn.functional.linear(h, w2, b2)
+        dh = torch.ops.aten.threshold_backward(g @ w2, h, 0.0)
+        return out, dh.t() @ x, x.permute(1, 0) @ dh, x.t() @ e.t()
+
+
 class ElementwiseChains(nn.Module):
     """activations written as chains: x * sigmoid(x), hardtanh(0, 6), clamp(min=0), h-swish
     and h-sigmoid through relu6, and GPT-2's tanh GELU as HuggingFace writes it
@@ -293,6 +305,9 @@ PROBES: dict[str, Callable[[], tuple[Any, tuple]]] = {
                            _randn(8, 8))),  # a (length, length) mask
     "conv_batch_norm": lambda: (ConvBatchNorm().eval(), (_randn(2, 32, 8, 8),)),
     "linear_epilogues": lambda: (LinearEpilogues().eval(), (_randn(4, 16),)),
+    "training_products": lambda: (TrainingProducts(), (
+        _randn(4, 16), _randn(32, 16), _randn(32), _randn(10, 32), _randn(10), _randn(4, 10),
+        _randn(6, 4))),
     "elementwise": lambda: (ElementwiseChains().eval(), (_randn(4, 16),)),
     "identities": lambda: (Identities().eval(), (_randn(4, 16),)),
     "shapes": lambda: (ShapeChains().eval(), (_randn(2, 8, 3),)),

@@ -259,6 +259,7 @@ def _fits(part: Partition, members: list[str], kernel: kernels.KernelFamily,
     if graph[members[-1]].op in kernel.tail and graph[members[-1]].inputs[0] == members[-2]:
         members = members[:-1]  # a pool reading the epilogue ends the kernel
     members = members[len(widening_casts(graph, members)):]
+    members = members[len(transposed_operands(graph, members)):]
     root = graph[members[-1]]
     products = [m for m in members if kinds[m] != "elementwise"]
     low, high = kernel.count
@@ -285,6 +286,28 @@ def widening_casts(graph: Graph, members: list[str]) -> list[str]:
             break
         out.append(m)
     return out
+
+
+def transposed_operands(graph: Graph, members: list[str]) -> list[str]:
+    """The leading members that transpose a matrix from outside the instance for its product
+    alone (`matmul_lt`, `matmul_rt`): the product's kernel reads that matrix with its
+    strides swapped (`templates.gemm`), nothing is copied."""
+    out = []
+    for m in members:
+        node = graph[m]
+        if not is_matrix_transpose(node, graph) or node.inputs[0] in members:
+            break
+        out.append(m)
+    return out
+
+
+def is_matrix_transpose(node: Node, graph: Graph) -> bool:
+    """Whether `node` swaps the two dims of a matrix in the default layout."""
+    if node.op != "transpose" or node.type.rank != 2:
+        return False
+    source = graph[node.inputs[0]].type
+    dims = {node.attrs.get("dim0", 0) % 2, node.attrs.get("dim1", 1) % 2}
+    return dims == {0, 1} and is_identity_layout(source) and is_identity_layout(node.type)
 
 
 def is_move_chain(group: Group, graph: Graph) -> bool:

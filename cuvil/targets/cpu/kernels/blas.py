@@ -2,25 +2,29 @@
 
 A product by a constant weight (`gemm_weight`) takes what lowering prepared of it. An f32
 weight is packed into column panels, and products of up to PANEL_MAX_ROWS rows run on
-Cuvil's register tile over them (`gemm_packed`, `kernels.sgemm`). Each thread keeps
-its own panels in its L2 from call to call; OpenBLAS packs its operand again on every
-call. Larger products go to BLAS on the weight. An f64 weight is kept transposed for
-`gemv`. Other products (`gemm`) take the tile on `b` itself on the CPUs where that was
-measured faster than OpenBLAS (`TILE_CPUS`: a Zen 4 core, 5-25% on the zoo's products),
-BLAS elsewhere and for f64. On a 2.0 GHz Intel Xeon that LLVM calls `rocketlake`, the tile
-on `b` itself took 1.1-1.5x OpenBLAS's time on every zoo product, two threads (1024x256 @
-256x768: 107 against 156 GFLOP/s); on packed panels it beats OpenBLAS up to ~256 rows. The
-choice of tile is made when a product is typed; Numba's cache keys on the CPU's name too.
+Cuvil's register tile over them (`gemm_packed`, `kernels.sgemm`). Each thread keeps its own
+panels in its L2 from call to call; OpenBLAS packs its operand again on every call. Larger
+products go to BLAS on the weight. An f64 weight is kept transposed for `gemv`. Other
+products (`gemm`) take the tile on `b` itself on the CPUs where that was measured faster
+than OpenBLAS (`TILE_CPUS`: a Zen 4 core, 5-25% on the zoo's products), BLAS elsewhere and
+for f64. An operand of `gemm` may also be F-contiguous, the `.T` of a C-contiguous matrix
+(`matmul_lt`, `matmul_rt`: a weight [N, K] as AOTAutograd passes it, a gradient in a
+weight's gradient): BLAS reads it in place with the transposed flag, no copy (the tile
+takes C-contiguous operands only). On a 2.0 GHz Intel Xeon that LLVM calls `rocketlake`,
+the tile on `b` itself took 1.1-1.5x OpenBLAS's time on every zoo product, two threads
+(1024x256 @ 256x768: 107 against 156 GFLOP/s); on packed panels it beats OpenBLAS up to
+~256 rows. The choice of tile is made when a product is typed; Numba's cache keys on the
+CPU's name too.
 
 One pool: scipy's OpenBLAS (the BLAS Numba calls) runs single-threaded, and products are
-split between Numba's threads instead: row blocks, or column blocks (one BLAS call each,
-through Numba's own `numba_xxgemm` binding with leading dimensions) when there are fewer
-than COLUMN_SPLIT_ROWS rows. With row blocks each thread packs all of `b`. For 64x784 @
-784x512 on two threads that took 648 us, against 426 with column blocks. `gemm_batched`
-splits batch entries. OpenBLAS's own pthread pool spin-waits after each call; next to
-torch's OpenMP pool it made a 16-image NCHW convolution take 255 ms instead of 8 ms, and
-torch's own convolution next to it 50 ms instead of 1.5 ms. `single_threaded_blas()`
-sets this once per process.
+split between Numba's threads instead: row blocks, or column blocks when there are fewer
+than COLUMN_SPLIT_ROWS rows, one BLAS call each through Numba's own `numba_xxgemm` binding
+with leading dimensions and transpose flags (`_block`). With row blocks each thread packs
+all of `b`. For 64x784 @ 784x512 on two threads that took 648 us, against 426 with column
+blocks. `gemm_batched` splits batch entries. OpenBLAS's own pthread pool spin-waits after
+each call; next to torch's OpenMP pool it made a 16-image NCHW convolution take 255 ms
+instead of 8 ms, and torch's own convolution next to it 50 ms instead of 1.5 ms.
+`single_threaded_blas()` sets this once per process.
 
 `gemv(a, wt, c, parts)` computes `c = a @ wt.T` for a handful of rows of `a` as dot
 products against the rows of the pre-transposed weight `wt`, four output columns at a time
@@ -43,12 +47,19 @@ from numba.extending import overload
 
 from cuvil.runtime.numba_cache import njit
 from cuvil.targets.cpu.kernels.f32_tile import no_epilogue
-from cuvil.targets.cpu.kernels.sgemm import WIDTH, sgemm, sgemm_panels
+from cuvil.targets.cpu.kernels.sgemm import WIDTH, sgemm, sgemm_panels, sgemm_transposed
 
 GEMV_PAR_WORK = 1 << 16  # multiply-adds below which one thread is faster
 GEMM_PAR_WORK = 1 << 20  # multiply-adds below which one BLAS call on one thread is faster
 COLUMN_SPLIT_ROWS = 128  # BLAS products with fewer rows split columns between threads
 PANEL_MAX_ROWS = 256  # products by a packed weight with at most this many rows: the tile
+# x @ w^T with this many rows of x (f32) takes the tile on w in place (`sgemm_transposed`).
+# CPU time on one thread of a 2-core Xeon (AVX-512; scipy's OpenBLAS), x @ (512x784)^T:
+# 32 rows 266 us against BLAS's 409 (torch's 235), 8 rows 170 against 247, 64 rows 543
+# against 564, 128 rows 1086 against 910; 1 row 175 against 17 (the panel of 32 columns is
+# padded); 32x512 @ (10x512)^T 13 against 4.
+TRANSPOSED_TILE_ROWS = (8, 64)
+TRANSPOSED_TILE_COLUMNS = 64
 _blas_configured = False
 
 
@@ -193,14 +204,35 @@ def _product_for(a, b, c, parts):
     contiguous = all(x.layout == "C" for x in arrays)
     if tile_is_faster() and contiguous and all(x.dtype == types.float32 for x in arrays):
         return lambda a, b, c, parts: sgemm(a, b, c, parts)
-    if contiguous and all(x.dtype in _XXGEMM for x in arrays):
+    if _strided(a, b, c) and b.layout == "F" and all(x.dtype == types.float32 for x in arrays):
+        return _by_transposed_weight
+    if _strided(a, b, c):
         return lambda a, b, c, parts: _blas_split(a, b, c, parts)
     return lambda a, b, c, parts: _blas(a, b, c, parts)
 
 
+def _by_transposed_weight(a, b, c, parts):
+    """c = a @ b, b the transpose of a C-contiguous w [N, K] (x @ w^T): the tile on w read
+    in place against a's rows packed (`sgemm.sgemm_transposed`) for TRANSPOSED_TILE_ROWS
+    rows and at least TRANSPOSED_TILE_COLUMNS columns, else BLAS."""
+    low, high = TRANSPOSED_TILE_ROWS
+    if low <= a.shape[0] <= high and b.shape[1] >= TRANSPOSED_TILE_COLUMNS and a.shape[1]:
+        sgemm_transposed(a, b, c, parts)
+    else:
+        _blas_split(a, b, c, parts)
+
+
+def _strided(a, b, c) -> bool:
+    """Whether BLAS reads a and b as they are: C-contiguous, or F-contiguous (the transpose
+    `.T` of a C-contiguous matrix, read with its strides swapped), into a C-contiguous c."""
+    return c.layout == "C" and all(x.layout in "CF" and x.ndim == 2 for x in (a, b)) and \
+        all(x.dtype == a.dtype and x.dtype in _XXGEMM for x in (b, c))
+
+
 def _xxgemm(dtype):
     """Numba's own binding of BLAS `?gemm` (`numba_xxgemm`, the one its `np.dot` calls),
-    with leading dimensions, so that a block of columns is one call without a copy."""
+    with leading dimensions, so that a block of rows or columns is one call without a
+    copy."""
     p = types.CPointer(dtype)
     return types.ExternalFunction("numba_xxgemm", types.intc(
         types.char, types.char, types.char, types.intp, types.intp, types.intp,
@@ -210,21 +242,28 @@ def _xxgemm(dtype):
 _XXGEMM = {types.float32: _xxgemm(types.float32), types.float64: _xxgemm(types.float64)}
 
 
-def _column_block(a, b, c, n0, n1):
-    """c[:, n0:n1] = a @ b[:, n0:n1], for C-contiguous a, b, c (typed below)."""
+def _block(a, b, c, r0, r1, n0, n1):
+    """c[r0:r1, n0:n1] = a[r0:r1] @ b[:, n0:n1] for C- or F-contiguous a and b and a
+    C-contiguous c (typed below)."""
 
 
-@overload(_column_block)
-def _column_block_for(a, b, c, n0, n1):
+@overload(_block)
+def _block_for(a, b, c, r0, r1, n0, n1):
     xxgemm, kind = _XXGEMM[a.dtype], ord("s" if a.dtype == types.float32 else "d")
-    notrans = ord("n")
+    # BLAS is column-major: c.T[n0:n1, r0:r1] = b.T[n0:n1] @ a.T[:, r0:r1]. A C-contiguous
+    # b is b.T there as it is; an F-contiguous b (bt.T) is read transposed, its rows K
+    # apart; likewise a, its rows 1 apart and its columns M apart.
+    trans_b, trans_a = (ord("n" if x.layout == "C" else "t") for x in (b, a))
+    b_rows, a_rows = b.layout == "C", a.layout == "C"
 
-    def block(a, b, c, n0, n1):  # column-major view: c.T[n0:n1] = b.T[n0:n1] @ a.T
+    def block(a, b, c, r0, r1, n0, n1):
         one, zero = np.ones(1, a.dtype), np.zeros(1, a.dtype)
         m, k = a.shape
         n = b.shape[1]
-        xxgemm(kind, notrans, notrans, n1 - n0, m, k, one.ctypes, b[:, n0:].ctypes, n,
-               a.ctypes, max(k, 1), zero.ctypes, c[:, n0:].ctypes, n)
+        ldb = n if b_rows else max(k, 1)
+        lda = max(k, 1) if a_rows else max(m, 1)
+        xxgemm(kind, trans_b, trans_a, n1 - n0, r1 - r0, k, one.ctypes, b[:, n0:].ctypes,
+               ldb, a[r0:].ctypes, lda, zero.ctypes, c[r0:, n0:].ctypes, max(n, 1))
     return block
 
 
@@ -236,7 +275,18 @@ def _blas_columns(a, b, c, parts):
         n0 = min(n, t * step)
         n1 = min(n, n0 + step)
         if n1 > n0:
-            _column_block(a, b, c, n0, n1)
+            _block(a, b, c, 0, a.shape[0], n0, n1)
+
+
+@njit(nogil=True, parallel=True)
+def _blas_rows(a, b, c, parts):
+    m = a.shape[0]
+    step = (m + parts - 1) // parts
+    for t in prange(parts):
+        r0 = min(m, t * step)
+        r1 = min(m, r0 + step)
+        if r1 > r0:
+            _block(a, b, c, r0, r1, 0, b.shape[1])
 
 
 @njit(nogil=True, parallel=True)
@@ -260,12 +310,19 @@ def _blas(a, b, c, parts):
 
 @njit(nogil=True)
 def _blas_split(a, b, c, parts):
-    """Rows split between threads, or columns when there are few rows and K > 0."""
-    if parts > 1 and a.shape[0] < COLUMN_SPLIT_ROWS and a.shape[1] and \
-            b.shape[1] >= 32 * parts:
+    """Rows split between threads, or columns when there are few rows and K > 0; one BLAS
+    call per block, reading a and b as they lie (`_block`)."""
+    m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    if m == 0 or n == 0:
+        return
+    if k == 0:
+        c[:] = 0
+    elif parts > 1 and m < COLUMN_SPLIT_ROWS and n >= 32 * parts:
         _blas_columns(a, b, c, parts)
+    elif parts > 1 and m >= 2 * parts:
+        _blas_rows(a, b, c, parts)
     else:
-        _blas(a, b, c, parts)
+        _block(a, b, c, 0, m, 0, n)
 
 
 @njit(nogil=True)

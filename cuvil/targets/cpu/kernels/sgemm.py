@@ -16,11 +16,18 @@ OpenBLAS on products of up to ~256 rows (64x784 @ 784x512 on two threads: 423 us
 BLAS's 499, and 845 on `b` itself). Measured on a Zen 4 against scipy's OpenBLAS, on `b`
 itself: 5-25% faster on the zoo's products (64x784 @ 784x512: 280 us against 369), ~105
 GFLOP/s per core.
+
+`sgemm_transposed` computes x @ w^T for a weight w [N, K] as torch keeps it (training
+graphs' `mm(x, t(w))`) as (w @ x^T)^T: w read in place as the tile's broadcast operand
+(`block_strided`: any strides), the few rows of x packed as panels, so the weight is never
+copied.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from numba import prange
+from numba.extending import overload
 
 from cuvil.runtime.numba_cache import njit
 from cuvil.targets.cpu.kernels.f32_tile import LANES, MR, no_epilogue, post_tile_kernel
@@ -37,6 +44,15 @@ def block_at(af, a0, lda, bf, b0, kstride, jstride, cf, c0, ldc, kd, m0, m1, n0,
     cf[c0 + r * ldc] (a slice of a bigger array: attention's heads read in place); `epi`
     = (bias [N], residual, lo, hi, flags) applied in the tile's stores
     (`f32_tile.post_tile_kernel`)."""
+    block_strided(af, a0, 1, lda, bf, b0, kstride, jstride, cf, c0, ldc, kd, m0, m1, n0, n1,
+                  epi)
+
+
+@njit(nogil=True, fastmath=True)
+def block_strided(af, a0, ak, am, bf, b0, kstride, jstride, cf, c0, ldc, kd, m0, m1, n0, n1,
+                  epi):
+    """`block_at` with a's element (r, k) at af[a0 + r * am + k * ak]: any strides, so a
+    transposed matrix is read in place."""
     bias, res, lo, hi, flags = epi
     for j in range(n0, n1, WIDTH):
         cols, bj = min(WIDTH, n1 - j), b0 + j * jstride
@@ -44,13 +60,13 @@ def block_at(af, a0, lda, bf, b0, kstride, jstride, cf, c0, ldc, kd, m0, m1, n0,
             rows = min(MR, m1 - i)
             if rows <= 2:
                 for r in range(i, i + rows):
-                    _ROW(bf, bj, kstride, kd, af, a0 + r * lda, 1, lda, cf, c0 + r * ldc + j,
+                    _ROW(bf, bj, kstride, kd, af, a0 + r * am, ak, am, cf, c0 + r * ldc + j,
                          ldc, 1, cols, bias, j, res, lo, hi, flags)
             elif cols > LANES:
-                _T2(bf, bj, kstride, kd, af, a0 + i * lda, 1, lda, cf, c0 + i * ldc + j, ldc,
+                _T2(bf, bj, kstride, kd, af, a0 + i * am, ak, am, cf, c0 + i * ldc + j, ldc,
                     rows, cols, bias, j, res, lo, hi, flags)
             else:
-                _T1(bf, bj, kstride, kd, af, a0 + i * lda, 1, lda, cf, c0 + i * ldc + j, ldc,
+                _T1(bf, bj, kstride, kd, af, a0 + i * am, ak, am, cf, c0 + i * ldc + j, ldc,
                     rows, cols, bias, j, res, lo, hi, flags)
 
 
@@ -100,3 +116,67 @@ def sgemm_panels(a, panels, c, parts, row_min, epi):
         _parallel(a, bf, c, WIDTH, a.shape[1], parts, row_min, epi)
     else:
         _block(a, bf, c, WIDTH, a.shape[1], 0, a.shape[0], 0, c.shape[1], epi)
+
+
+@njit(nogil=True)
+def sgemm_transposed(a, b, c, parts):
+    """c = a @ b (f32, 2-d; a and b C- or F-contiguous, c C-contiguous) as c^T = b^T @ a^T
+    on the tile: the few rows of a packed into column panels (`panels_of_rows`), b^T read in
+    place through its strides as the tile's broadcast operand, c^T in a scratch, then
+    transposed into c. For a batch against a weight read transposed, x @ w^T with w [N, K]
+    as torch keeps it: only x (M x K) is packed, never the weight."""
+    m, kd, n = a.shape[0], a.shape[1], b.shape[1]
+    if m == 0 or n == 0:
+        return
+    panels = panels_of_rows(a)
+    ct = np.empty((n, m), np.float32)
+    bk, bn = b.strides[0] // 4, b.strides[1] // 4  # b^T's (row, k) at row * bn + k * bk
+    bf, pf, cf = _flat_view(b), panels.reshape(panels.size), ct.reshape(ct.size)
+    if parts > 1 and n >= 2 * MR * parts:
+        _rows_parallel(bf, bk, bn, pf, cf, m, kd, n, parts)
+    else:
+        block_strided(bf, 0, bk, bn, pf, 0, WIDTH, kd, cf, 0, m, kd, 0, n, 0, m, no_epilogue())
+    for r in range(n):
+        for i in range(m):
+            c[i, r] = ct[r, i]
+
+
+@njit(nogil=True, parallel=True)
+def _rows_parallel(bf, bk, bn, pf, cf, m, kd, n, parts):
+    step = ((n + MR - 1) // MR + parts - 1) // parts * MR
+    for t in prange(parts):
+        lo, hi = min(n, t * step), min(n, (t + 1) * step)
+        block_strided(bf, 0, bk, bn, pf, 0, WIDTH, kd, cf, 0, m, kd, lo, hi, 0, m,
+                      no_epilogue())
+
+
+@njit(nogil=True)
+def panels_of_rows(a):
+    """a [M, K] as the column panels of a^T: [ceil(M / WIDTH), K, WIDTH], panel p's row k
+    holding a[p * WIDTH:(p + 1) * WIDTH, k], zero past M; written in order, one line at a
+    time (row by row of a, each write 128 bytes from the last, took twice as long)."""
+    m, kd = a.shape
+    count = (m + WIDTH - 1) // WIDTH
+    out = np.empty((count, kd, WIDTH), np.float32)
+    flat = out.reshape(out.size)
+    for p in range(count):
+        rows = min(WIDTH, m - p * WIDTH)
+        for k in range(kd):
+            base = (p * kd + k) * WIDTH
+            for lane in range(rows):
+                flat[base + lane] = a[p * WIDTH + lane, k]
+            for lane in range(rows, WIDTH):
+                flat[base + lane] = 0.0
+    return out
+
+
+def _flat_view(x):
+    """The elements of a C- or F-contiguous 2-d array in memory order, flat (typed in
+    `_flat_view_for`)."""
+
+
+@overload(_flat_view)
+def _flat_view_for(x):
+    if x.layout == "C":
+        return lambda x: x.reshape(x.size)
+    return lambda x: x.T.reshape(x.size)

@@ -8,6 +8,10 @@ takes products of up to a few hundred rows; larger ones go to scipy's OpenBLAS
 (single-threaded per block). One narrower than a panel is kept as its rows too (`narrow`),
 which `gemv` reads at batch 1. A constant f64 one is kept transposed for the dot-product
 kernel `blas.gemv` on products with at most `GEMV_MAX_ROWS` rows (batch-1 inference).
+
+A matrix the group transposes for its product alone (the stock `matmul_lt`, `matmul_rt`,
+`matmul_tt`, `linear_rt`, `linear_relu_rt`: training graphs' `mm(x, t(w))`, `mm(t(g), x)`)
+is passed as it is and read through its `.T` view, which BLAS reads in place.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from cuvil.ir.types import DType
+from cuvil.lower.group import is_matrix_transpose
 from cuvil.lower.physical import layout_perm
 from cuvil.lower.spec import THREADS, KernelSpec, Unsupported
 from cuvil.ops import registry
@@ -66,17 +71,18 @@ def split_heavy(group, ctx, ops: tuple[str, ...]):
 
 def generate(group, ctx) -> KernelSpec:
     mm, rest = split_heavy(group, ctx, ("matmul", "bmm"))
+    swapped, rest = transposed_inputs(ctx, mm, rest)
     x, y = (ctx.type(i) for i in mm.inputs)
     if x.rank < 2 or y.rank < 2:
         raise Unsupported("matmul of a vector")
     if x.dtype not in BLAS_DTYPES:
         raise Unsupported(f"matmul in {x.dtype} has no BLAS routine")
     out_type = ctx.type(group.output)
-    library = _library(mm, rest, ctx, group.output) if y.rank == 2 else None
+    library = _library(mm, rest, ctx, group.output) if y.rank == 2 and not swapped else None
     if library is not None:
         return library
     if y.rank == 2:
-        params, args, body = _flat(mm, ctx, x)
+        params, args, body = _flat(mm, ctx, x, swapped)
     elif x.shape[:-2] == y.shape[:-2]:
         params, args, body = _batched(mm, x)
     else:
@@ -137,13 +143,34 @@ def packed_weight(ctx, mm) -> str:
     return ctx.prepare_from(f"{w}.T", np.transpose, w)
 
 
-def _flat(mm, ctx, x):
-    """x [..., M, K] @ y [K, N]: one product over all rows of x."""
-    lines = [f"kd = x0.shape[{x.rank - 1}]", "nd = x1.shape[1]",
-             f"mrows = {_product('x0', x.rank - 1)}",
-             "am = x0.reshape((mrows, kd))", "cm = out.reshape((mrows, nd))",
-             f"gemm_weight(am, x1, x2, cm, threads, {GEMV_MAX_ROWS})"]
-    return ["x0", "x1", "x2", "threads"], [*mm.inputs, packed_weight(ctx, mm), THREADS], lines
+def transposed_inputs(ctx, mm, rest) -> tuple[dict[int, str], list]:
+    """({operand position: the matrix it transposes}, the other nodes): the group's members
+    that transpose a matrix for the product alone (`lower.group.transposed_operands`,
+    from `matmul_lt`/`matmul_rt`), which the kernel reads with swapped strides."""
+    swapped = {}
+    for node in rest:
+        if node.name in mm.inputs and is_matrix_transpose(node, ctx.graph):
+            swapped[mm.inputs.index(node.name)] = node.inputs[0]
+    if 0 in swapped and ctx.type(mm.inputs[1]).rank != 2:
+        raise Unsupported("a transposed left operand of a batched product")
+    return swapped, [n for n in rest if n.name not in {mm.inputs[i] for i in swapped}]
+
+
+def _flat(mm, ctx, x, swapped: dict[int, str]):
+    """x [..., M, K] @ y [K, N]: one product over all rows of x; an operand in `swapped`
+    is read as the transpose of the matrix named there (a view, `.T`)."""
+    if 0 in swapped:
+        lines = ["am = x0.T", "kd = am.shape[1]", "mrows = am.shape[0]"]
+    else:
+        lines = [f"kd = x0.shape[{x.rank - 1}]", f"mrows = {_product('x0', x.rank - 1)}",
+                 "am = x0.reshape((mrows, kd))"]
+    b = "x1.T" if 1 in swapped else "x1"
+    lines += [f"nd = {b}.shape[1]", "cm = out.reshape((mrows, nd))",
+              f"gemm_weight(am, {b}, x2, cm, threads, {GEMV_MAX_ROWS})"]
+    packed = ctx.prepare(f"empty2.{x.dtype}", np.zeros((0, 0), x.dtype.numpy)) \
+        if 1 in swapped else packed_weight(ctx, mm)
+    operands = [swapped.get(i, v) for i, v in enumerate(mm.inputs)]
+    return ["x0", "x1", "x2", "threads"], [*operands, packed, THREADS], lines
 
 
 def _batched(mm, x):
