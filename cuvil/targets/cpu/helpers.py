@@ -21,8 +21,6 @@ HELPERS = {"gemm": f"{KERNELS}.blas", "gemm_weight": f"{KERNELS}.blas",
                "conv2d_nchw_few_image")},
            **{name: f"{KERNELS}.conv_direct" for name in (
                "conv2d_nchw_direct", "conv2d_nchw_direct_image")},
-           **{name: f"{KERNELS}.conv_weights" for name in (
-               "direct_weight", "winograd_weight_of")},
            **{name: f"{KERNELS}.winograd" for name in (
                "conv2d_nchw_winograd", "conv2d_nchw_winograd_image")},
            **{name: f"{KERNELS}.conv_post" for name in (

@@ -6,14 +6,13 @@ The convolution itself is a call of a driver in `cuvil.targets.cpu.kernels.conv`
 a single product for 1x1 NHWC, direct loops for NHWC depthwise), compiled once per
 installation; the generated kernel passes the geometry and applies the group's epilogue.
 A depthwise NCHW convolution is written out whole by `depthwise`, epilogue fused.
-A constant weight is pre-arranged for the layout at compile time; a run-time one (a training
-graph's) is arranged by the kernel at each call, on the direct and Winograd drivers only.
+The weight must be a constant; it is pre-arranged for the layout at compile time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,67 +51,39 @@ def _rows(weight: np.ndarray) -> np.ndarray:
 def generate(group, ctx) -> KernelSpec:
     conv, rest = split_heavy(group, ctx, ("conv2d",))
     x = ctx.type(conv.inputs[0])
+    if not ctx.is_const(conv.inputs[1]):
+        raise Unsupported("conv2d with a computed weight")
     if x.dtype not in BLAS_DTYPES:
         raise Unsupported(f"conv2d in {x.dtype}")
+    if depthwise.applies(conv, ctx) and depthwise.fusable(conv, rest, ctx):
+        arranged = ctx.prepare_from(f"{conv.inputs[1]}.nchw.depthwise",
+                                    logical(ctx, conv.inputs[1], _rows), conv.inputs[1])
+        geo = geometry(conv, ctx)
+        return depthwise.library(group, conv, rest, ctx, arranged, geo) or \
+            depthwise.generate(group, conv, rest, ctx, arranged, geo)
+    drv = _driver(conv, ctx)
     layout = "nhwc" if x.layout == NHWC else "nchw"
-    if not ctx.is_const(conv.inputs[1]):
-        drv, prologue = _computed_weight(conv, rest, ctx)
-        arranged = conv.inputs[1]
-    else:
-        if depthwise.applies(conv, ctx) and depthwise.fusable(conv, rest, ctx):
-            arranged = ctx.prepare_from(f"{conv.inputs[1]}.nchw.depthwise",
-                                        logical(ctx, conv.inputs[1], _rows), conv.inputs[1])
-            geo = geometry(conv, ctx)
-            return depthwise.library(group, conv, rest, ctx, arranged, geo) or \
-                depthwise.generate(group, conv, rest, ctx, arranged, geo)
-        drv, prologue = _driver(conv, ctx), []
-        arranged = ctx.prepare_from(f"{conv.inputs[1]}.{layout}.{drv.note}",
-                                    logical(ctx, conv.inputs[1], drv.pack), conv.inputs[1])
-        if rest and rest[-1].op == "max_pool2d":
-            return _pooled(drv, conv, rest, ctx, group.output, arranged)
-        post = _library(drv, conv, rest, ctx, group.output, arranged) if drv.library \
-            else None
-        if post is not None:
-            return post
+    arranged = ctx.prepare_from(f"{conv.inputs[1]}.{layout}.{drv.note}",
+                                logical(ctx, conv.inputs[1], drv.pack), conv.inputs[1])
+    if rest and rest[-1].op == "max_pool2d":
+        return _pooled(drv, conv, rest, ctx, group.output, arranged)
     params = ["x0", "x1", *drv.scratch.values(), "threads"]
     args = [conv.inputs[0], arranged, *drv.scratch, THREADS]
     out = ctx.type(group.output)
+    post = _library(drv, conv, rest, ctx, group.output, arranged) if drv.library else None
+    if post is not None:
+        return post
     e_params, e_args, e_lines, parallel = epilogue(ctx, rest, out, conv.name, len(params))
-    body, note = prologue + [drv.call] + e_lines, drv.note
+    body, note = [drv.call] + e_lines, drv.note
     per_image = _per_image(drv, ctx, rest, out, conv.name, len(params)) if rest else None
     if per_image is not None:  # each image's epilogue while its output is in cache
         (body, parallel), note = per_image, f"{note}, epilogue per image"
-        body = prologue + body
     # a variable, not a literal in each call: a tuple literal inside a `prange` made the
     # per-image kernel 30% slower (137 against 106 us)
     return KernelSpec("conv", [*params, *e_params, "out"], [*args, *e_args, group.output],
                       [f"geo = {geometry(conv, ctx)}", *body], parallel=parallel,
                       scratch={name: ctx.scratch[name] for name in drv.scratch},
                       note=f"{layout.upper()}, {note}")
-
-
-def _computed_weight(conv, rest, ctx) -> tuple[Driver, list[str]]:
-    """(driver, kernel prologue) of a convolution whose weight is a run-time value (a
-    training graph's parameter): the NCHW f32 direct or Winograd driver, the weight
-    arranged at each call (`kernels.conv_weights`), the direct one on output rows of
-    `DIRECT_MIN_ROW` or more. Elsewhere (shorter rows, im2col, 1x1 products, NHWC, groups,
-    a pooled epilogue) Unsupported: the convolution runs in torch, whose oneDNN convolution
-    measured faster there. One thread, batch 32, Xeon (AVX-512), torch against Cuvil: the
-    7x7/2 RGB stem on 64x64 12.5 against 4.7 ms (direct), 64 channels on 16x16 4.6 against
-    3.1 (Winograd); but 128 channels on 8x8 4.3 against 5.2 (direct, rows of 8), 64 -> 128
-    stride 2 on 16x16 2.4 against 2.9."""
-    x, w = (ctx.type(v) for v in conv.inputs)
-    plain = x.layout != NHWC and x.dtype == DType.f32 and conv.attrs["groups"] == 1 and \
-        list(layout_perm(w)) == list(range(4)) and not (rest and rest[-1].op == "max_pool2d")
-    drv = _tiled(conv, ctx, x, w.shape[0], geometry(conv, ctx)) if plain else None
-    short = drv is not None and drv.pack is not winograd_weight and \
-        not (isinstance(conv.type.shape[3], int) and conv.type.shape[3] >= DIRECT_MIN_ROW)
-    if drv is None or short:
-        raise Unsupported("conv2d with a computed weight: only on the NCHW f32 direct and "
-                          "Winograd drivers")
-    pack = "winograd_weight_of" if drv.pack is winograd_weight else "direct_weight"
-    return replace(drv, call=drv.call.replace("x1", "wk"),
-                   image=drv.image.replace("x1", "wk")), [f"wk = {pack}(x1)"]
 
 
 @dataclass(frozen=True)
