@@ -264,13 +264,27 @@ def softmax(op: str) -> Callable:
     return convert
 
 
+def _max_pool_attrs(a: Args) -> dict:
+    return {"kernel_size": pair(a["kernel_size"]),
+            "stride": pair(a["stride"]) if a["stride"] else (),
+            "padding": pair(a["padding"]), "dilation": pair(a["dilation"]),
+            "ceil_mode": bool(a["ceil_mode"])}
+
+
 def max_pool2d(ix: Importer, a: Args) -> Value | tuple:
-    attrs = {"kernel_size": pair(a["kernel_size"]),
-             "stride": pair(a["stride"]) if a["stride"] else (),
-             "padding": pair(a["padding"]), "dilation": pair(a["dilation"]),
-             "ceil_mode": bool(a["ceil_mode"])}
-    y = ix.add("max_pool2d", [ix.tensor(a["input"])], attrs)
-    return (y, None) if "with_indices" in ix.op_name() else y
+    """The pool; `max_pool2d_with_indices` also gives the indices, their own op (a graph
+    that never reads them drops it)."""
+    x, attrs = ix.tensor(a["input"]), _max_pool_attrs(a)
+    y = ix.add("max_pool2d", [x], attrs)
+    if "with_indices" not in ix.op_name():
+        return y
+    return y, ix.add("max_pool2d_indices", [x], attrs)
+
+
+def max_pool2d_backward(ix: Importer, a: Args) -> Value:
+    """`max_pool2d_with_indices_backward`: the gradient scattered to the saved indices."""
+    inputs = [ix.tensor(a[k]) for k in ("grad_output", "input", "indices")]
+    return ix.add("max_pool2d_backward", inputs, _max_pool_attrs(a))
 
 
 def avg_pool2d(ix: Importer, a: Args) -> Value:
@@ -355,6 +369,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "softmax": softmax("softmax"), "_softmax": softmax("softmax"),
     "log_softmax": softmax("log_softmax"), "_log_softmax": softmax("log_softmax"),
     "max_pool2d": max_pool2d, "max_pool2d_with_indices": max_pool2d,
+    "max_pool2d_with_indices_backward": max_pool2d_backward,
     "avg_pool2d": avg_pool2d, "adaptive_avg_pool2d": adaptive_avg_pool2d,
     "_adaptive_avg_pool2d": adaptive_avg_pool2d, "embedding": embedding,
     "scaled_dot_product_attention": attention, **RECURRENT_OPS, **GRADIENT_OPS,

@@ -145,6 +145,49 @@ register(OpDef("max_pool2d", ("x",),
                 AttrSpec("ceil_mode", "bool", False)),
                _pool_type, lambda xs, a: F.max_pool2d(xs[0], **_pool_args(a)), POOL,
                doc="max over sliding windows", shapes=draw.pool))
+MAX_POOL_ATTRS = (AttrSpec("kernel_size", "ints"), AttrSpec("stride", "ints", ()),
+                AttrSpec("padding", "ints", (0, 0)), AttrSpec("dilation", "ints", (1, 1)),
+                AttrSpec("ceil_mode", "bool", False))
+
+
+def _max_pool_indices_type(ts: list[TensorType], a) -> TensorType:
+    check(ts[0].dtype.is_float, "max_pool2d_indices: input must be float")
+    return _pool_type(ts, a).with_(dtype=DType.i64)
+
+
+def _pool_window_args(a) -> list:
+    """torch's positional pooling arguments: kernel, stride, padding, dilation, ceil_mode."""
+    return [list(pair(a["kernel_size"])), list(pair(a["stride"] or a["kernel_size"])),
+            list(pair(a["padding"])), list(pair(a["dilation"])), a["ceil_mode"]]
+
+
+register(OpDef("max_pool2d_indices", ("x",), MAX_POOL_ATTRS, _max_pool_indices_type,
+               lambda xs, a: torch.ops.aten.max_pool2d_with_indices(
+                   xs[0], *_pool_window_args(a))[1], POOL, flops=lambda ts, out, a: 0,
+               doc="where max_pool2d's maximum of each window is: its flat position "
+                   "(row * width + column) in the input's plane, the first of equal ones "
+                   "(a NaN's, the last NaN's), as torch's max_pool2d_with_indices",
+               shapes=draw.pool))
+
+
+def _max_pool_backward_type(ts: list[TensorType], a) -> TensorType:
+    grad, x, idx = ts
+    pooled = _pool_type([x], a)
+    check(grad.shape == pooled.shape and idx.shape == pooled.shape,
+          "max_pool2d_backward: grad and indices must have max_pool2d's output shape")
+    check(idx.dtype is DType.i64 and grad.dtype == x.dtype and x.dtype.is_float,
+          "max_pool2d_backward: float grad and input, i64 indices")
+    return x
+
+
+register(OpDef("max_pool2d_backward", ("grad", "x", "indices"), MAX_POOL_ATTRS,
+               _max_pool_backward_type,
+               lambda xs, a: torch.ops.aten.max_pool2d_with_indices_backward(
+                   xs[0], xs[1], *_pool_window_args(a), xs[2]), POOL,
+               flops=lambda ts, out, a: numel(ts[0].shape),
+               doc="max_pool2d's input gradient: each grad added at its indices' position "
+                   "in its plane of a zero tensor shaped as x (x gives only the shape)",
+               shapes=draw.pool_backward))
 def _avg_pool_type(ts: list[TensorType], a) -> TensorType:
     check(ts[0].dtype.is_float, "input must be float")  # torch averages floats only
     return _pool_type(ts, a)

@@ -109,6 +109,24 @@ def _pool_args(a):
     return {**a, "stride": a["stride"] or None}
 
 
+def _max_pool_backward(data):
+    """A gradient of the pool's output shape, and the pool's own indices."""
+    (x,), attrs = _window(data, dilation=True)
+    x = x.float()
+    y, indices = F.max_pool2d(x, **_pool_args(attrs), return_indices=True)
+    # a window with no tap inside the image gets an index past the plane from torch, and
+    # torch's backward writes there: no such windows
+    assume(not indices.numel() or indices.max().item() < x.shape[2] * x.shape[3])
+    return [rand(data, tuple(y.shape)), x, indices], attrs
+
+
+def _max_pool_gradient(xs, a):
+    """The input's gradient by autograd through max_pool2d."""
+    x = xs[1].clone().requires_grad_()
+    F.max_pool2d(x, **_pool_args(a)).backward(xs[0])
+    return x.grad
+
+
 def _adaptive(data):
     x = rand(data, (data.draw(BATCH), data.draw(DIM), *pair(data, 1, 8)))
     return [x], {"output_size": pair(data, 1, 4)}
@@ -274,6 +292,9 @@ CASES: dict[str, Case] = {
     "softmax": Case(_softmax, lambda xs, a: F.softmax(xs[0], a["dim"])),
     "log_softmax": Case(_softmax, lambda xs, a: F.log_softmax(xs[0], a["dim"]), tol=1e-5),
     "max_pool2d": Case(_max_pool, lambda xs, a: F.max_pool2d(xs[0], **_pool_args(a))),
+    "max_pool2d_indices": Case(_max_pool, lambda xs, a: F.max_pool2d(
+        xs[0].float(), **_pool_args(a), return_indices=True)[1]),
+    "max_pool2d_backward": Case(_max_pool_backward, _max_pool_gradient),
     "avg_pool2d": Case(_avg_pool, lambda xs, a: F.avg_pool2d(xs[0], **_pool_args(a))),
     "adaptive_avg_pool2d": Case(_adaptive, lambda xs, a: F.adaptive_avg_pool2d(
         xs[0], a["output_size"])),

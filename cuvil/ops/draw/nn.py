@@ -45,7 +45,7 @@ def pool(ctx, want, attrs, args):
     s = pair(stride) if stride else k
     p = pair(attrs.get("padding", lambda: rng.choice(((0, 0), (0, 0), (k[0] // 2, k[1] // 2)))))
     d = (1, 1)
-    if attrs.opdef.name == "max_pool2d":
+    if attrs.opdef.name.startswith("max_pool2d"):
         d = pair(attrs.get("dilation", lambda: rng.choice(((1, 1), (1, 1), (2, 2)))))
     else:
         attrs.get("count_include_pad", lambda: rng.random() < 0.7)
@@ -53,7 +53,32 @@ def pool(ctx, want, attrs, args):
     n, c, ho, wo = ctx.fill(want.shape, 4)
     shape = (n, c, window_in(ho, k[0], s[0], p[0], d[0], rng),
              window_in(wo, k[1], s[1], p[1], d[1], rng))
-    yield want.with_(shape=shape)
+    indices = attrs.opdef.name == "max_pool2d_indices"  # float in, i64 out
+    yield want.with_(shape=shape, dtype=DType.f32 if indices else want.dtype)
+
+
+def pool_backward(ctx, want, attrs, args):
+    """grad and indices of a max pool's output shape, x of the wanted one, indices into
+    x's planes."""
+    from cuvil.ops.nn import window_out  # the catalog module imports this one
+
+    rng = ctx.rng
+    k = pair(attrs.get("kernel_size", lambda: rng.choice(((2, 2), (3, 3), 2))))
+    stride = attrs.get("stride", lambda: rng.choice(((), (1, 1), (2, 2))))
+    s = pair(stride) if stride else k
+    p = pair(attrs.get("padding", lambda: rng.choice(((0, 0), (k[0] // 2, k[1] // 2)))))
+    d = pair(attrs.get("dilation", lambda: rng.choice(((1, 1), (1, 1), (2, 2)))))
+    ceil = attrs.get("ceil_mode", lambda: rng.random() < 0.2)
+    n, c, ho, wo = ctx.fill(want.shape, 4)
+    shape = (n, c, window_in(ho, k[0], s[0], p[0], d[0], rng),
+             window_in(wo, k[1], s[1], p[1], d[1], rng))
+    out = tuple(window_out(shape[2 + i], k[i], s[i], p[i], d[i], ceil) for i in (0, 1))
+    if min(out) < 1:
+        raise Invalid("no window")
+    dtype = want.dtype if want.dtype is not None and want.dtype.is_float else DType.f32
+    grad = yield Want((n, c, *out), dtype, None, want.device)
+    yield Want(shape, grad.dtype, want.layout, grad.device)
+    yield Want((n, c, *out), DType.i64, None, grad.device, ("below", shape[2] * shape[3]))
 
 
 def adaptive_pool(ctx, want, attrs, args):

@@ -18,6 +18,7 @@ from cuvil.ir.types import NHWC, is_static
 from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.spec import THREADS, KernelSpec, Unsupported
 from cuvil.ops.nn import pair
+from cuvil.targets.cpu.templates import pool_indices
 from cuvil.targets.cpu.templates.elementwise import literal
 from cuvil.targets.cpu.templates.loops import indent
 
@@ -27,6 +28,8 @@ def generate(group, ctx) -> KernelSpec:
     if len(nodes) != 1:
         raise Unsupported("pool kernels take one op")
     node = nodes[0]
+    if node.op in pool_indices.OPS:
+        return pool_indices.generate(node, ctx)
     x = ctx.type(node.inputs[0])
     if not x.dtype.is_float:
         raise Unsupported(f"{node.op} on {x.dtype}")

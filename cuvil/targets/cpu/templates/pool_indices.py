@@ -1,0 +1,75 @@
+"""Kernels of a max pool's training ops, NCHW: `max_pool2d_indices` (where each window's
+maximum is) and `max_pool2d_backward` (the gradient added at those places).
+
+Both compute exactly what torch's CPU kernels compute: a window's taps are scanned row by
+row from its first tap inside the image, a value replaces the maximum if it is greater or
+NaN, and the index starts at the first tap inside the image (a window of `-inf` points
+there). The backward clears the input gradient, then adds each output's gradient at its
+index, plane by plane in output order (so sums of overlapping windows round as torch's do).
+Planes are split between threads.
+"""
+
+from __future__ import annotations
+
+from cuvil.lower.physical import layout_perm
+from cuvil.lower.spec import KernelSpec, Unsupported
+from cuvil.ops.nn import pair
+from cuvil.targets.cpu.templates.elementwise import literal
+from cuvil.targets.cpu.templates.loops import indent
+
+OPS = ("max_pool2d_indices", "max_pool2d_backward")
+
+
+def generate(node, ctx) -> KernelSpec:
+    types = [ctx.type(v) for v in node.inputs] + [node.type]
+    if any(list(layout_perm(t)) != list(range(4)) for t in types):
+        raise Unsupported(f"{node.op} in a layout other than NCHW")
+    geometry = _geometry(node.attrs)
+    parallel = ctx.worth_parallel(node.type.shape, geometry[0] * geometry[1])
+    if node.op == "max_pool2d_indices":
+        body = _indices(geometry, types[0].dtype)
+        params = ["x0", "out"]
+    else:
+        body = _backward()
+        params = ["g0", "x1", "i2", "out"]
+    loop = "prange" if parallel else "range"
+    lines = body[0] + [f"for q in {loop}(nq):"] + indent(body[1], 1)
+    return KernelSpec("pool", params, [*node.inputs, node.name], lines, parallel)
+
+
+def _geometry(a) -> tuple[int, ...]:
+    (kh, kw), (ph, pw), (dh, dw) = pair(a["kernel_size"]), pair(a["padding"]), \
+        pair(a["dilation"])
+    sh, sw = pair(a["stride"]) if a["stride"] else (kh, kw)
+    return kh, kw, sh, sw, ph, pw, dh, dw
+
+
+def _indices(geometry: tuple[int, ...], dtype) -> tuple[list[str], list[str]]:
+    kh, kw, sh, sw, ph, pw, dh, dw = geometry
+    head = ["nq = x0.shape[0] * x0.shape[1]", "h = x0.shape[2]", "w = x0.shape[3]",
+            "oh = out.shape[2]", "ow = out.shape[3]", "x = x0.reshape((nq, h * w))",
+            "o = out.reshape((nq, oh, ow))"]
+    window = [
+        f"w0 = j * {sw} - {pw}", f"w1 = min(w0 + {(kw - 1) * dw + 1}, w)",
+        "while w0 < 0:", f"    w0 += {dw}",
+        f"best = {literal(float('-inf'), dtype)}", "at = h0 * w + w0",
+        f"for hh in range(h0, h1, {dh}):",
+        f"    for ww in range(w0, w1, {dw}):",
+        "        v = x[q, hh * w + ww]",
+        "        if v > best or v != v:",
+        "            best = v", "            at = hh * w + ww",
+        "o[q, i, j] = at"]
+    loop = ["for i in range(oh):"] + indent(
+        [f"h0 = i * {sh} - {ph}", f"h1 = min(h0 + {(kh - 1) * dh + 1}, h)",
+         "while h0 < 0:", f"    h0 += {dh}", "for j in range(ow):"] + indent(window, 1), 1)
+    return head, loop
+
+
+def _backward() -> tuple[list[str], list[str]]:
+    head = ["nq = x1.shape[0] * x1.shape[1]", "hw = x1.shape[2] * x1.shape[3]",
+            "m = g0.shape[2] * g0.shape[3]", "g = g0.reshape((nq, m))",
+            "idx = i2.reshape((nq, m))", "o = out.reshape((nq, hw))"]
+    loop = ["for t in range(hw):", "    o[q, t] = 0", "for t in range(m):",
+            "    at = idx[q, t]", "    if at >= 0 and at < hw:",
+            "        o[q, at] += g[q, t]"]
+    return head, loop
