@@ -13,9 +13,9 @@ FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 @njit(cache=True, nogil=True, error_model='numpy', fastmath=FAST)
 def k0_gemm(x0, x1, x2, threads, x4, out):
     kd = x0.shape[1]
-    nd = x1.shape[1]
     mrows = x0.shape[0]
     am = x0.reshape((mrows, kd))
+    nd = x1.shape[1]
     cm = out.reshape((mrows, nd))
     gemm_weight(am, x1, x2, cm, threads, 3)
     d0 = out.shape[0]

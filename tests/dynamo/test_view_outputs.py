@@ -1,4 +1,4 @@
-"""tests/dynamo/test_layouts.py: a graph's outputs that are views (q, k and v split from one
+"""A graph's outputs that are views (q, k and v split from one
 projection, at offsets into it; a transposed weight) or laid out in a permuted order come
 back from Cuvil in the layout the graph gives them, the views as views of their root and
 never as writes to a caller's tensor, and the backward graph that reads them computes
