@@ -3,12 +3,11 @@ its example inputs, as plain data, frozen, and read by every stage from one valu
 pipeline, the optimizer, the lowering and the caches.
 
     options = CompileOptions.of(target="cpu", limits={"time": 10}, disable=["fusion"])
-    options.lowering()                           # `runtime.lower`'s keyword arguments
     options.optimizer_key(hints, device_params)  # what the compile cache's key says of them
     options.program_key(threads)                 # what the program cache's key says of them
 
 A module of the base layer, importing no other Cuvil package, so that each layer (the
-optimizer included) takes this one value. What needs the target registry lives with it,
+optimizer included) takes this one value. What needs the target registry lives beside it,
 in `cuvil/lower/compile_targets.py`: the targets checked and the default fallback policy
 (`checked`), the targets whose devices are here (`present`), the sole device a graph is
 placed on, and the parameters the optimizer prices each device with. What the caches key
@@ -87,12 +86,6 @@ class CompileOptions:
             raise CuvilError("at least one target is needed")
         return cls(targets=targets, limits=as_limits(limits), disable=tuple(disable),
                    strategy=check_strategy(strategy), **rest)
-
-    def lowering(self) -> dict[str, Any]:
-        """`runtime.lower`'s keyword arguments, but for the sizes."""
-        return {"target": self.targets, "fallback": self.fallback, "threads": self.threads,
-                "fuse_elementwise": self.fuse_elementwise,
-                "fallback_policy": self.fallback_policy}
 
     def optimizer_key(self, hints: dict[str, int],
                       device_params: dict[str, dict[str, float]]) -> dict[str, Any]:

@@ -122,9 +122,12 @@ def optimize_pass(c: Compilation) -> Compilation:
 
 def lower(c: Compilation) -> Compilation:
     """The optimized graph's generated program (`runtime.Lowering`)."""
+    o = c.request.options
     with c.request.tracer.stage("lower"):
-        return replace(c, lowering=runtime.lower(c.optimized, sizes=c.hints,
-                                                 **c.request.options.lowering()))
+        lowering = runtime.lower(c.optimized, target=o.targets, fallback=o.fallback,
+                                 threads=o.threads, fuse_elementwise=o.fuse_elementwise,
+                                 fallback_policy=o.fallback_policy, sizes=c.hints)
+    return replace(c, lowering=lowering)
 
 
 def build(c: Compilation) -> Compilation:
