@@ -9,6 +9,12 @@ alone, an `as_strided` at that offset). So an output that is a view is rebuilt a
 of its root value: Cuvil computes the root (an extra output of the graph) or it is an
 input, read and never written; an output laid out otherwise, dense, is copied into its
 layout. Every other output is Cuvil's as it is.
+
+An input laid out densely in a permuted order (a transposed weight the forward saves for
+the backward) is passed to Cuvil as that memory in row-major order (`dense_order`), and
+the graph permutes it back to its logical order first: Cuvil reads the memory as it is
+instead of copying it into row-major order at each call, and the permute meets the
+graph's own transpose of the input (`t(t(w))`), which the rules cancel.
 """
 
 from __future__ import annotations
@@ -103,6 +109,34 @@ def rebuilt(results: list[Any], inputs: Sequence[Any], strided: dict, count: int
                                    dtype=out[i].dtype)
         out[i] = copy.copy_(out[i])
     return out[:count]
+
+
+def dense_order(meta: Any) -> tuple[int, ...] | None:
+    """The order of dims in which tensor `meta` is row-major (`meta.permute(order)` is
+    contiguous, at any offset) where that is not the logical order, its sizes and strides
+    static; else None."""
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    if not isinstance(meta, torch.Tensor) or meta.dim() < 2 or \
+            not all(is_concrete_int(s) for s in (*meta.shape, *meta.stride())):
+        return None
+    sizes, strides = [int(s) for s in meta.shape], [int(s) for s in meta.stride()]
+    order = tuple(sorted(range(len(sizes)), key=lambda d: (-strides[d], d)))
+    step = 1
+    for d in reversed(order):
+        if sizes[d] != 1 and strides[d] != step:
+            return None
+        step *= sizes[d]
+    return None if order == tuple(range(len(sizes))) else order
+
+
+def logical(tensor: torch.Tensor, order: tuple[int, ...] | None) -> torch.Tensor:
+    """The tensor whose row-major `tensor` is in `order` (`dense_order`), in its logical
+    order of dims."""
+    if order is None:
+        return tensor
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return tensor.permute(inverse)
 
 
 def _view(root: Any, meta: torch.Tensor, root_meta: torch.Tensor, plain: Any,
