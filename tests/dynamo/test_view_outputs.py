@@ -149,3 +149,23 @@ def test_a_transposed_input_is_read_as_its_memory():
     got = program(x, w.t(), y.permute(2, 0, 1))
     torch.testing.assert_close(got[0], x @ w + 1.0)
     torch.testing.assert_close(got[1], y.permute(2, 0, 1) * 2.0)
+
+
+def test_a_row_major_view_output_is_a_view_of_its_root_not_a_copy():
+    """An output that is a row-major view of another value (a layer norm's result and its
+    [rows, d] view, both saved for the backward; a view of a value the graph does not
+    return) comes back as that view of its root, as torch's graph returns it."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from cuvil.dynamo.layouts import ViewOf
+
+    x = torch.randn(4, 6, 8)
+    gm = make_fx(lambda x: (torch.sin(x) * 2.0, (torch.sin(x) * 2.0).view(24, 8),
+                            (x * 3.0).view(-1)), tracing_mode="fake")(x)
+    program = Program(gm, [x], {}, "test graph")
+    assert all(isinstance(r, ViewOf) for r in program.rest[1:3])
+    y, rows, flat = program(x)
+    torch.testing.assert_close(y, torch.sin(x) * 2.0)
+    torch.testing.assert_close(rows, (torch.sin(x) * 2.0).view(24, 8))
+    torch.testing.assert_close(flat, (x * 3.0).view(-1))
+    assert rows.shape == (24, 8) and rows.is_contiguous() and flat.is_contiguous()
