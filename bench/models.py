@@ -1,33 +1,35 @@
-"""The zoo through torch eager, torch.compile, ONNX Runtime and cuvil, side by side.
+"""The zoo through torch eager, torch.compile, ONNX Runtime, OpenVINO and cuvil, side by side.
 
     .venv/bin/python bench/models.py [--quick] [--markdown] [--models mlp1,cnn] [--skip ort]
                                      [--threads 1] [--latency-only]
 
 For every case: latency (the best of several block medians, see `block_times`), ratios to
-eager and to ONNX Runtime (lower is faster; `-` where ORT was skipped or could not export
-or run the model), max abs error against eager, and compile times. Latencies: all systems
-in one process under their default settings (no `OMP_WAIT_POLICY`), timed in alternating
-blocks so that drift hits all of them alike. Compile times: torch.compile and ONNX Runtime
-(export + session) in this process; cuvil in fresh processes: cold (an empty cache
-directory: the shared drivers are compiled too, once per installation), new model (a cache
-holding only the drivers and the checked stock rules, copied from the cold one: a model
-this installation has not compiled before), warm (the cold one's cache again). Cuvil's
-cells: the whole `cuvil.compile`, and in brackets its lowering step, `compile_graph`, after
-Numba's one-time start-up in the process (measured on its own, column `numba s`; it is
-part of the whole). Every system is called as a PyTorch user calls it: torch tensors in,
-torch tensors out (ONNX Runtime's call includes `x.numpy()` and `torch.from_numpy`, 1-3 us).
-`--threads n` runs every system on n threads (torch's setting, which Cuvil follows, and ONNX
-Runtime's intra-op pool; Cuvil's compile processes too); `--latency-only` compiles Cuvil
-once, in this process, and leaves the compile-time columns empty. Before compile times are
-measured, Cuvil's bytecode is compiled (`compileall`), as pip does on install: an editable
-install leaves it to the first import, which `PYTHONDONTWRITEBYTECODE` forbids.
+eager, to ONNX Runtime and to OpenVINO in f32 (lower is faster; `-` where a runtime was
+skipped or could not export or run the model; both read one ONNX export,
+`bench/runtimes.py`), max abs error against eager, and compile times. Latencies: all
+systems in one process under their default settings (no `OMP_WAIT_POLICY`), timed in
+alternating blocks so that drift hits all of them alike. Compile times: torch.compile,
+ONNX Runtime and OpenVINO (the export and the session) in this process; cuvil in fresh
+processes: cold (an empty cache directory: the shared drivers are compiled too, once per
+installation), new model (a cache holding only the drivers and the checked stock rules,
+copied from the cold one: a model this installation has not compiled before), warm (the
+cold one's cache again). Cuvil's cells: the whole `cuvil.compile`, and in brackets its
+lowering step, `compile_graph`, after Numba's one-time start-up in the process (measured
+on its own, column `numba s`; it is part of the whole). Every system is called as a
+PyTorch user calls it: torch tensors in, torch tensors out (the ONNX runtimes' calls
+include `x.numpy()` and `torch.from_numpy`, 1-3 us). `--threads n` runs every system on n
+threads (torch's setting, which Cuvil follows, and the ONNX runtimes' intra-op pools;
+Cuvil's compile processes too); `--latency-only` compiles Cuvil once, in this process, and
+leaves the compile-time columns empty. Before compile times are measured, Cuvil's bytecode
+is compiled (`compileall`), as pip does on install: an editable install leaves it to the
+first import, which `PYTHONDONTWRITEBYTECODE` forbids.
 """
 
 from __future__ import annotations
 
 import argparse
 import compileall
-import io
+import functools
 import json
 import os
 import platform
@@ -37,7 +39,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cuvil  # noqa: E402
+from bench.runtimes import build_openvino, build_ort, exported  # noqa: E402
 from cuvil import zoo  # noqa: E402
 
 CASES = {  # label -> (zoo model, sizes)
@@ -63,7 +65,8 @@ CASES = {  # label -> (zoo model, sizes)
     "hf_gpt2": ("hf_gpt2", {}),
     "hf_bert": ("hf_bert", {}),
 }
-SYSTEMS = ("eager", "torch.compile", "ort", "cuvil")
+SYSTEMS = ("eager", "torch.compile", "ort", "openvino", "cuvil")
+RUNTIMES = {"ort": build_ort, "openvino": build_openvino}  # from one ONNX export
 
 WARM = """
 import json, sys, time, torch
@@ -123,30 +126,6 @@ def build_torch_compile(model, inputs):
     return compiled, time.perf_counter() - t0
 
 
-def build_ort(model, inputs, threads: int | None = None):
-    import onnxruntime as ort
-
-    t0 = time.perf_counter()
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")
-        program = torch.onnx.export(model, inputs, dynamo=True, verbose=False)
-    buffer = io.BytesIO()
-    buffer.write(program.model_proto.SerializeToString())
-    options = ort.SessionOptions()
-    if threads:
-        options.intra_op_num_threads = threads
-    session = ort.InferenceSession(buffer.getvalue(), options,
-                                   providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-
-    def run() -> list[torch.Tensor]:  # torch tensors in and out, as every other system
-        feeds = {n: x.numpy() for n, x in zip(names, inputs, strict=True)}
-        return [torch.from_numpy(o) for o in session.run(None, feeds)]
-
-    run()
-    return run, time.perf_counter() - t0
-
-
 def compile_in_process(name: str, sizes: dict, cache: str,
                        threads: int | None = None) -> dict:
     """`cuvil.compile` of a zoo model in a fresh process using kernel cache `cache`."""
@@ -176,17 +155,21 @@ def build_cuvil(model, inputs, name, sizes, cache: str, threads: int | None = No
 
 
 def build_system(system: str, model, inputs, expected, name: str, sizes: dict,
-                 threads: int | None, compile_times: bool):
-    """`(call, row)` for one system besides eager: a no-argument callable, its row's data."""
+                 threads: int | None, compile_times: bool,
+                 export: Callable[[], tuple[bytes, float]]):
+    """`(call, row)` for one system besides eager: a no-argument callable, its row's data
+    (`export()`: the model's ONNX bytes and the seconds the export took, made once for the
+    runtimes that read it; their compile time includes it)."""
     if system == "torch.compile":
         tc, cold = build_torch_compile(model, inputs)
         with torch.inference_mode():
             err = (outputs(tc(*inputs)) - expected).abs().max().item()
         return (lambda: tc(*inputs)), {"compile": cold, "warm": None, "err": err}
-    if system == "ort":
-        run, cold = build_ort(model, inputs, threads)
+    if system in RUNTIMES:
+        onnx, export_s = export()
+        run, cold = RUNTIMES[system](model, inputs, threads, onnx)
         err = (run()[0] - expected).abs().max().item()
-        return run, {"compile": cold, "warm": None, "err": err}
+        return run, {"compile": export_s + cold, "warm": None, "err": err}
     cache = tempfile.mkdtemp(prefix="cuvil-bench-")
     cu, cold, new, warm = build_cuvil(model, inputs, name, sizes, cache, threads,
                                       compile_times)
@@ -201,9 +184,11 @@ def build_system(system: str, model, inputs, expected, name: str, sizes: dict,
 
 def run_case(label: str, skip: set[str], seconds: float, rounds: int,
              threads: int | None = None, compile_times: bool = True) -> list[dict]:
-    """One row per system; a torch.compile or ORT that fails is a row of `-`, not an abort."""
+    """One row per system; a torch.compile, ORT or OpenVINO that fails is a row of `-`, not
+    an abort."""
     name, sizes = CASES[label]
     model, inputs = zoo.get(name, **sizes)
+    export = functools.cache(lambda: _timed(exported, model, inputs))
     with torch.inference_mode():
         expected = outputs(model(*inputs))
     fns = {"eager": lambda: model(*inputs)}
@@ -213,7 +198,7 @@ def run_case(label: str, skip: set[str], seconds: float, rounds: int,
             continue
         try:
             fns[system], rows[system] = build_system(system, model, inputs, expected, name,
-                                                     sizes, threads, compile_times)
+                                                     sizes, threads, compile_times, export)
         except Exception as e:
             if system == "cuvil":
                 raise
@@ -222,10 +207,18 @@ def run_case(label: str, skip: set[str], seconds: float, rounds: int,
             rows[system] = {"compile": None, "warm": None, "err": None, "failed": True}
     with torch.inference_mode():
         times = block_times(fns, seconds, rounds)
-    ort = times.get("ort")
     return [{"case": label, "system": system, "ms": _ms(times.get(system)),
              "vs_eager": _ratio(times.get(system), times["eager"]),
-             "vs_ort": _ratio(times.get(system), ort), **info} for system, info in rows.items()]
+             "vs_ort": _ratio(times.get(system), times.get("ort")),
+             "vs_openvino": _ratio(times.get(system), times.get("openvino")), **info}
+            for system, info in rows.items()]
+
+
+def _timed(fn: Callable, *args):
+    """`fn(*args)` and the seconds it took."""
+    t0 = time.perf_counter()
+    value = fn(*args)
+    return value, time.perf_counter() - t0
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -247,15 +240,17 @@ def machine() -> str:
         pass
     import numba
     import onnxruntime
+    import openvino
 
     return (f"{cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}, "
             f"Python {platform.python_version()}, torch "
             f"{torch.__version__} ({torch.get_num_threads()} threads), numba {numba.__version__}, "
-            f"onnxruntime {onnxruntime.__version__}")
+            f"onnxruntime {onnxruntime.__version__}, openvino "
+            f"{openvino.__version__.split('-')[0]} (f32)")
 
 
 def render(rows: list[dict], markdown: bool) -> str:
-    header = ["case", "system", "median ms", "x eager", "x ort", "max abs err",
+    header = ["case", "system", "median ms", "x eager", "x ort", "x openvino", "max abs err",
               "cold compile s", "new model s", "warm compile s", "numba s"]
     fmt = lambda v, p: "-" if v is None else f"{v:.{p}f}"  # noqa: E731
 
@@ -265,6 +260,7 @@ def render(rows: list[dict], markdown: bool) -> str:
 
     cells = [[r["case"], r["system"] + (" (failed)" if r.get("failed") else ""),
               fmt(r["ms"], 3), fmt(r["vs_eager"], 2), fmt(r.get("vs_ort"), 2),
+              fmt(r.get("vs_openvino"), 2),
               "-" if r["err"] is None else f"{r['err']:.1e}", compile_cell(r, "compile"),
               compile_cell(r, "new"), compile_cell(r, "warm"), fmt(r.get("numba"), 2)]
              for r in rows]

@@ -1,20 +1,21 @@
-"""Library models as users bring them through torch eager, torch.compile, ONNX Runtime and
-Cuvil, side by side, at batch 1 and a larger batch.
+"""Library models as users bring them through torch eager, torch.compile, ONNX Runtime,
+OpenVINO (f32) and Cuvil, side by side, at batch 1 and a larger batch.
 
     .venv/bin/python bench/real_models.py [--quick] [--markdown] [--models resnet18,bert]
                                           [--threads 2] [--latency-only] [--json out.json]
 
 The models are `bench/real_suite.py`'s (torchvision, timm, transformers, LSTM/GRU; random
 weights). For each model and batch: median ms of each system (the best of several block
-medians, `bench/models.py`'s `block_times`), Cuvil / ONNX Runtime and Cuvil /
-torch.compile (lower is faster), the share of Cuvil's call spent in torch fallbacks (from
-`compiled.profile`: the fallback steps' time over the whole call), the max abs error of
-Cuvil and of ONNX Runtime against eager (checked before anything is timed), and on the
-batch-1 row Cuvil's new-model compile time: `cuvil.compile` in a fresh process whose cache
-holds only the drivers and the checked stock rules (copied from the cache the in-process
-compile filled), in brackets its lowering step. Cuvil compiles once, from the batch-1
-inputs; ONNX Runtime exports once per batch. A system that cannot export, compile or run a
-model is a cell saying so (its error on stderr), and the others are still measured.
+medians, `bench/models.py`'s `block_times`), Cuvil / ONNX Runtime, Cuvil / OpenVINO and
+Cuvil / torch.compile (lower is faster), the share of Cuvil's call spent in torch fallbacks
+(from `compiled.profile`: the fallback steps' time over the whole call), the max abs error
+of Cuvil and of the ONNX runtimes against eager (checked before anything is timed), and on
+the batch-1 row Cuvil's new-model compile time: `cuvil.compile` in a fresh process whose
+cache holds only the drivers and the checked stock rules (copied from the cache the
+in-process compile filled), in brackets its lowering step. Cuvil compiles once, from the
+batch-1 inputs; the model is exported to ONNX once per batch, for both ONNX runtimes
+(`bench/runtimes.py`). A system that cannot export, compile or run a model is a cell
+saying so (its error on stderr), and the others are still measured.
 `--quick` runs `real_suite.QUICK` with shorter timings unless `--models` names others.
 """
 
@@ -36,8 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import cuvil  # noqa: E402
-from bench.models import block_times, build_ort, machine, table  # noqa: E402
+from bench.models import block_times, machine, table  # noqa: E402
 from bench.real_suite import QUICK, SUITE, build, first_tensor  # noqa: E402
+from bench.runtimes import build_openvino, build_ort, exported  # noqa: E402
 
 NEW_MODEL = """
 import json, sys, time, torch
@@ -107,12 +109,21 @@ def contenders(name: str, model, inputs: tuple, expected: torch.Tensor, tc, fast
         _failed(name, "torch.compile", e)
         notes["torch.compile"] = "fails"
     try:
-        run, _ = build_ort(model, inputs, threads)
-        notes["ort"] = _error(run()[0], expected)
-        fns["ort"] = run
+        onnx = exported(model, inputs)
     except Exception as e:
-        _failed(name, "ONNX Runtime export", e)
-        notes["ort"] = "export fails"
+        _failed(name, "ONNX export", e)
+        onnx = None
+    for system, build_runtime in (("ort", build_ort), ("openvino", build_openvino)):
+        if onnx is None:
+            notes[system] = "export fails"
+            continue
+        try:
+            run, _ = build_runtime(model, inputs, threads, onnx)
+            notes[system] = _error(run()[0], expected)
+            fns[system] = run
+        except Exception as e:
+            _failed(name, system, e)
+            notes[system] = "fails"
     if fast is not None:
         try:
             notes["cuvil"] = _error(fast(*inputs), expected)
@@ -157,9 +168,9 @@ def run_model(name: str, drivers: str, args) -> list[dict]:
     return rows
 
 
-HEADER = ["model", "batch", "eager ms", "torch.compile ms", "ORT ms", "Cuvil ms",
-          "Cuvil/ORT", "Cuvil/torch.compile", "fallback %", "Cuvil err", "ORT err",
-          "new model s"]
+HEADER = ["model", "batch", "eager ms", "torch.compile ms", "ORT ms", "OpenVINO ms",
+          "Cuvil ms", "Cuvil/ORT", "Cuvil/OpenVINO", "Cuvil/torch.compile", "fallback %",
+          "Cuvil err", "ORT err", "OpenVINO err", "new model s"]
 
 
 def _cells(r: dict) -> list[str]:
@@ -180,8 +191,9 @@ def _cells(r: dict) -> list[str]:
         new += f" ({r['new_lower_s']:.1f})"
     share = "-" if r["fallback_pct"] is None else f"{r['fallback_pct']:.1f}"
     return [r["model"], str(r["batch"]), time_cell("eager"), time_cell("torch.compile"),
-            time_cell("ort"), time_cell("cuvil"), ratio("cuvil", "ort"),
-            ratio("cuvil", "torch.compile"), share, err("cuvil"), err("ort"), new]
+            time_cell("ort"), time_cell("openvino"), time_cell("cuvil"), ratio("cuvil", "ort"),
+            ratio("cuvil", "openvino"), ratio("cuvil", "torch.compile"), share, err("cuvil"),
+            err("ort"), err("openvino"), new]
 
 
 def render(rows: list[dict], markdown: bool) -> str:
