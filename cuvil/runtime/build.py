@@ -16,6 +16,7 @@ the report.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -52,6 +53,8 @@ from cuvil.runtime.lowering import Lowering, lower
 from cuvil.runtime.module_cache import load_module
 from cuvil.runtime.plan import Buffer, MemoryPlan
 from cuvil.runtime.threads import active_layer
+
+log = logging.getLogger("cuvil")
 
 
 def compile_graph(graph: Graph, *, target="cpu", fallback: bool = True,
@@ -231,6 +234,8 @@ def _compile_cold_aside(module, program: Program, ctx: LowerContext, paths,
             jobs.append((job, fn))
     if len(jobs) < 2:
         return {}
+    log.info("cuvil: compiling %d kernels new to this cache with Numba, in worker processes",
+             len(jobs))
     t0 = time.perf_counter()
     with gc_pause.resumed():  # Numba's compiler makes garbage at scale
         done = compile_pool.compile_cold(jobs)
