@@ -178,3 +178,33 @@ def test_every_cuvil_import_is_a_plain_import():
            if path.relative_to(ROOT).as_posix() not in IMPORTS_BY_NAME
            for line in imports_by_name(path)]
     assert not bad, "imports by name (import the module plainly):\n" + "\n".join(bad)
+
+
+def imports_inside_functions(path: Path) -> list[int]:
+    """The lines of `path` where a function imports a Cuvil module."""
+    lines = []
+    for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(fn):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "cuvil" or n.startswith("cuvil.") for n in names):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_pipeline_imports_every_stage_at_the_top():
+    """`cuvil/pipeline/` reads as a straight line: each stage's package is imported at the
+    top (its names load on first use), none from inside a pass."""
+    bad = [f"{path.relative_to(ROOT.parent)}:{line}"
+           for path in sorted((ROOT / "pipeline").glob("*.py"))
+           for line in imports_inside_functions(path)]
+    assert not bad, "imports inside functions of the pipeline:\n" + "\n".join(bad)
+
+
+def test_imports_inside_functions_are_found(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("import os\n\ndef f():\n    import json\n    from cuvil.ir import place\n"
+                    "    return place\n")
+    assert imports_inside_functions(path) == [5]

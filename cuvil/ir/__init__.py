@@ -7,6 +7,7 @@ from __future__ import annotations
 
 _HOMES = {
     "Graph": "graph", "Node": "graph", "flatten": "structure", "unflatten": "structure",
+    "place_on": "place",
     **{name: "types" for name in ("CONTIGUOUS", "NCHW", "NHWC", "Dim", "DType", "TensorType",
                                   "default_layout", "eval_dim", "is_static", "parse_dim",
                                   "sym")},
@@ -23,6 +24,8 @@ def __getattr__(name: str):
         import cuvil.ir.structure as module
     elif home == "types":
         import cuvil.ir.types as module
+    elif home == "place":
+        import cuvil.ir.place as module
     else:
         raise AttributeError(f"module 'cuvil.ir' has no attribute {name!r}")
     return getattr(module, name)

@@ -382,7 +382,8 @@ def _describe(node: Node, rule_where: dict[str, str]) -> str:
     text = f"{node.name} = {node.op}({', '.join(node.inputs)})"
     if node.source:
         text += f" at {node.source}"
-    if node.origin:
-        rules = [f"{r} ({rule_where[r]})" if r in rule_where else r for r in node.origin]
+    if node.origin:  # each rule once, in the order it first acted on the node's chain
+        rules = [f"{r} ({rule_where[r]})" if r in rule_where else r
+                 for r in dict.fromkeys(node.origin)]
         text += f"; rules: {', '.join(rules)}"
     return text

@@ -19,8 +19,9 @@ makes it functional, convert makes it Cuvil IR, so the graph a cache stores is
 functional. Storing an import waits while the optimizer's child, forked just before
 torch.export, works (`OptimizerAhead.defer`).
 
-The later stages' packages load their names on first use (`cuvil.runtime`, `cuvil.egraph`,
-`cuvil.onnx`, `cuvil.library`): a warm compile (a program-cache hit) imports neither the
+Every stage's package is imported at the top; each loads its names on first use
+(`cuvil.ir`, `cuvil.ops`, `cuvil.egraph`, `cuvil.quantize`, `cuvil.verify`, `cuvil.runtime`,
+`cuvil.onnx`, `cuvil.library`), so a warm compile (a program-cache hit) imports neither the
 IR nor the optimizer nor the lowering.
 """
 
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from cuvil import egraph, gc_pause, runtime
+from cuvil import egraph, gc_pause, ir, quantize, runtime, verify
 from cuvil.cache.imports import recording
 from cuvil.errors import CuvilError
 from cuvil.frontend.training import refuse_training
@@ -74,16 +75,14 @@ def import_(c: Compilation) -> Compilation:
 
 def calibrate(c: Compilation) -> Compilation:
     """The graph with the calibration facts `options.quantize` observes (as it is without)."""
-    quantize = c.request.options.quantize
-    if quantize is None:
+    asked = c.request.options.quantize
+    if asked is None:
         return c
-    from cuvil.quantize import Quantize  # 1.1 s (the IR, sympy): only to a quantized compile
-
-    if not isinstance(quantize, Quantize):
-        raise CuvilError(f"quantize= takes a cuvil.Quantize, not {type(quantize).__name__}")
-    quantize.check_targets(c.request.options.targets)
+    if not isinstance(asked, quantize.Quantize):  # the IR (sympy): only a quantized compile's
+        raise CuvilError(f"quantize= takes a cuvil.Quantize, not {type(asked).__name__}")
+    asked.check_targets(c.request.options.targets)
     with c.request.tracer.stage("calibrate"), gc_pause.resumed():
-        return replace(c, graph=quantize.annotate(c.graph))
+        return replace(c, graph=asked.annotate(c.graph))
 
 
 def place(c: Compilation) -> Compilation:
@@ -92,10 +91,8 @@ def place(c: Compilation) -> Compilation:
     device = compile_targets.sole_device(c.request.options.targets)
     if device is None:
         return c
-    from cuvil.ir.place import place_on  # the IR (sympy): past the caches
-
     with c.request.tracer.stage("place"):
-        return replace(c, graph=place_on(c.graph, device))
+        return replace(c, graph=ir.place_on(c.graph, device))
 
 
 def optimize_pass(c: Compilation) -> Compilation:
@@ -228,9 +225,7 @@ def check_rules(options: CompileOptions, tracer: Tracer) -> str:
     verified."""
     if options.rules is None:  # the stock library, verified by CI: nothing read
         return ""
-    from cuvil.verify.gate import check_rules as gate  # 1.1 s (the verifier): user rules
-
-    return str(gate(options.rules, options.disable, options.verify, tracer))
+    return str(verify.check_rules(options.rules, options.disable, options.verify, tracer))
 
 
 def weights_of(done: Compilation):

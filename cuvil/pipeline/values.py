@@ -8,13 +8,14 @@ request and what each pass made of it), both frozen; a pass returns a new `Compi
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from cuvil import egraph, frontend, library
+from cuvil import egraph, frontend, library, ops
 from cuvil import onnx as onnx_frontend
 from cuvil.cache import imports as import_cache
 from cuvil.errors import CuvilError
@@ -118,20 +119,19 @@ def as_graph(request: Request) -> Graph:
 
 
 def is_graph(model: Any) -> bool:
-    from cuvil.ir.graph import Graph  # sympy, 0.4 s: not on the program cache's warm path
-
-    return isinstance(model, Graph)
+    """Whether `model` is a Cuvil graph; never loads the IR (sympy, 0.4 s: the program
+    cache's warm path does without it): no graph exists before its module is loaded."""
+    graph = sys.modules.get("cuvil.ir.graph")
+    return graph is not None and isinstance(model, graph.Graph)
 
 
 def hints_of(graph: Graph, example_inputs: Sequence[Any] | None) -> dict[str, int]:
     """Sizes of the symbolic dims in the example inputs: what the cost model assumes."""
     if not example_inputs:
         return {}
-    from cuvil.ops.execute import bind_symbols  # the op catalog, 1.1 s: past the caches
-
     try:
         params = [(n, graph[n].type) for n in graph.inputs]
-        return bind_symbols(params, [tuple(x.shape) for x in example_inputs])
+        return ops.bind_symbols(params, [tuple(x.shape) for x in example_inputs])
     except (CuvilError, AttributeError, ValueError):
         return {}
 

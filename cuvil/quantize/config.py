@@ -24,7 +24,7 @@ from typing import Any
 from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph
 from cuvil.ops.quantized import affine_qparams
-from cuvil.quantize.calibrate import METHODS, calibrate
+from cuvil.quantize.ranges import METHODS, calibrate
 
 WEIGHTS = ("int8",)
 ACTIVATIONS = ("int8", "fp16")
