@@ -37,6 +37,7 @@ from cuvil.ir.graph import Node
 from cuvil.ir.types import Dim, DType, TensorType, is_static
 from cuvil.lower.dim_code import dim_code
 from cuvil.lower.fallback_views import array_roots, fallback_views, view_code
+from cuvil.lower.output_roots import output_roots
 from cuvil.lower.physical import physical_shape
 from cuvil.lower.spec import FASTMATH, ONE_THREAD, THREADS, KernelSpec, Scratch
 
@@ -165,17 +166,21 @@ class ModuleBuilder:
             self._array(name, "input")
         outputs = set(self.outputs)
         self.strided = fallback_views(self.ctx, self.groups, self.specs, outputs)
+        written_as = output_roots(self.ctx, self.groups, self.outputs)
         for group in self.groups:
-            if group.output in self.strided:
-                continue
+            if group.output in self.strided or group.output in written_as.values():
+                continue  # a strided view, or an output its root's kernel writes
             if group.template == "alias":
                 node = graph[group.output]
                 self.aliases[node.name] = (self._root(node.inputs[0]), node.type)
                 continue
             if self._uploaded_once(group, outputs):
                 continue
-            kind = "output" if group.output in outputs else "buffer"
-            self._array(group.output, kind)
+            if group.output in written_as:  # the output array, seen in this value's shape
+                self._array(written_as[group.output], "output")
+                self.aliases[group.output] = (written_as[group.output], graph[group.output].type)
+            else:
+                self._array(group.output, "output" if group.output in outputs else "buffer")
             if group.template == "fallback":
                 self.steps.append(Step("fallback", group, [*graph[group.output].inputs,
                                                            group.output]))
