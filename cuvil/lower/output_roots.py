@@ -5,7 +5,7 @@ the call (`codegen`), since an output is memory of its own. Where the view only 
 (`reshape`, `view`, `squeeze`, ...: row-major order kept) a value that a kernel writes and
 nothing else returns, that kernel writes the output array instead, seen in its own shape,
 and nothing is copied. The encoder layer's forward returns the q/k/v projection it
-rearranges ([3, 64, 32, 1, 256]) squeezed for the backward: 6 MB a step no longer copied.
+rearranges ([3, 64, 32, 1, 256]) squeezed for the backward: 6 MB a step, not copied.
 """
 
 from __future__ import annotations
