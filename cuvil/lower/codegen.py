@@ -9,9 +9,11 @@ re-optimizes every kernel inside it: the transformer's compile grew by 5 s for a
 
 Arrays are passed as parameters: inputs `in*`, constants `c*`, planned buffers `v*`, planned
 scratch `s*`, outputs `o*` (fresh every call), sizes of symbolic dims `n_*`, `n_threads`.
-A torch fallback whose result is laid out as planned hands back torch's own memory, which
-takes the place of its buffer or output array (`runtime/calling.settle`): no copy. Where it
-takes an output's place, `entry` returns the output arrays (`Program.returns`); else None.
+A move that only torch fallbacks read reaches them as a strided numpy view of its source, not
+a copy (`fallback_views`). A torch fallback whose result is laid out as planned hands back
+torch's own memory, which takes the place of its buffer or output array
+(`runtime/calling.settle`): no copy. Where it takes an output's place, `entry` returns the
+output arrays (`Program.returns`); else None.
 
 Three texts come out. Each kernel is a module of its own (`Kernel.module`): imports and the
 kernel as `kernel`, with nothing of the graph in it (no node names, no provenance), so two
@@ -34,6 +36,8 @@ from cuvil.ir.devices import HOST
 from cuvil.ir.graph import Node
 from cuvil.ir.types import Dim, DType, TensorType, is_static
 from cuvil.lower.dim_code import dim_code
+from cuvil.lower.fallback_views import array_roots, fallback_views, view_code
+from cuvil.lower.output_roots import output_roots
 from cuvil.lower.physical import physical_shape
 from cuvil.lower.spec import FASTMATH, ONE_THREAD, THREADS, KernelSpec, Scratch
 
@@ -97,6 +101,7 @@ class ModuleBuilder:
         self.groups, self.specs, self.outputs = groups, specs, outputs
         self.arrays: dict[str, Array] = {}
         self.aliases: dict[str, tuple[str, TensorType]] = {}
+        self.strided: dict[str, tuple] = {}  # see `fallback_views`
         self.kernels: dict[tuple, Kernel] = {}
         self.steps: list[Step] = []
         self.fallbacks: list[Node] = []
@@ -127,6 +132,11 @@ class ModuleBuilder:
         if value.startswith("#sym:"):
             self.symbols.add(value[5:])
             return f"n_{value[5:]}"
+        if value in self.strided:
+            source, view, sizes = self.strided[value]
+            for size in sizes:
+                self.expr(size)  # the symbols the view's reshapes read: entry parameters
+            return view_code(view, self.expr(source))
         if value in self.aliases or value in self.ctx.views:
             root, t = self.aliases[value] if value in self.aliases else self.ctx.views[value]
             root = self._root(root)
@@ -155,15 +165,22 @@ class ModuleBuilder:
         for name in graph.inputs:
             self._array(name, "input")
         outputs = set(self.outputs)
+        self.strided = fallback_views(self.ctx, self.groups, self.specs, outputs)
+        written_as = output_roots(self.ctx, self.groups, self.outputs)
         for group in self.groups:
+            if group.output in self.strided or group.output in written_as.values():
+                continue  # a strided view, or an output its root's kernel writes
             if group.template == "alias":
                 node = graph[group.output]
                 self.aliases[node.name] = (self._root(node.inputs[0]), node.type)
                 continue
             if self._uploaded_once(group, outputs):
                 continue
-            kind = "output" if group.output in outputs else "buffer"
-            self._array(group.output, kind)
+            if group.output in written_as:  # the output array, seen in this value's shape
+                self._array(written_as[group.output], "output")
+                self.aliases[group.output] = (written_as[group.output], graph[group.output].type)
+            else:
+                self._array(group.output, "output" if group.output in outputs else "buffer")
             if group.template == "fallback":
                 self.steps.append(Step("fallback", group, [*graph[group.output].inputs,
                                                            group.output]))
@@ -227,6 +244,8 @@ class ModuleBuilder:
         values = sorted(self.arrays, key=lambda v: _param_order(self.arrays[v]))
         aliases = {v: root for v, (root, _) in self.aliases.items()}
         aliases.update({v: self._root(root) for v, (root, _) in self.ctx.views.items()})
+        aliases.update({v: view[0] for v, view in self.strided.items()})
+        aliases = array_roots(aliases)
         for a in self.arrays.values():
             for d in a.shape:
                 if d != "threads":
