@@ -7,7 +7,7 @@ falls back at its end, and glibc's malloc returns that top to the system once it
 its trim threshold (at most 64 MiB as glibc adjusts it): the next step touches the same
 amount of fresh pages again. ResNet-18 at batch 32 moved the top by ~80 MiB a step, 8,000
 to 16,000 page faults (eager's own step: ~700-2,000), 20-25 ms of system time a step on
-the AMD EPYC, one thread.
+the AMD EPYC, one thread, at load 5.
 
 `keep_freed_memory` sets the thresholds once, for the process, when the backend compiles
 its first backward graph: blocks under 32 MiB come from the heap (what glibc's own
