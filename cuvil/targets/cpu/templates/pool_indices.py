@@ -4,13 +4,20 @@ maximum is) and `max_pool2d_backward` (the gradient added at those places).
 Both compute exactly what torch's CPU kernels compute: a window's taps are scanned row by
 row from its first tap inside the image, a value replaces the maximum if it is greater or
 NaN, and the index starts at the first tap inside the image (a window of `-inf` points
-there). The backward clears the input gradient, then adds each output's gradient at its
-index, plane by plane in output order (so sums of overlapping windows round as torch's do).
-Planes are split between threads.
+there). Each tap is a select, not a branch (a maximum's place in random data is a branch
+mispredicted about once a window: ResNet-18's 3x3 pool at batch 32 took 15.2 ms as
+branches, 11.9 as selects, one thread). A window that lies inside the image has its taps
+(up to 16) written out, the first one the start (the same result: a first tap of `-inf`
+is where the index starts, a NaN one is taken): every window where all do (static sizes,
+no padding or dilation, no partial window: the usual 2x2 / 3x3 pools), else the inner
+ones, the border's scanned (that pool: 15 -> 9 ms a call). The backward clears the input
+gradient, then adds each output's gradient at its index, plane by plane in output order
+(so sums of overlapping windows round as torch's do). Planes are split between threads.
 """
 
 from __future__ import annotations
 
+from cuvil.ir.types import is_static
 from cuvil.lower.physical import layout_perm
 from cuvil.lower.spec import KernelSpec, Unsupported
 from cuvil.ops.nn import pair
@@ -27,7 +34,8 @@ def generate(node, ctx) -> KernelSpec:
     geometry = _geometry(node.attrs)
     parallel = ctx.worth_parallel(node.type.shape, geometry[0] * geometry[1])
     if node.op == "max_pool2d_indices":
-        body = _indices(geometry, types[0].dtype)
+        body = _indices_inside(geometry) if _inside(geometry, types[0], node.type) \
+            else _indices(geometry, types[0].dtype)
         params = ["x0", "out"]
     else:
         body = _backward()
@@ -44,25 +52,70 @@ def _geometry(a) -> tuple[int, ...]:
     return kh, kw, sh, sw, ph, pw, dh, dw
 
 
-def _indices(geometry: tuple[int, ...], dtype) -> tuple[list[str], list[str]]:
+# tap `v` at index `t` against the window's maximum so far, `best` at `at`: a select
+_TAKE = ["t = hh * w + ww", "take = (v > best) | (v != v)", "at = t if take else at",
+         "best = v if take else best"]
+
+
+def _inside(geometry: tuple[int, ...], x, out) -> bool:
+    """Whether every window lies inside the image (static sizes, no padding or dilation)."""
     kh, kw, sh, sw, ph, pw, dh, dw = geometry
+    dims = (*x.shape[2:], *out.shape[2:])
+    if not all(is_static(d) for d in dims) or (ph, pw, dh, dw) != (0, 0, 1, 1):
+        return False
+    h, w, oh, ow = dims
+    return (oh - 1) * sh + kh <= h and (ow - 1) * sw + kw <= w and kh * kw <= 16
+
+
+def _indices_inside(geometry: tuple[int, ...]) -> tuple[list[str], list[str]]:
+    """Every window inside the image: its taps written out, row by row."""
+    kh, kw, sh, sw, *_ = geometry
+    head = ["nq = x0.shape[0] * x0.shape[1]", "w = x0.shape[3]", "oh = out.shape[2]",
+            "ow = out.shape[3]", "x = x0.reshape((nq, x0.shape[2] * w))",
+            "o = out.reshape((nq, oh, ow))"]
+    window = _written_out(geometry, f"i * {sh} * w + j * {sw}")
+    loop = ["xq = x[q]", "for i in range(oh):", "    orow = o[q, i]",
+            "    for j in range(ow):"] + indent(window + ["orow[j] = at"], 2)
+    return head, loop
+
+
+def _written_out(geometry: tuple[int, ...], start: str) -> list[str]:
+    """The window whose first tap is at index `start` of plane `xq`, all of it inside the
+    image: each tap written out, row by row, the maximum's index left in `at`."""
+    kh, kw, *_, dh, dw = geometry
+    lines = [f"p = {start}", "best = xq[p]", "at = p"]
+    for a in range(kh):
+        for b in range(kw):
+            if a or b:
+                lines += [f"t = p + {a * dh} * w + {b * dw}", "v = xq[t]", *_TAKE[1:]]
+    return lines
+
+
+def _indices(geometry: tuple[int, ...], dtype) -> tuple[list[str], list[str]]:
+    """Windows that may reach past the image: those inside it written out (where they
+    have at most 16 taps), the others scanned tap by tap from their first inside it."""
+    kh, kw, sh, sw, ph, pw, dh, dw = geometry
+    span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
     head = ["nq = x0.shape[0] * x0.shape[1]", "h = x0.shape[2]", "w = x0.shape[3]",
             "oh = out.shape[2]", "ow = out.shape[3]", "x = x0.reshape((nq, h * w))",
-            "o = out.reshape((nq, oh, ow))"]
+            "o = out.reshape((nq, oh, ow))",  # rows [ia, ib), columns [ja, jb): inside
+            f"ia = {-(-ph // sh)}", f"ib = (h - {span_h} + {ph}) // {sh} + 1",
+            f"ja = {-(-pw // sw)}", f"jb = (w - {span_w} + {pw}) // {sw} + 1"]
     window = [
-        f"w0 = j * {sw} - {pw}", f"w1 = min(w0 + {(kw - 1) * dw + 1}, w)",
+        f"w0 = j * {sw} - {pw}", f"w1 = min(w0 + {span_w}, w)",
         "while w0 < 0:", f"    w0 += {dw}",
         f"best = {literal(float('-inf'), dtype)}", "at = h0 * w + w0",
         f"for hh in range(h0, h1, {dh}):",
         f"    for ww in range(w0, w1, {dw}):",
-        "        v = x[q, hh * w + ww]",
-        "        if v > best or v != v:",
-        "            best = v", "            at = hh * w + ww",
-        "o[q, i, j] = at"]
-    loop = ["for i in range(oh):"] + indent(
-        [f"h0 = i * {sh} - {ph}", f"h1 = min(h0 + {(kh - 1) * dh + 1}, h)",
-         "while h0 < 0:", f"    h0 += {dh}", "for j in range(ow):"] + indent(window, 1), 1)
-    return head, loop
+        "        v = xq[hh * w + ww]",
+        *indent(_TAKE, 2), "orow[j] = at"]
+    if kh * kw <= 16:
+        window = ["if inner and ja <= j < jb:"] + indent(
+            _written_out(geometry, f"h0 * w + j * {sw} - {pw}")
+            + ["orow[j] = at", "continue"], 1) + window
+    row = [f"h0 = i * {sh} - {ph}", f"h1 = min(h0 + {span_h}, h)", "inner = ia <= i < ib",
+           "while h0 < 0:", f"    h0 += {dh}", "orow = o[q, i]", "for j in range(ow):"]
+    return head, ["xq = x[q]", "for i in range(oh):"] + indent(row + indent(window, 1), 1)
 
 
 def _backward() -> tuple[list[str], list[str]]:
