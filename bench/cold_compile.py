@@ -9,6 +9,9 @@ whole compile (`compiler_lock`) and its LLVM part (`llvm_lock`). Both include th
 functions compiled inside it, so a driver's figure holds its callees': a caller links
 each callee's module into its own and optimizes and emits the whole again. `--workers`
 sets `CUVIL_COMPILE_WORKERS` (1, the default: every kernel in this process, all listed).
+`--full` compiles the zoo model at its own size; `--phases` lists each phase's time
+exclusively and the LLVM instructions linked in from callees (`llvm_phases`), and
+`--own-only` adds what the module passes and emission cost on each library's own code.
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ def main() -> None:
     parser.add_argument("model", nargs="?", default="cnn", choices=("cnn", "mlp"))
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--full", action="store_true", help="the zoo model's own size")
+    parser.add_argument("--phases", action="store_true", help="time each compile phase")
+    parser.add_argument("--own-only", action="store_true",
+                        help="with --phases: time each library's own module alone too")
     args = parser.parse_args()
     os.environ["CUVIL_CACHE_DIR"] = tempfile.mkdtemp(prefix="cuvil-cold-")
     os.environ["CUVIL_COMPILE_WORKERS"] = str(args.workers)
@@ -49,8 +56,16 @@ def main() -> None:
     import cuvil
     from cuvil.zoo import cnn, mlp
 
-    model, inputs = (cnn.cnn(batch=1, size=8, channels=4) if args.model == "cnn"
-                     else mlp.mlp(batch=2, width=16))
+    phases = None
+    if args.phases:
+        from llvm_phases import instrument, report
+
+        phases = instrument(own_only=args.own_only)
+    if args.full:
+        model, inputs = cuvil.zoo.get(args.model)
+    else:
+        model, inputs = (cnn.cnn(batch=1, size=8, channels=4) if args.model == "cnn"
+                         else mlp.mlp(batch=2, width=16))
     t0 = time.perf_counter()
     fast = cuvil.compile(model, inputs, cache=False)
     wall = time.perf_counter() - t0
@@ -59,6 +74,8 @@ def main() -> None:
     print(f"{'compile s':>9} {'LLVM s':>7}  function (signature)")
     for total, llvm, name, sig in overload_rows()[:args.top]:
         print(f"{total:9.2f} {llvm:7.2f}  {name} {sig[:90]}")
+    if phases is not None:
+        print(report(phases, args.top))
 
 
 if __name__ == "__main__":
