@@ -1,0 +1,71 @@
+"""Calls into a heavy driver's own compiled code, instead of a copy linked into each caller.
+
+Numba links a callee's LLVM module into its caller's (`CPUCodeLibrary.add_linking_library`)
+and optimizes and emits the whole again, so at every level of a driver chain all the
+callees below are compiled once more: a cold compile spends most of its LLVM time on such
+copies. A driver declared `@njit(link=False)` is called through its symbol instead: the
+caller's module declares it, and the JIT engine resolves it against the driver's object
+code, which Numba loaded into the engine when it compiled (or loaded) the driver to type
+the call. Nothing of the driver is inlined: only for drivers whose work dwarfs a call.
+
+Two things make such a call safe across processes and Numba's on-disk cache, where an
+unresolved symbol aborts the process:
+
+- The driver's symbol is the same in every process (`FixedSymbolCompiler`): Numba names a
+  function with a per-process counter, so a caller cached by one process would name a
+  symbol that the driver compiled by another does not define.
+- A cached caller loads its drivers before its own code (`DriverLoad`): each call lowered
+  records the driver's overload in the caller's library `_reload_init`, which Numba pickles
+  with the caller's cache entry and runs before loading its object code (and which a
+  caller's caller inherits when it links the caller).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+from numba.core import compiler, imputils
+
+FIXED_UID = 0  # in place of Numba's per-process counter, in an apart driver's symbol
+
+
+class FixedSymbolCompiler(compiler.Compiler):
+    """Numba's compiler, naming the function's symbol without a per-process counter: the
+    symbol is its module, qualified name, argument types and flags, as in every process."""
+
+    def _compile_bytecode(self):
+        self.state.func_id.unique_id = FIXED_UID
+        return super()._compile_bytecode()
+
+
+@dataclass(frozen=True)
+class DriverLoad:
+    """Compiles (or loads from the cache) one overload of a driver, by module, qualified
+    name and argument types: run before a cached caller's code is loaded."""
+
+    module: str
+    qualname: str
+    argtypes: tuple
+
+    def __call__(self) -> None:
+        driver = importlib.import_module(self.module)
+        for part in self.qualname.split("."):
+            driver = getattr(driver, part)
+        driver.compile(self.argtypes)
+
+
+def call_apart(targetctx, cres, load: DriverLoad) -> None:
+    """Lower calls to `cres`'s function as calls to its symbol, linking nothing, each
+    recording `load` in the calling library (replaces Numba's `user_function` for it)."""
+    call = imputils.user_function(cres.fndesc, ())
+
+    def lower_call(context, builder, sig, args):
+        context.active_code_library._reload_init.add(load)
+        return call(context, builder, sig, args)
+
+    lower_call.signature = cres.fndesc.argtypes
+    lower_call.libs = ()
+    selector = targetctx._defns[cres.entry_point]
+    selector.versions = [(lower_call.signature, lower_call)]
+    selector._cache.clear()
