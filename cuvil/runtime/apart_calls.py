@@ -41,8 +41,10 @@ class FixedSymbolCompiler(compiler.Compiler):
 
 @dataclass(frozen=True)
 class DriverLoad:
-    """Compiles (or loads from the cache) one overload of a driver, by module, qualified
-    name and argument types: run before a cached caller's code is loaded."""
+    """Loads from the cache (or compiles) one overload of a driver, by module, qualified
+    name and argument types: run before a cached caller's code is loaded. A cached overload
+    loads as a kernel does (`compile_pool.is_cold`), without the refresh of Numba's typing
+    and lowering registries that only compiling needs."""
 
     module: str
     qualname: str
@@ -52,7 +54,12 @@ class DriverLoad:
         driver = importlib.import_module(self.module)
         for part in self.qualname.split("."):
             driver = getattr(driver, part)
-        driver.compile(self.argtypes)
+        dispatcher = driver.dispatcher
+        if self.argtypes not in dispatcher.overloads:
+            from cuvil.runtime.compile_pool import is_cold
+
+            is_cold(dispatcher, [self.argtypes])
+            dispatcher.compile(self.argtypes)
 
 
 def call_apart(targetctx, cres, load: DriverLoad) -> None:

@@ -61,7 +61,7 @@ def rows_epilogue(o, bias, r, clip, gelu, r0, r1):
                 row[j] = min(max(row[j], lo), hi)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _post_split(o, bias, r, clip, gelu, parts):
     rows = o.shape[0]
     step = (rows + parts - 1) // parts

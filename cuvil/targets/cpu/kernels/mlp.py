@@ -28,7 +28,7 @@ from cuvil.targets.cpu.kernels.sgemm import WIDTH, block_at
 FUSED_ROWS = MR  # rows up to which the pair shares one region: one row tile
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _pair(a, p1, epi1, h, p2, partial, parts):
     """h[:, cols] = epi1(a @ w1[:, cols]) for each thread's column panels `cols`, and
     partial[t] = h[:, cols] @ w2[cols, :] (w1, w2 as panels p1, p2)."""
