@@ -50,11 +50,14 @@ class DriverLoad:
     qualname: str
     argtypes: tuple
 
-    def __call__(self) -> None:
+    def dispatcher(self):
         driver = importlib.import_module(self.module)
         for part in self.qualname.split("."):
             driver = getattr(driver, part)
-        dispatcher = driver.dispatcher
+        return driver.dispatcher
+
+    def __call__(self) -> None:
+        dispatcher = self.dispatcher()
         if self.argtypes not in dispatcher.overloads:
             from cuvil.runtime.compile_pool import is_cold
 
@@ -76,3 +79,17 @@ def call_apart(targetctx, cres, load: DriverLoad) -> None:
     selector = targetctx._defns[cres.entry_point]
     selector.versions = [(lower_call.signature, lower_call)]
     selector._cache.clear()
+
+
+def drivers_loaded_by(dispatcher) -> list:
+    """The dispatchers of the apart drivers that `dispatcher`'s overloads call (and load
+    first), and those that theirs call, each once."""
+    found: dict = {}
+    todo = [dispatcher]
+    while todo:
+        for cres in list(todo.pop().overloads.values()):
+            for load in cres.reload_init or ():
+                if isinstance(load, DriverLoad) and load.dispatcher() not in found:
+                    found[load.dispatcher()] = None
+                    todo.append(load.dispatcher())
+    return list(found)

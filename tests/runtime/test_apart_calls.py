@@ -10,9 +10,13 @@ import sys
 
 import numpy as np
 
+from cuvil.runtime.apart_calls import drivers_loaded_by
+
 MODULE = """
 import numba
 import numpy as np
+
+from cuvil.runtime.apart_calls import drivers_loaded_by
 from cuvil.runtime.numba_cache import njit
 
 @njit(link=False)
@@ -70,6 +74,9 @@ def test_a_caller_declares_the_driver_and_links_no_copy(tmp_path, monkeypatch):
     assert found and all(f.is_declaration for f in found)
     driver_lib = next(iter(m.weighted.overloads.values())).library
     assert not driver_lib._final_module.get_function(symbol).is_declaration
+    np.testing.assert_allclose(m.outer(x), 3.0 * reference(x), rtol=1e-12)
+    for fn in (m.caller, m.outer):  # what a shared program bundles beside its kernel
+        assert drivers_loaded_by(fn) == [m.weighted.dispatcher]
 
 
 def test_a_cached_caller_loads_after_another_process_compiled_its_driver(tmp_path):
