@@ -52,7 +52,7 @@ def _sum_parts(partial, o):
         o += partial[t]
 
 
-@njit(nogil=True)
+@njit(nogil=True, link=False)
 def mlp_post(x, w1, p1, bias1, clip1, w2, p2, bias2, res2, clip2, mode, parts, hidden, out):
     """out [..., N2] = clip2(hidden @ w2 + bias2 + res2), hidden [..., N1] = clip1(x @ w1 +
     bias1), x [..., K]; `p1`, `p2` the weights' panels; `mode` = `linear_post`'s (no GELU)
