@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import block_times  # noqa: E402
 
 from cuvil.runtime.threads import choose_layer  # noqa: E402
-from cuvil.targets.cpu.kernels import blas, int8, int8_tile  # noqa: E402
+from cuvil.targets.cpu.kernels import blas, blas_threads, gemv, int8, int8_tile  # noqa: E402
 from cuvil.targets.cpu.kernels.quantized import epilogue, pack_weight, quantize  # noqa: E402
 
 SHAPES = [(m, k, n) for m in (1, 32, 256) for k in (64, 256, 1024) for n in (64, 256, 1024)]
@@ -90,7 +90,7 @@ def case(m: int, k: int, n: int, threads: int, seconds: float) -> dict:
 
     def cuvil_fp32():
         if m <= 8:
-            blas.gemv(xn, wt, c32, threads)
+            gemv.gemv(xn, wt, c32, threads)
         else:
             blas.gemm(xn, wn, c32, threads)
 
@@ -145,7 +145,7 @@ def main() -> None:
     import numba
 
     numba.set_num_threads(args.threads)
-    blas.single_threaded_blas()
+    blas_threads.single_threaded_blas()
     print(f"threads {args.threads}, torch {torch.__version__} (quantized engine "
           f"{torch.backends.quantized.engine}), load average "
           f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}")

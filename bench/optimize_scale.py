@@ -17,8 +17,9 @@ import torch
 
 import cuvil
 from cuvil import zoo
-from cuvil.egraph.optimizer import Options, optimize_graph
+from cuvil.egraph.optimizer import optimize_graph
 from cuvil.library import load
+from cuvil.options import CompileOptions
 
 
 def transformer_stack(layers: int):
@@ -36,7 +37,7 @@ def measure(name: str, model, inputs, library) -> dict:
     seconds = float("inf")
     for _ in range(3):
         start = time.perf_counter()
-        out = optimize_graph(graph, library, Options())
+        out = optimize_graph(graph, library, CompileOptions())
         seconds = min(seconds, time.perf_counter() - start)
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     report = out.report

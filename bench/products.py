@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from models import block_times  # noqa: E402
 
-from cuvil.targets.cpu.kernels import blas  # noqa: E402
+from cuvil.targets.cpu.kernels import blas, blas_threads  # noqa: E402
 from cuvil.targets.cpu.kernels.sgemm import sgemm, sgemm_panels  # noqa: E402
 from cuvil.targets.cpu.templates.gemm import GEMV_MAX_ROWS, panels  # noqa: E402
 
@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--shapes", default=",".join(SHAPES))
     args = parser.parse_args()
-    blas.single_threaded_blas()
+    blas_threads.single_threaded_blas()
     header = ["M x K x N", "blas rows", "blas split", "tile", "tile panels", "gemm_weight",
               "ort - call", "x ort"]
     print("| " + " | ".join(header) + " |")

@@ -1,36 +1,62 @@
 """`CompileOptions`: everything a compile or an optimize is asked for besides the model and
-its example inputs, checked once, frozen, and read by every stage from one value.
+its example inputs, as plain data, frozen, and read by every stage from one value: the
+pipeline, the optimizer, the lowering and the caches.
 
     options = CompileOptions.of(target="cpu", limits={"time": 10}, disable=["fusion"])
-    options.optimizer(hints)      # the optimizer's `egraph.options.Options`
-    options.lowering()            # `runtime.lower`'s keyword arguments
-    options.optimizer_key(hints)  # what the compile cache's key says of them
-    options.program_key(threads)  # what the program cache's key says of them
-    options.sole_device           # the device a graph is placed on whole (`ir/place.py`)
-    options.on_present_devices()  # the targets whose devices are here (no GPU: warned)
+    options.optimizer_key(hints, device_params)  # what the compile cache's key says of them
+    options.program_key(threads)                 # what the program cache's key says of them
 
-What the caches key on is said here, next to the fields, so that a new option cannot be
-missed by a key.
+A module of the base layer, importing no other Cuvil package, so that each layer (the
+optimizer included) takes this one value. What needs the target registry lives beside it,
+in `cuvil/lower/compile_targets.py`: the targets checked and the default fallback policy
+(`checked`), the targets whose devices are here (`present`), the sole device a graph is
+placed on, and the parameters the optimizer prices each device with. What the caches key
+on is said here, next to the fields, so that a new option cannot be missed by a key.
 """
 
 from __future__ import annotations
 
-import contextlib
-import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from cuvil.egraph.limits import Limits, check_strategy
-from cuvil.egraph.options import Options
 from cuvil.errors import CuvilError
+
+STRATEGIES = ("latency", "throughput")  # what extraction minimizes: cuvil/egraph/strategy.py
+
+
+def check_strategy(name: object) -> str:
+    """`name` if it is a strategy, else a one-line `CuvilError` naming the known ones."""
+    if name not in STRATEGIES:
+        raise CuvilError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
+    return str(name)
+
+
+@dataclass
+class Limits:
+    """Bounds that always hold. `time` bounds the whole optimization, in wall-clock seconds
+    (a worker process is killed past it, keeping the best graph found so far)."""
+
+    iterations: int = 64
+    nodes: int = 50_000
+    match_limit: int = 1_000
+    ban_length: int = 2
+    time: float = 10.0
+    exact_nodes: int = 600  # extract exactly (ILP) up to this many e-nodes
+    dag_nodes: int = 20_000  # DAG-aware greedy extraction up to this many, then tree costs
+    exact_time: float = 2.0  # seconds the ILP may take
+
+    def __post_init__(self):
+        for name, value in vars(self).items():
+            if not isinstance(value, int | float) or value <= 0:
+                raise CuvilError(f"limit {name} must be a positive number, not {value!r}")
 
 
 @dataclass(frozen=True, eq=False)
 class CompileOptions:
     """What `cuvil.compile` and `cuvil.optimize` take besides the model (their docstrings
-    say what each does)."""
+    say what each does). `extract`: "greedy", "exact" or "auto" (exact when small)."""
 
     rules: Any = None
     targets: tuple[str, ...] = ("cpu",)
@@ -41,7 +67,7 @@ class CompileOptions:
     disable: tuple[str, ...] = ()
     fuse_elementwise: bool = True
     quantize: Any = None
-    fallback_policy: str = "cpu"  # `of`: "error" by default for a sole device target
+    fallback_policy: str | None = None  # None: the targets' own (`compile_targets.checked`)
     strategy: str = "latency"
     verify: bool = True
     extract: str = "auto"
@@ -51,80 +77,24 @@ class CompileOptions:
     @classmethod
     def of(cls, *, target: str | Sequence[str] = "cpu", limits: Any = None,
            disable: Sequence[str] = (), strategy: str = "latency",
-           fallback_policy: str | None = None, **rest: Any) -> CompileOptions:
-        """The options for a call's keyword arguments, each checked: a one-line
-        `CuvilError` for an unknown target, limit or strategy. `fallback_policy=None`:
-        `"error"` where the targets are one device off the host (every op runs there),
-        `"cpu"` otherwise."""
-        options = cls(targets=targets_of(target), limits=as_limits(limits),
-                      disable=tuple(disable), strategy=check_strategy(strategy), **rest)
-        if fallback_policy is None:
-            fallback_policy = "cpu" if options.sole_device is None else "error"
-        return replace(options, fallback_policy=fallback_policy)
+           **rest: Any) -> CompileOptions:
+        """The options for a call's keyword arguments, each checked that needs no target
+        registry: a one-line `CuvilError` for no target, an unknown limit or strategy
+        (`compile_targets.checked` checks the targets' names)."""
+        targets = (target,) if isinstance(target, str) else tuple(target)
+        if not targets:
+            raise CuvilError("at least one target is needed")
+        return cls(targets=targets, limits=as_limits(limits), disable=tuple(disable),
+                   strategy=check_strategy(strategy), **rest)
 
-    def on_present_devices(self) -> CompileOptions:
-        """These options for the devices that are here: a target whose device is absent
-        (its `require` hook raises) is dropped with one warning while another is left; the
-        sole target's absence is its one-line `CuvilError`."""
-        if self.host_only:
-            return self
-        from cuvil.ir.devices import device
-        from cuvil.lower.target import get_target
-
-        present, absent = [], []
-        for name in self.targets:
-            try:
-                device(get_target(name).device).require()
-                present.append(name)
-            except CuvilError as e:
-                absent.append((name, e))
-        if not present:
-            name, error = absent[0]
-            raise CuvilError(f"target {name!r}: {error}")
-        if absent:
-            warnings.warn(f"compiling for {', '.join(present)} alone: "
-                          + "; ".join(f"target {n!r}: {e}" for n, e in absent), stacklevel=3)
-        return replace(self, targets=tuple(present))
-
-    @property
-    def host_only(self) -> bool:
-        """Whether the one target is the host's own (the CPU target)."""
-        from cuvil.ir.devices import HOST, device_target
-
-        return self.targets == (device_target()[HOST],)
-
-    @property
-    def sole_device(self) -> str | None:
-        """The device every node is placed on before the optimizer (`ir/place.py`): that
-        of the targets when they all compute one device that is not the host; None when
-        the host is among them (extraction chooses, or there is nothing to choose)."""
-        if self.host_only:
-            return None
-        from cuvil.ir.devices import HOST
-        from cuvil.lower.target import get_target
-
-        placed = {get_target(name).device for name in self.targets}
-        return placed.pop() if len(placed) == 1 and HOST not in placed else None
-
-    def optimizer(self, hints: dict[str, int]) -> Options:
-        """The optimizer's options, with `hints` (the symbolic dims' example sizes)."""
-        from cuvil.ir.devices import device_target
-
-        return Options(targets=self.targets, limits=self.limits, extract=self.extract,
-                       hints=hints, strategy=self.strategy,
-                       placed_on=self.sole_device or "",
-                       device_params=device_costs(self.targets,
-                                                  (*device_target().values(), *self.targets)))
-
-    def lowering(self) -> dict[str, Any]:
-        """`runtime.lower`'s keyword arguments, but for the sizes."""
-        return {"target": self.targets, "fallback": self.fallback, "threads": self.threads,
-                "fuse_elementwise": self.fuse_elementwise,
-                "fallback_policy": self.fallback_policy}
-
-    def optimizer_key(self, hints: dict[str, int]) -> dict[str, Any]:
-        """What the optimized graph depends on besides the graph and the rules."""
-        return {"targets": _target_params(self.targets), "limits": repr(self.limits),
+    def optimizer_key(self, hints: dict[str, int],
+                      device_params: dict[str, dict[str, float]]) -> dict[str, Any]:
+        """What the optimized graph depends on besides the graph and the rules: these
+        options, `hints` (the symbolic dims' sizes) and each target's cost parameters in
+        `device_params` (`compile_targets.device_costs`: what the optimizer prices with)."""
+        targets = [(name, sorted(device_params[name].items()) if name in device_params
+                    else None) for name in self.targets]
+        return {"targets": targets, "limits": repr(self.limits),
                 "extract": self.extract, "disable": self.disable,
                 "hints": sorted(hints.items()), "strategy": self.strategy,
                 "verify": self.verify}
@@ -153,53 +123,3 @@ def as_limits(limits: Any) -> Limits:
                              f"known: {', '.join(sorted(known))}")
         return Limits(**limits)
     raise CuvilError(f"limits must be a dict or cuvil Limits, not {type(limits).__name__}")
-
-
-def targets_of(target: str | Sequence[str]) -> tuple[str, ...]:
-    """The target names, each one registered (a target with no backend is an error). The
-    CPU's is always there: checking it alone imports no lowering (a warm compile's path)."""
-    names = (target,) if isinstance(target, str) else tuple(target)
-    if not names:
-        raise CuvilError("at least one target is needed")
-    from cuvil.ir.devices import HOST, device_target
-
-    if set(names) == {device_target()[HOST]}:
-        return names
-    from cuvil.lower.custom import available_targets
-
-    known = available_targets()
-    for name in names:
-        if name not in known:
-            raise CuvilError(f"no backend for target {name!r}; available targets: "
-                             f"{', '.join(known)} (cuvil.register_target adds one)")
-    return names
-
-
-def _target_params(names: tuple[str, ...]) -> list[tuple[str, Any]]:
-    """Each target with the cost parameters it registered (they steer extraction)."""
-    params = device_params(names)
-    return [(name, sorted(params[name].items()) if name in params else None)
-            for name in names]
-
-
-def device_params(names: tuple[str, ...]) -> dict[str, dict[str, float]]:
-    """The cost parameters of each of the `names` that is a registered compile target: the
-    optimizer's cost model receives targets as data."""
-    from cuvil.lower.target import get_target
-
-    out = {}
-    for name in names:
-        with contextlib.suppress(CuvilError):
-            out[name] = dict(get_target(name).cost_params)
-    return out
-
-
-def device_costs(chosen: tuple[str, ...], names: tuple[str, ...]) -> dict[str, dict]:
-    """`device_params(names)`, where each IR device is priced by the first chosen target
-    that computes it (`target="cpu1"` prices the `cpu` device with cpu1's parameters)."""
-    from cuvil.lower.target import get_target
-
-    params = device_params(names)
-    for name in reversed(chosen):
-        params[get_target(name).device] = params[name]
-    return params

@@ -1,15 +1,16 @@
 """tests/test_layers.py: the packages form one-way layers; no module imports upward.
 
     ir <- ops <- dsl <- library <- verify <- egraph <- lower <- runtime <- targets
-       <- quantize <- frontend <- onnx <- zoo <- cache <- options <- pipeline
+       <- quantize <- frontend <- onnx <- zoo <- cache <- pipeline
        <- dump, dynamo, live <- cli, demo
        <- the `cuvil` package itself
 
 with the utilities (`errors`, `atomic`, `aligned`, `paths`, `disk_store`, `trace`, `passes`,
-`progress`, `gc_pause`) below them all. Every import of every module counts, those inside functions
-too: a lazy import is still a dependency. A module may import its own package and any
-lower one. So that a static walk sees every dependency, no module imports a Cuvil module by
-a name in a string (`importlib.import_module("cuvil....")`).
+`progress`, `gc_pause`) and the options of a compile (`options`: plain data, read by every
+stage from the optimizer up) below them all. Every import of every module counts, those
+inside functions too: a lazy import is still a dependency. A module may import its own
+package and any lower one. So that a static walk sees every dependency, no module imports a
+Cuvil module by a name in a string (`importlib.import_module("cuvil....")`).
 
 Targets (`cuvil/targets/<name>/`) hold everything about one machine; the layers below find
 them through the device registry (`cuvil/ir/devices.py`), which imports the target folders
@@ -30,10 +31,10 @@ ROOT = Path(cuvil.__file__).parent
 
 LAYERS = [
     {"errors", "atomic", "aligned", "paths", "trace", "progress", "gc_pause", "disk_store",
-     "passes"},
+     "passes", "options"},
     {"ir"}, {"ops"}, {"dsl"}, {"library"}, {"verify"}, {"egraph"}, {"lower"}, {"runtime"},
     {"targets"}, {"quantize"},
-    {"frontend"}, {"onnx"}, {"zoo"}, {"cache"}, {"options"}, {"pipeline"},
+    {"frontend"}, {"onnx"}, {"zoo"}, {"cache"}, {"pipeline"},
     {"dump", "dynamo", "live"},
     {"cli", "demo"}, {"cuvil"},
     {"__main__"},

@@ -1,58 +1,47 @@
-"""`CompileOptions`: the sole device a graph is placed on, the default fallback policy that
-follows from the targets, and the targets kept when a device is absent."""
+"""`CompileOptions`: the checks of a call's keyword arguments, and the caches' keys, which
+change with every option that changes what the optimizer or the lowering makes."""
 
 from __future__ import annotations
 
-import dataclasses
-import warnings
+from dataclasses import replace
 
 import pytest
 
 from cuvil.errors import CuvilError
-from cuvil.ir import devices
-from cuvil.options import CompileOptions
+from cuvil.options import CompileOptions, Limits
 
-DEVICE = next(d for d in sorted(devices.known_devices()) if not devices.on_host(d))
-HOST = devices.device_target()[devices.HOST]
+PARAMS = {"cpu": {"gflops": 50.0, "gbps": 10.0, "launch_us": 2.0}}
 
 
-def test_one_device_target_off_the_host_is_the_sole_device():
-    assert CompileOptions.of(target=DEVICE).sole_device == DEVICE
-    assert CompileOptions.of(target=[DEVICE, HOST]).sole_device is None
-    assert CompileOptions.of(target=HOST).sole_device is None
+def test_the_keyword_arguments_are_checked():
+    with pytest.raises(CuvilError, match="^at least one target is needed$"):
+        CompileOptions.of(target=[])
+    with pytest.raises(CuvilError, match=r"^unknown limit\(s\) speed; known: "):
+        CompileOptions.of(limits={"speed": 1})
+    with pytest.raises(CuvilError, match="^unknown strategy 'fast'; known: latency, "):
+        CompileOptions.of(strategy="fast")
+    options = CompileOptions.of(target="cpu", limits={"time": 3}, disable=["fusion"])
+    assert (options.targets, options.limits, options.disable) == \
+        (("cpu",), Limits(time=3), ("fusion",))
 
 
-def test_the_default_fallback_policy_follows_the_targets():
-    assert CompileOptions.of(target=DEVICE).fallback_policy == "error"
-    assert CompileOptions.of(target=[DEVICE, HOST]).fallback_policy == "cpu"
-    assert CompileOptions.of(target=HOST).fallback_policy == "cpu"
-    assert CompileOptions.of(target=DEVICE, fallback_policy="cpu").fallback_policy == "cpu"
+@pytest.mark.parametrize("change", [
+    {"targets": ("cpu", "cuda")}, {"fallback": False}, {"disable": ("fusion",)},
+    {"fuse_elementwise": False}, {"fallback_policy": "error"}, {"strategy": "throughput"},
+    {"verify": False}, {"limits": Limits(time=3)},
+])
+def test_the_program_key_changes_with_each_option_the_program_depends_on(change):
+    options = CompileOptions(fallback_policy="cpu")
+    assert replace(options, **change).program_key(2) != options.program_key(2)
 
 
-@pytest.fixture
-def absent_device(monkeypatch):
-    """The device's `require` hook raising, as it does where the device is not there."""
-    def missing():
-        raise CuvilError(f"no {DEVICE} here")
-
-    monkeypatch.setitem(devices._DEVICES, DEVICE,
-                        dataclasses.replace(devices.device(DEVICE), require=missing))
-
-
-def test_an_absent_device_is_dropped_with_one_warning(absent_device):
-    with pytest.warns(UserWarning, match=f"compiling for {HOST} alone: target '{DEVICE}': "
-                                         f"no {DEVICE} here") as caught:
-        options = CompileOptions.of(target=[DEVICE, HOST]).on_present_devices()
-    assert len(caught) == 1 and options.targets == (HOST,) and options.host_only
-
-
-def test_an_absent_sole_device_is_a_one_line_error(absent_device):
-    with pytest.raises(CuvilError, match=f"^target '{DEVICE}': no {DEVICE} here$"):
-        CompileOptions.of(target=DEVICE).on_present_devices()
-
-
-def test_present_devices_keep_every_target():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        options = CompileOptions.of(target=HOST).on_present_devices()
-    assert options.targets == (HOST,)
+@pytest.mark.parametrize("change", [
+    {"targets": ("cpu", "cuda")}, {"disable": ("fusion",)}, {"strategy": "throughput"},
+    {"verify": False}, {"limits": Limits(time=3)}, {"extract": "greedy"},
+])
+def test_the_optimizer_key_changes_with_each_option_the_optimizer_reads(change):
+    options = CompileOptions()
+    key = options.optimizer_key({"batch": 2}, PARAMS)
+    assert replace(options, **change).optimizer_key({"batch": 2}, PARAMS) != key
+    assert options.optimizer_key({"batch": 3}, PARAMS) != key
+    assert options.optimizer_key({"batch": 2}, {"cpu": {**PARAMS["cpu"], "gbps": 5.0}}) != key

@@ -140,15 +140,17 @@ class Identities(nn.Module):
 
 
 class ShapeChains(nn.Module):
-    """transposes and permutes that cancel, reshape and view chains, a reshape to the same
-    shape."""
+    """transposes and permutes that cancel (attention's heads out of its positions and back
+    among them), reshape and view chains, a reshape to the same shape."""
 
     def forward(self, x):
         a = x.transpose(0, 1).transpose(0, 1) + x.transpose(1, 2).transpose(2, 1)
         b = a.reshape(4, -1).reshape(2, 2, -1).view(-1).reshape(2, 8, 3)
         y = x.reshape(2, 2, 4, 3)
         p = (y.permute(0, 2, 3, 1).permute(0, 3, 1, 2) + y.permute(0, 3, 1, 2).permute(0, 2, 3, 1)
-             + y.permute(0, 2, 1, 3).permute(0, 2, 1, 3))
+             + y.permute(0, 2, 1, 3).permute(0, 2, 1, 3)
+             + y.permute(1, 2, 0, 3).permute(2, 0, 1, 3)
+             + y.permute(2, 0, 1, 3).permute(1, 2, 0, 3))
         return b.reshape(2, 8, 3) + x.view(48).reshape(2, 8, 3) + p.reshape(2, 8, 3)
 
 

@@ -26,7 +26,7 @@ from cuvil.dynamo.graphs import (
     plain,
     sources_of,
 )
-from cuvil.dynamo.layouts import laid_out, rebuilt
+from cuvil.dynamo.layouts import dense_order, laid_out, rebuilt
 from cuvil.errors import CuvilError
 
 
@@ -120,11 +120,12 @@ class Program:
         computed, self.keep, self.rest, self.strided = laid_out(
             gm, keep, rest, lambda size, what: plain(size, dims, what), Passed)
         self.tensors = [i for i, s in enumerate(sources) if isinstance(s, Tensor)]
-        self.module = GraphForward(computed, sources, self.keep).eval()
+        self.orders = [dense_order(metas[i]) for i in self.tensors]
+        self.module = GraphForward(computed, sources, self.keep, self.orders).eval()
         self.static: dict[tuple, Callable] = {}
         self.dynamic = None
-        examples = [real(metas[i]) for i in self.tensors]
-        self.dynamic = self._compile_dynamic(examples, metas)
+        examples = self._physical([real(metas[i]) for i in self.tensors])
+        self.dynamic = self._compile_dynamic(examples, metas)  # permuted ones are static
         if self.dynamic is None:
             self.static[_shapes(examples)] = self._compile(examples, False)
 
@@ -153,6 +154,12 @@ class Program:
         COUNTS["compiles"] += 1
         return compiled
 
+    def _physical(self, tensors: list[Any]) -> list[Any]:
+        """The tensor inputs as Cuvil reads them: each with an order (`dense_order`) as its
+        memory in row-major order."""
+        return [t if o is None else t.permute(o) for t, o in zip(tensors, self.orders,
+                                                                  strict=True)]
+
     def _program(self, tensors: list[torch.Tensor]) -> Callable:
         if self.dynamic is not None:
             return self.dynamic
@@ -164,7 +171,8 @@ class Program:
     def __call__(self, *args: Any) -> list[Any]:
         tensors = [args[i].detach() for i in self.tensors]
         try:
-            outs = self._program(tensors)(*tensors)
+            physical = self._physical(tensors)
+            outs = self._program(physical)(*physical)
             if isinstance(outs, torch.Tensor):
                 outs = (outs,)
             results = list(self.rest)

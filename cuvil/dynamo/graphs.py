@@ -24,6 +24,7 @@ import torch
 from torch import fx
 from torch.export import Dim
 
+from cuvil.dynamo.layouts import logical
 from cuvil.errors import CuvilError
 
 COUNTS: Counter = Counter()  # "compiles": graphs Cuvil compiled; "eager": graphs it refused
@@ -43,16 +44,21 @@ class Size:
 class GraphForward(torch.nn.Module):
     """`gm` as a module of its tensor inputs alone, one argument each (torch.export's spec
     maps them one by one): each other input is a `Size` read off them or a constant; only
-    the tensor outputs (positions `keep`) are returned."""
+    the tensor outputs (positions `keep`) are returned. A tensor input with an order in
+    `orders` comes as its memory in row-major order and is permuted back first
+    (`layouts.dense_order`)."""
 
-    def __init__(self, gm: fx.GraphModule, sources: list[Any], keep: list[int]):
+    def __init__(self, gm: fx.GraphModule, sources: list[Any], keep: list[int],
+                 orders: Sequence[tuple[int, ...] | None] = ()):
         super().__init__()
         self.gm = gm
         self.sources = sources
         self.keep = keep
         count = sum(isinstance(s, Tensor) for s in sources)
+        self.orders = list(orders) or [None] * count
 
         def forward(*tensors):
+            tensors = [logical(t, o) for t, o in zip(tensors, self.orders, strict=True)]
             args = [_value(s, tensors) for s in self.sources]
             out = self.gm(*args)
             return tuple(out[i] for i in self.keep)

@@ -8,7 +8,15 @@ for that layout, and may reach the value through it (a `view` valid for those st
 alone, an `as_strided` at that offset). So an output that is a view is rebuilt as that view
 of its root value: Cuvil computes the root (an extra output of the graph) or it is an
 input, read and never written; an output laid out otherwise, dense, is copied into its
-layout. Every other output is Cuvil's as it is.
+layout. Every other output is Cuvil's as it is. A row-major view is rebuilt the same way:
+Cuvil would copy a view of its own value into an output of its own (a layer norm's result
+the forward saves as its [rows, 256] view, the q/k/v projection saved whole).
+
+An input laid out densely in a permuted order (a transposed weight the forward saves for
+the backward) is passed to Cuvil as that memory in row-major order (`dense_order`), and
+the graph permutes it back to its logical order first: Cuvil reads the memory as it is
+instead of copying it into row-major order at each call, and the permute meets the
+graph's own transpose of the input (`t(t(w))`), which the rules cancel.
 """
 
 from __future__ import annotations
@@ -50,10 +58,10 @@ def laid_out(gm: fx.GraphModule, keep: list[int], rest: list[Any], plain: Any,
     keep, rest, roots, strided = list(keep), list(rest), [], {}
     for i in list(keep):
         meta = _meta(values[i])
-        if _row_major(meta):
-            continue
         root = view_root(values[i])
-        if root is not values[i] and (root in inputs or _row_major(_meta(root))):
+        view = _view_of(root, meta, plain, f"output {i}") \
+            if root is not values[i] and (root in inputs or _row_major(_meta(root))) else None
+        if view is not None:
             if root in inputs:
                 source: Any = passed(inputs[root])
             else:
@@ -62,8 +70,8 @@ def laid_out(gm: fx.GraphModule, keep: list[int], rest: list[Any], plain: Any,
                     else len(values) + roots.index(root)
                 keep.append(source)
             keep.remove(i)
-            rest[i] = _view(source, meta, _meta(root), plain, f"output {i}")
-        elif _dense(meta):
+            rest[i] = ViewOf(source, *view)
+        elif not _row_major(meta) and _dense(meta):
             strided[i] = tuple(plain(s, f"output {i}") for s in meta.stride())
     rest += [None] * len(roots)
     return (_with_outputs(gm, roots) if roots else gm), sorted(set(keep)), rest, strided
@@ -105,11 +113,46 @@ def rebuilt(results: list[Any], inputs: Sequence[Any], strided: dict, count: int
     return out[:count]
 
 
-def _view(root: Any, meta: torch.Tensor, root_meta: torch.Tensor, plain: Any,
-          what: str) -> ViewOf:
-    return ViewOf(root, tuple(plain(s, what) for s in meta.shape),
-                  tuple(plain(s, what) for s in meta.stride()),
-                  plain(meta.storage_offset(), what), plain(root_meta.storage_offset(), what))
+def dense_order(meta: Any) -> tuple[int, ...] | None:
+    """The order of dims in which tensor `meta` is row-major (`meta.permute(order)` is
+    contiguous, at any offset) where that is not the logical order, its sizes and strides
+    static; else None."""
+    from torch.fx.experimental.symbolic_shapes import is_concrete_int
+
+    if not isinstance(meta, torch.Tensor) or meta.dim() < 2 or \
+            not all(is_concrete_int(s) for s in (*meta.shape, *meta.stride())):
+        return None
+    sizes, strides = [int(s) for s in meta.shape], [int(s) for s in meta.stride()]
+    order = tuple(sorted(range(len(sizes)), key=lambda d: (-strides[d], d)))
+    step = 1
+    for d in reversed(order):
+        if sizes[d] != 1 and strides[d] != step:
+            return None
+        step *= sizes[d]
+    return None if order == tuple(range(len(sizes))) else order
+
+
+def logical(tensor: torch.Tensor, order: tuple[int, ...] | None) -> torch.Tensor:
+    """The tensor whose row-major `tensor` is in `order` (`dense_order`), in its logical
+    order of dims."""
+    if order is None:
+        return tensor
+    inverse = sorted(range(len(order)), key=order.__getitem__)
+    return tensor.permute(inverse)
+
+
+def _view_of(root: fx.Node, meta: torch.Tensor, plain: Any, what: str) -> tuple | None:
+    """`ViewOf`'s fields after its root: `meta`'s view of `root`'s memory, each size a
+    source; None where a row-major output has a size that is none (Cuvil computes it, as a
+    copy of the view); a view laid out otherwise must have them."""
+    try:
+        return (tuple(plain(s, what) for s in meta.shape),
+                tuple(plain(s, what) for s in meta.stride()),
+                plain(meta.storage_offset(), what), plain(_meta(root).storage_offset(), what))
+    except CuvilError:
+        if _row_major(meta):
+            return None
+        raise
 
 
 def _with_outputs(gm: fx.GraphModule, roots: list[fx.Node]) -> fx.GraphModule:

@@ -4,20 +4,17 @@ One stage per module: `schema` (terms in egglog), `encode` (graph -> program), `
 and `guards` (checked rules -> egglog rules), `session` (stepping egglog), `typing` and
 `fold` (analyses between steps), `saturate` (schedules and limits), `cost`, `extract`,
 `decode`, `report`, `strategy` (latency or throughput); `optimizer` runs them in order
-on `options`, `worker` isolates a run, `handoff` starts it ahead of `torch.export`.
+on a compile's `cuvil.options.CompileOptions`, `worker` isolates a run, `handoff` starts it
+ahead of `torch.export`.
 
 Names load on first use: unpickling a cached report must not import egglog and scipy.
 """
 
-__all__ = ["Limits", "OptimizeReport", "OptimizerAhead", "Options", "cost_model",
-           "optimize_ahead", "optimize_graph"]
+__all__ = ["Limits", "OptimizeReport", "OptimizerAhead", "cost_model", "optimize_ahead",
+           "optimize_graph"]
 
 
 def __getattr__(name: str):
-    if name == "Options":
-        from cuvil.egraph.options import Options
-
-        return Options
     if name in ("optimize_graph", "cost_model"):  # egglog and scipy: ~2 s
         from cuvil.egraph import optimizer
 
@@ -31,7 +28,7 @@ def __getattr__(name: str):
 
         return OptimizeReport
     if name == "Limits":
-        from cuvil.egraph.limits import Limits
+        from cuvil.options import Limits
 
         return Limits
     raise AttributeError(f"module 'cuvil.egraph' has no attribute {name!r}")

@@ -14,17 +14,17 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from cuvil.egraph.options import Options
 from cuvil.egraph.report import OptimizeReport
 from cuvil.egraph.worker import Outcome, Pending, Post, can_fork, prestart
 from cuvil.ir.graph import Graph
 from cuvil.library.checked import RuleLibrary
+from cuvil.options import CompileOptions
 from cuvil.trace import Tracer
 
 AHEAD_MAX_BYTES = 256 << 20  # weights pickled to the child above this: fork it afterwards
 
 
-def deadline_of(options: Options) -> float:
+def deadline_of(options: CompileOptions) -> float:
     return 1.2 * options.limits.time + 0.5
 
 
@@ -114,12 +114,14 @@ class OptimizerAhead:
             self.run_deferred()
 
 
-def optimize_ahead(pending: Pending, graph: Graph, load_library, options: Options,
-                   tracer: Tracer, meanwhile=lambda: None) -> Graph:
+def optimize_ahead(pending: Pending, graph: Graph, load_library, options: CompileOptions,
+                   tracer: Tracer, meanwhile=lambda: None, *,
+                   hints: dict[str, int] | None = None,
+                   device_params: dict[str, dict] | None = None) -> Graph:
     """`optimizer.optimize_graph` in the ahead-started child; the parent does `meanwhile()`
     and loads the rules' definitions (`load_library()`) while the child optimizes."""
     try:
-        pending.send((graph, options, tracer.origin))
+        pending.send((graph, _read_by_child(options), hints, device_params, tracer.origin))
         meanwhile()
         library = load_library()
         result = result_of(pending.collect(deadline_of(options)), graph, library, tracer)
@@ -128,6 +130,14 @@ def optimize_ahead(pending: Pending, graph: Graph, load_library, options: Option
     result.import_report, result.output_tree = graph.import_report, graph.output_tree
     result.dim_ranges = graph.dim_ranges
     return result
+
+
+def _read_by_child(options: CompileOptions) -> CompileOptions:
+    """`options` as far as the optimizer reads them (targets, limits, extraction, strategy):
+    the rest (the rules the child loaded, calibration batches, `torch.export`'s dims) need
+    not cross the pipe, and may not pickle."""
+    return CompileOptions(targets=options.targets, limits=options.limits,
+                          extract=options.extract, strategy=options.strategy)
 
 
 def _prepare(rules: Any, disable: tuple[str, ...]):
@@ -142,7 +152,8 @@ def _prepare(rules: Any, disable: tuple[str, ...]):
 
 
 def _run(library: RuleLibrary, data: tuple, post: Post) -> tuple:
-    from cuvil.egraph.optimizer import optimize_in_child
+    from cuvil.egraph.optimizer import cost_model, optimize_in_child
 
-    graph, options, origin = data
-    return optimize_in_child(graph, library, options, Tracer(origin=origin), post)
+    graph, options, hints, device_params, origin = data
+    costs = cost_model(graph, library, hints, device_params)
+    return optimize_in_child(graph, library, options, costs, Tracer(origin=origin), post)

@@ -22,7 +22,6 @@ from cuvil.egraph.extract import (
     greedy_tree,
 )
 from cuvil.egraph.handoff import deadline_of, pack, result_of
-from cuvil.egraph.options import Options
 from cuvil.egraph.precision import precision_choices
 from cuvil.egraph.report import Iteration, OptimizeReport, RuleStat
 from cuvil.egraph.saturate import Saturation, saturate
@@ -32,16 +31,21 @@ from cuvil.egraph.worker import Post, can_fork, run_isolated
 from cuvil.ir.devices import HOST
 from cuvil.ir.graph import Graph
 from cuvil.library.checked import RuleLibrary
+from cuvil.options import CompileOptions
 from cuvil.trace import Tracer
 
 TIE_BREAK = 1e-6  # us added to rewritten e-nodes
 CONSTANT_LEAVES = ("const", "scalar")
 
 
-def cost_model(graph: Graph, library: RuleLibrary, options: Options) -> CostModel:
+def cost_model(graph: Graph, library: RuleLibrary, hints: dict[str, int] | None = None,
+               device_params: dict[str, dict] | None = None) -> CostModel:
+    """The cost model of `graph` under `library`: `hints`, the symbolic dims' sizes it
+    assumes; `device_params`, target name -> cost parameters of the compile's targets
+    (`cuvil/lower/compile_targets.py`; the registered devices' own without them)."""
     targets = {name: dict(t.params) for name, t in library.targets.items()}
     return CostModel({**graph.defs, **library.ops}, dict(library.costs), targets,
-                     dict(options.hints or {}), dict(options.device_params or {}))
+                     dict(hints or {}), dict(device_params or {}))
 
 
 def graph_cost(graph: Graph, costs: CostModel) -> float:
@@ -90,7 +94,7 @@ def _enode_cost(session: Session, costs: CostModel, node, out) -> tuple[float, s
     return cost, resource(op, ins, out)
 
 
-def select(prob: Problem, options: Options, seconds_left: float) -> Selection:
+def select(prob: Problem, options: CompileOptions, seconds_left: float) -> Selection:
     """The cheapest extraction under `options.strategy` (`cuvil/egraph/strategy.py`)."""
     chosen = _select_latency(prob, options, seconds_left)
     if options.strategy != "throughput":
@@ -101,7 +105,8 @@ def select(prob: Problem, options: Options, seconds_left: float) -> Selection:
                              seconds)
 
 
-def _select_latency(prob: Problem, options: Options, seconds_left: float) -> Selection:
+def _select_latency(prob: Problem, options: CompileOptions,
+                    seconds_left: float) -> Selection:
     size = sum(len(c) for c in prob.classes.values())
     if size > options.limits.dag_nodes:
         tree = greedy_tree(prob)
@@ -118,36 +123,37 @@ def _select_latency(prob: Problem, options: Options, seconds_left: float) -> Sel
     return greedy
 
 
-def optimize_graph(graph: Graph, library: RuleLibrary, options: Options,
-                   tracer: Tracer | None = None, meanwhile=lambda: None) -> Graph:
+def optimize_graph(graph: Graph, library: RuleLibrary, options: CompileOptions,
+                   tracer: Tracer | None = None, meanwhile=lambda: None, *,
+                   hints: dict[str, int] | None = None,
+                   device_params: dict[str, dict] | None = None) -> Graph:
     """Optimize in a forked worker when possible (a runaway never hangs the caller), the
-    caller doing `meanwhile()` while it works (first, without a worker)."""
+    caller doing `meanwhile()` while it works (first, without a worker). `hints` and
+    `device_params`: what the cost model prices with (`cost_model`)."""
     tracer = tracer or Tracer()
-    if options.isolate and can_fork():
-        result = _isolated(graph, library, options, tracer, meanwhile)
+    costs = cost_model(graph, library, hints, device_params)
+    if can_fork():
+        result = _isolated(graph, library, options, costs, tracer, meanwhile)
     else:
         meanwhile()
-        result = _optimize(graph, library, options, tracer)
+        result = _optimize(graph, library, options, costs, tracer)
     result.import_report, result.output_tree = graph.import_report, graph.output_tree
     result.dim_ranges = graph.dim_ranges
     return result
 
 
-def _optimize(graph: Graph, library: RuleLibrary, options: Options, tracer: Tracer,
-              post: Post | None = None) -> Graph:
+def _optimize(graph: Graph, library: RuleLibrary, options: CompileOptions, costs: CostModel,
+              tracer: Tracer, post: Post | None = None) -> Graph:
     start = time.perf_counter()
-    costs = cost_model(graph, library, options)
     with tracer.stage("encode"):
-        session = Session(graph, library, options.targets, options.limits, options.fold)
+        session = Session(graph, library, options.targets, options.limits)
     on_step = _Interim(session, costs, options, tracer, post) if post else tracer.step
     with tracer.stage("saturate"):
         run = saturate(session, options.limits, start, on_step)
     with tracer.stage("extract"):
         left = 0.9 * options.limits.time - (time.perf_counter() - start)
         selection = select(problem(session, costs), options, left)
-    result = _finish(graph, session, run, selection, costs, tracer)
-    result.report.placed_on = options.placed_on
-    return result
+    return _finish(graph, session, run, selection, costs, tracer)
 
 
 def _finish(graph: Graph, session: Session, run: Saturation, selection: Selection,
@@ -164,7 +170,7 @@ class _Interim:
 
     session: Session
     costs: CostModel
-    options: Options
+    options: CompileOptions
     tracer: Tracer
     post: Post
     steps: list = field(default_factory=list)
@@ -187,19 +193,20 @@ class _Interim:
         self.post(pack(result, self.tracer))
 
 
-def _isolated(graph: Graph, library: RuleLibrary, options: Options, tracer: Tracer,
-              meanwhile) -> Graph:
+def _isolated(graph: Graph, library: RuleLibrary, options: CompileOptions, costs: CostModel,
+              tracer: Tracer, meanwhile) -> Graph:
     def work(post: Post):
-        return optimize_in_child(graph, library, options, Tracer(origin=tracer.origin), post)
+        return optimize_in_child(graph, library, options, costs, Tracer(origin=tracer.origin),
+                                 post)
 
     outcome = run_isolated(work, deadline_of(options), meanwhile)
     return result_of(outcome, graph, library, tracer)
 
 
-def optimize_in_child(graph: Graph, library: RuleLibrary, options: Options, tracer: Tracer,
-                      post: Post) -> tuple:
+def optimize_in_child(graph: Graph, library: RuleLibrary, options: CompileOptions,
+                      costs: CostModel, tracer: Tracer, post: Post) -> tuple:
     """In the optimizer's child: the result, packed for the parent (`handoff.pack`)."""
-    return pack(_optimize(graph, library, options, tracer, post), tracer)
+    return pack(_optimize(graph, library, options, costs, tracer, post), tracer)
 
 
 def build_report(before: Graph, after: Graph, session: Session, run: Saturation,

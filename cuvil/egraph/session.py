@@ -21,7 +21,6 @@ from cuvil.dsl import ast
 from cuvil.egraph import snapshot as snapshots
 from cuvil.egraph.encode import Encoding, constructors, encode_graph
 from cuvil.egraph.fold import Folder
-from cuvil.egraph.limits import Limits
 from cuvil.egraph.rewrites import EggRule, compile_rule, label_of, unfold_rule
 from cuvil.egraph.snapshot import Snapshot
 from cuvil.egraph.typer import Typer, TypeTable
@@ -29,6 +28,7 @@ from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph
 from cuvil.library.checked import RuleLibrary
 from cuvil.ops import registry
+from cuvil.options import Limits
 
 UNFOLD = "cuvil:unfold"
 

@@ -1,6 +1,6 @@
 """Extraction strategies: what "cheapest" means for a graph placed across devices.
 
-`strategy=` of `cuvil.compile` and `cuvil.optimize` (the names: `limits.STRATEGIES`):
+`strategy=` of `cuvil.compile` and `cuvil.optimize` (the names: `cuvil.options.STRATEGIES`):
 
 - `latency` (the default): the time of one call run alone. The runtime runs a call's steps
   one after another, the host waiting for the device at each boundary, so a call costs the

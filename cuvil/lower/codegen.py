@@ -9,6 +9,9 @@ re-optimizes every kernel inside it: the transformer's compile grew by 5 s for a
 
 Arrays are passed as parameters: inputs `in*`, constants `c*`, planned buffers `v*`, planned
 scratch `s*`, outputs `o*` (fresh every call), sizes of symbolic dims `n_*`, `n_threads`.
+A torch fallback whose result is laid out as planned hands back torch's own memory, which
+takes the place of its buffer or output array (`runtime/calling.settle`): no copy. Where it
+takes an output's place, `entry` returns the output arrays (`Program.returns`); else None.
 
 Three texts come out. Each kernel is a module of its own (`Kernel.module`): imports and the
 kernel as `kernel`, with nothing of the graph in it (no node names, no provenance), so two
@@ -82,6 +85,7 @@ class Program:
     entry: str = ""  # the text of `entry`
     graph: str = ""  # the graph's name
     uploads: dict[str, str] = field(default_factory=dict)  # device constant -> host constant
+    returns: str = ""  # `entry`'s last line where a fallback's result replaces an output
 
     def code_of(self, value: str) -> str:
         return self.arrays[value].code
@@ -99,6 +103,8 @@ class ModuleBuilder:
         self.symbols: set[str] = set()
         self.results: dict[str, str] = {}
         self.uploads: dict[str, str] = {}
+        self._owned_outputs = False  # a fallback's result is returned in place of an output
+        self._returns = ""  # `entry`'s return line, if it has one
 
     # -- values ------------------------------------------------------------------------------
     def _array(self, value: str, kind: str, t: TensorType | None = None, shape=None) -> Array:
@@ -227,7 +233,7 @@ class ModuleBuilder:
                     self.symbols.update(_symbols(d))
         return Program(text, kernels, self.steps, self.arrays, values, sorted(self.symbols),
                        self.fallbacks, self.results, aliases, self._calls, self._entry_args,
-                       entry, self.ctx.graph.name, self.uploads)
+                       entry, self.ctx.graph.name, self.uploads, self._returns)
 
     def _listing_imports(self, kernels: list[Kernel]):
         """The listing's target, or with kernels of several targets the imports each of
@@ -250,7 +256,9 @@ class ModuleBuilder:
             call = f"fallbacks[{self.fallbacks.index(self.ctx.graph[step.group.output])}]"
             dest = self.expr(step.args[-1])
             planned = self.arrays.get(step.args[-1])
-            if planned is not None and planned.kind == "buffer" and dest.isidentifier():
+            if planned is not None and planned.kind in ("buffer", "output") \
+                    and dest.isidentifier():
+                self._owned_outputs |= planned.kind == "output"
                 return f"{dest} = {call}({args}, own=True)"  # torch's result itself: no copy
             return f"{call}({args})"
         return f"{step.kernel}({args})"
@@ -265,8 +273,17 @@ class ModuleBuilder:
                     self.symbols.update(_symbols(d))
         params += [f"n_{s}" for s in sorted(self.symbols)] + ["n_threads", "fallbacks"]
         self._calls, self._entry_args = body, params
-        return "\n".join([f"def entry({', '.join(params)}):"]
-                         + ["    " + b for b in body or ["pass"]]) + "\n"
+        self._returns = returned_outputs(self.arrays) if self._owned_outputs else ""
+        lines = [b for b in [*body, self._returns] if b] or ["pass"]
+        return "\n".join([f"def entry({', '.join(params)}):"] + ["    " + b for b in lines]) \
+            + "\n"
+
+
+def returned_outputs(arrays: dict[str, Array]) -> str:
+    """`return (o0, o1, ...)`: the output arrays in the entry's order, for an entry in which
+    a fallback's result (torch's own memory) replaces a planned output array."""
+    outputs = [a.code for a in sorted(arrays.values(), key=_param_order) if a.kind == "output"]
+    return f"return ({''.join(o + ', ' for o in outputs).rstrip()})"
 
 
 def target_of(spec: KernelSpec, default):
@@ -328,6 +345,8 @@ def instrumented_entry(program: Program) -> str:
     lines = [f"def entry_profiled({', '.join([*program.entry_args, 'lap'])}):", "    lap(-1)"]
     for i, call in enumerate(program.calls):
         lines += [f"    {call}", f"    lap({i})"]
+    if program.returns:
+        lines.append(f"    {program.returns}")
     return "\n".join(lines) + "\n"
 
 

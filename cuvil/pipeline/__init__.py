@@ -39,6 +39,7 @@ from cuvil import egraph, gc_pause, runtime
 from cuvil.cache.imports import recording
 from cuvil.errors import CuvilError
 from cuvil.frontend.training import refuse_training
+from cuvil.lower import compile_targets
 from cuvil.options import CompileOptions
 from cuvil.passes import Pass, run
 from cuvil.pipeline.caches import ImportCache, OptimizedCache, ProgramCache
@@ -88,7 +89,7 @@ def calibrate(c: Compilation) -> Compilation:
 def place(c: Compilation) -> Compilation:
     """With one device target that is not the host, the graph on that device
     (`cuvil/ir/place.py`): there is nothing for extraction to choose."""
-    device = c.request.options.sole_device
+    device = compile_targets.sole_device(c.request.options.targets)
     if device is None:
         return c
     from cuvil.ir.place import place_on  # the IR (sympy): past the caches
@@ -99,26 +100,34 @@ def place(c: Compilation) -> Compilation:
 
 def optimize_pass(c: Compilation) -> Compilation:
     """Stages parse, check, encode, saturate, extract, decode: in the optimizer's child
-    forked ahead of torch.export (`egraph.handoff`) when there is one, else here."""
+    forked ahead of torch.export (`egraph.handoff`) when there is one, else here. The
+    cost model prices the symbolic dims at their example sizes and each device at its
+    target's parameters; the report says whether `place` put every node on one device."""
     r, ahead, options = c.request, c.ahead, c.request.options
-    optimizer_options = options.optimizer(c.hints)
+    params = compile_targets.device_costs(options.targets)
     with gc_pause.resumed():  # the optimizer makes garbage at scale
         pending = ahead.take(c.graph) if ahead is not None else None
         if pending is not None:  # forked before torch.export, egglog imported, rules loaded
-            optimized = egraph.optimize_ahead(pending, c.graph, r.library, optimizer_options,
-                                              r.tracer, meanwhile=ahead.run_deferred)
+            optimized = egraph.optimize_ahead(pending, c.graph, r.library, options, r.tracer,
+                                              meanwhile=ahead.run_deferred, hints=c.hints,
+                                              device_params=params)
         else:
             meanwhile = ahead.run_deferred if ahead is not None else (lambda: None)
-            optimized = egraph.optimize_graph(c.graph, r.library(), optimizer_options,
-                                              r.tracer, meanwhile)
+            optimized = egraph.optimize_graph(c.graph, r.library(), options, r.tracer,
+                                              meanwhile, hints=c.hints, device_params=params)
+    if optimized.report is not None:
+        optimized.report.placed_on = compile_targets.sole_device(options.targets) or ""
     return replace(c, optimized=optimized)
 
 
 def lower(c: Compilation) -> Compilation:
     """The optimized graph's generated program (`runtime.Lowering`)."""
+    o = c.request.options
     with c.request.tracer.stage("lower"):
-        return replace(c, lowering=runtime.lower(c.optimized, sizes=c.hints,
-                                                 **c.request.options.lowering()))
+        lowering = runtime.lower(c.optimized, target=o.targets, fallback=o.fallback,
+                                 threads=o.threads, fuse_elementwise=o.fuse_elementwise,
+                                 fallback_policy=o.fallback_policy, sizes=c.hints)
+    return replace(c, lowering=lowering)
 
 
 def build(c: Compilation) -> Compilation:
@@ -172,7 +181,8 @@ def compile(model: Any, example_inputs: Sequence[Any] | None = None, *, rules: A
         rules=rules, target=target, dynamic_shapes=dynamic_shapes, fallback=fallback,
         threads=threads, limits=limits, disable=disable, fuse_elementwise=fuse_elementwise,
         quantize=quantize, fallback_policy=fallback_policy, strategy=strategy, verify=verify,
-        cache=cache, trace=trace).on_present_devices()
+        cache=cache, trace=trace)
+    options = compile_targets.present(compile_targets.checked(options))
     tracer = Tracer()
     with gc_pause.paused(), compile_progress(tracer, display_name(model)):
         checked = check_rules(options, tracer)
@@ -197,10 +207,10 @@ def optimize(graph: Any, example_inputs: Sequence[Any] | None = None, *, rules: 
     of calls (`cuvil/egraph/strategy.py`). Rules not in the stock library are verified
     first (`cuvil/verify/gate.py`); `verify=False` uses them unverified. The passes are
     `compile`'s up to the optimized graph (`OPTIMIZE`), with no cache."""
-    options = CompileOptions.of(rules=rules, target=target, limits=limits, disable=disable,
-                                dynamic_shapes=dynamic_shapes, extract=extract, trace=trace,
-                                quantize=quantize, strategy=strategy, verify=verify,
-                                cache=False)
+    options = compile_targets.checked(CompileOptions.of(
+        rules=rules, target=target, limits=limits, disable=disable,
+        dynamic_shapes=dynamic_shapes, extract=extract, trace=trace, quantize=quantize,
+        strategy=strategy, verify=verify, cache=False))
     tracer = Tracer()
     checked = check_rules(options, tracer)
     done = run(OPTIMIZE, Compilation(Request(graph, example_inputs, options, tracer)),
@@ -227,7 +237,8 @@ def weights_of(done: Compilation):
     """What `load_state_dict` swaps into (`runtime/swap.py`): a torch module's weights, for
     the CPU, rebuilt through `compile_passes` with the caches off; None otherwise."""
     r = done.request
-    if not isinstance(r.model, torch.nn.Module) or not r.options.host_only:
+    if not isinstance(r.model, torch.nn.Module) or \
+            not compile_targets.host_only(r.options.targets):
         return None
     quantize = r.options.quantize
     calibrated = quantize is not None and quantize.activations is not None

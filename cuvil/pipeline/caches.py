@@ -25,6 +25,7 @@ from cuvil import cache as compile_cache
 from cuvil import gc_pause, library
 from cuvil.cache import imports as import_cache
 from cuvil.cache import programs
+from cuvil.lower import compile_targets
 from cuvil.options import CompileOptions
 from cuvil.pipeline.values import Compilation, hints_of
 from cuvil.runtime.threads import thread_count
@@ -68,7 +69,9 @@ class OptimizedCache:
         if not options.cache:
             return None, None
         with tracer.stage("cache lookup"):
-            key = compile_cache.key_of(c.graph, options.rules, options.optimizer_key(c.hints))
+            params = compile_targets.device_costs(options.targets)
+            key = compile_cache.key_of(c.graph, options.rules,
+                                       options.optimizer_key(c.hints, params))
             hit = compile_cache.load(key, c.graph, functools.partial(_defs, options))
         if hit is None:
             return key, None

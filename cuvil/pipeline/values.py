@@ -18,6 +18,7 @@ from cuvil import egraph, frontend, library
 from cuvil import onnx as onnx_frontend
 from cuvil.cache import imports as import_cache
 from cuvil.errors import CuvilError
+from cuvil.lower import compile_targets
 from cuvil.options import CompileOptions
 from cuvil.trace import Tracer
 
@@ -56,8 +57,8 @@ class Request:
     def program_cached(self) -> bool:
         """Whether the program cache serves this request: an `nn.Module` compiled for the
         CPU without quantization (`cuvil/cache/programs.py`)."""
-        return (self.options.cache and self.options.host_only and self.options.quantize is None
-                and isinstance(self.model, torch.nn.Module))
+        return (self.options.cache and compile_targets.host_only(self.options.targets)
+                and self.options.quantize is None and isinstance(self.model, torch.nn.Module))
 
     def library(self):
         """The rules, less the disabled ones."""
@@ -87,7 +88,8 @@ class Compilation:
 def pricing_of(graph: Graph, options: CompileOptions, hints: dict[str, int]):
     """(`graph`, the cost model extraction priced it with)."""
     rules = library.load(options.rules).without(options.disable)
-    return graph, egraph.cost_model(graph, rules, options.optimizer(hints))
+    return graph, egraph.cost_model(graph, rules, hints,
+                                    compile_targets.device_costs(options.targets))
 
 
 def fingerprinted(request: Request) -> Request:

@@ -3,7 +3,8 @@
 A call converts its inputs to numpy without copying, finds the buffers planned for these
 input shapes (planned once per set of shapes, checked with a clear error on the first
 call), takes a workspace (the planned buffers) and output arrays, and calls the generated
-`entry` function once. Outputs are torch tensors over those arrays: they never alias a
+`entry` function once. Outputs are torch tensors over those arrays, or over the memory of a
+torch fallback's result that `entry` returns in an output's place: they never alias a
 buffer that a later call reuses.
 
 Calls from several threads run at once. What they share is read-only: the entry, the
@@ -136,7 +137,7 @@ class CompiledGraph:
             calling.threads = self.threads
         work = plan.take()  # buffers no other running call holds
         outs = work.output_arrays()
-        self._entry(*arrays, *work.pre, *outs, *plan.post)
+        outs = self._entry(*arrays, *work.pre, *outs, *plan.post) or outs  # `Program.returns`
         plan.give(work)
         if self._spec.writes:  # no bound fast path: it would skip the writes
             self._write_inputs(inputs, outs)

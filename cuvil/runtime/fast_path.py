@@ -54,7 +54,7 @@ def bind(entry, key: tuple, plan: ShapePlan, results: Callable[[list], Any], thr
             return MISS
         work = take()
         outs = work.output_arrays()
-        entry(a, *work.pre, *outs, *post)
+        outs = entry(a, *work.pre, *outs, *post) or outs
         give(work)
         return results(outs)
 
@@ -74,9 +74,9 @@ def _one_to_one(entry, shape, dtype, take, give, post, out_shape, out_dtype, thr
             return MISS
         out = empty(out_shape, out_dtype)
         work = take()
-        entry(a, *work.pre, out, *post)
+        returned = entry(a, *work.pre, out, *post)
         give(work)
-        return tensor(out)
+        return tensor(out if returned is None else returned[0])
 
     return call
 
@@ -95,7 +95,7 @@ def _inputs(entry, key, take, give, post, results, threads):
             arrays.append(a)
         work = take()
         outs = work.output_arrays()
-        entry(*arrays, *work.pre, *outs, *post)
+        outs = entry(*arrays, *work.pre, *outs, *post) or outs
         give(work)
         return results(outs)
 

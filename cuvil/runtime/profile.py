@@ -65,14 +65,15 @@ class TimedEntry:
             self._spans.append((step, self._last, now))
         self._last = time.perf_counter_ns()
 
-    def __call__(self, *args: Any) -> None:
+    def __call__(self, *args: Any) -> tuple | None:
+        """What `entry` returns (`Program.returns`), each step timed."""
         if self.max_calls is not None and len(self.calls) >= self.max_calls:
-            self.original(*args)
-            return
+            return self.original(*args)
         self._spans = []
         start = time.perf_counter_ns()
-        self._profiled(*args, self.lap)
+        returned = self._profiled(*args, self.lap)
         self.calls.append(Call(start, time.perf_counter_ns(), self._spans))
+        return returned
 
 
 def _device_sync(program):

@@ -18,6 +18,7 @@ import torch
 import cuvil
 from cuvil import cache, zoo
 from cuvil.library import load as load_rules
+from cuvil.lower.compile_targets import device_costs
 from cuvil.options import CompileOptions
 
 
@@ -112,12 +113,13 @@ def test_weights_folded_by_the_optimizer_are_never_reused_for_new_weights(fresh_
 
 def test_key_depends_on_rules_options_and_input_shapes(zoo_graph):
     model, graph = zoo_graph("mlp")
-    settings = CompileOptions().optimizer_key({"batch": 2})
+    params = device_costs(("cpu",))
+    settings = CompileOptions().optimizer_key({"batch": 2}, params)
     key = cache.key_of(graph, None, settings)
     assert key == cache.key_of(graph.copy(), None, settings)
     other_rules = cache.key_of(graph, "rule r: relu(x) => x\n", settings)
     assert other_rules.parts["rules"] != key.parts["rules"]
-    disabled = CompileOptions(disable=("fusion",)).optimizer_key({"batch": 2})
+    disabled = CompileOptions(disable=("fusion",)).optimizer_key({"batch": 2}, params)
     assert cache.key_of(graph, None, disabled).digest != key.digest
     static = cuvil.from_torch(model, (torch.randn(3, 784),), dynamic_shapes=False)
     assert cache.key_of(static, None, settings).parts["program"] != \

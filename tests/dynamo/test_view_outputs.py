@@ -13,6 +13,8 @@ import torch
 from torch import fx, nn
 
 from cuvil.dynamo import COUNTS, compile_graph
+from cuvil.dynamo.compiler import Program
+from cuvil.dynamo.layouts import dense_order, logical
 
 
 @pytest.fixture(autouse=True)
@@ -109,3 +111,61 @@ def test_a_forward_call_writes_no_tensor_of_the_callers():
     assert torch.equal(x, given)
     for name, p in model.named_parameters():
         assert torch.equal(p.detach(), params[name]), name
+
+
+@pytest.mark.parametrize(("tensor", "order"), [
+    (torch.zeros(3, 5).t(), (1, 0)),
+    (torch.zeros(2, 3, 4).permute(2, 0, 1), (1, 2, 0)),
+    (torch.zeros(2, 1, 4).transpose(0, 2), (1, 2, 0)),  # a size-1 dim: either place
+    (torch.zeros(3, 5), None),  # row-major already
+    (torch.zeros(4, 6)[:, :3].t(), None),  # not dense
+    (torch.zeros(7)[1:].view(2, 3).t(), (1, 0)),  # at an offset
+    (torch.zeros(2, 2, 2).transpose(0, 2)[:, :1], None),  # a gap
+    (torch.zeros(1, 3).expand(4, 3).t(), None),  # overlapping
+])
+def test_dense_order_is_the_order_of_a_tensors_memory(tensor, order):
+    assert dense_order(tensor) == order
+    if order is not None:
+        memory = tensor.permute(order)
+        assert memory.is_contiguous()
+        back = logical(memory, order)
+        assert (back.shape, back.stride()) == (tensor.shape, tensor.stride())
+
+
+def test_a_transposed_input_is_read_as_its_memory():
+    """A graph input laid out transposed (a weight the forward saves as `t(w)`) reaches
+    Cuvil as its own memory, row-major, and the graph computes torch's result."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    torch.manual_seed(0)
+    x, w, y = torch.randn(6, 5), torch.randn(5, 4), torch.randn(4, 3, 2)
+    gm = make_fx(lambda x, wt, yp: (torch.mm(x, wt.t()) + 1.0, yp * 2.0),
+                 tracing_mode="fake")(x, w.t(), y.permute(2, 0, 1))
+    program = Program(gm, [x, w.t(), y.permute(2, 0, 1)], {}, "test graph")
+    assert program.orders == [None, (1, 0), (1, 2, 0)]
+    physical = program._physical([x, w.t(), y.permute(2, 0, 1)])
+    assert physical[1].is_contiguous() and physical[1].data_ptr() == w.data_ptr()
+    assert physical[2].is_contiguous() and physical[2].data_ptr() == y.data_ptr()
+    got = program(x, w.t(), y.permute(2, 0, 1))
+    torch.testing.assert_close(got[0], x @ w + 1.0)
+    torch.testing.assert_close(got[1], y.permute(2, 0, 1) * 2.0)
+
+
+def test_a_row_major_view_output_is_a_view_of_its_root_not_a_copy():
+    """An output that is a row-major view of another value (a layer norm's result and its
+    [rows, d] view, both saved for the backward; a view of a value the graph does not
+    return) comes back as that view of its root, as torch's graph returns it."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from cuvil.dynamo.layouts import ViewOf
+
+    x = torch.randn(4, 6, 8)
+    gm = make_fx(lambda x: (torch.sin(x) * 2.0, (torch.sin(x) * 2.0).view(24, 8),
+                            (x * 3.0).view(-1)), tracing_mode="fake")(x)
+    program = Program(gm, [x], {}, "test graph")
+    assert all(isinstance(r, ViewOf) for r in program.rest[1:3])
+    y, rows, flat = program(x)
+    torch.testing.assert_close(y, torch.sin(x) * 2.0)
+    torch.testing.assert_close(rows, (torch.sin(x) * 2.0).view(24, 8))
+    torch.testing.assert_close(flat, (x * 3.0).view(-1))
+    assert rows.shape == (24, 8) and rows.is_contiguous() and flat.is_contiguous()

@@ -11,9 +11,10 @@ import torch
 from egglog import bindings
 
 import cuvil
-from cuvil.egraph.session import Limits, Session
+from cuvil.egraph.session import Session
 from cuvil.ir import Graph, TensorType, sym
 from cuvil.library import load
+from cuvil.options import Limits
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "reference_rules.egg"
 

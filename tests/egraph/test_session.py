@@ -3,9 +3,9 @@ a rule refused at its match limit still comes back at a doubled one."""
 
 from __future__ import annotations
 
-from cuvil.egraph.limits import Limits
 from cuvil.egraph.session import Session
 from cuvil.library import load
+from cuvil.options import Limits
 
 COMMUTE = """
 ruleset swap

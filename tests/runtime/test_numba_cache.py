@@ -17,7 +17,7 @@ from numba import njit as plain_njit
 from cuvil.paths import cache_dir
 from cuvil.runtime import numba_cache
 from cuvil.runtime.module_cache import import_file
-from cuvil.targets.cpu.kernels import blas, conv, vmath
+from cuvil.targets.cpu.kernels import blas, conv, gemv, vmath
 
 
 def test_driver_caches_are_under_the_cache_directory():
@@ -63,7 +63,7 @@ import json, pkgutil, importlib
 import numba, numpy as np
 import cuvil.targets.cpu.kernels as kernels
 from cuvil.runtime.numba_cache import Driver
-from cuvil.targets.cpu.kernels import blas, conv_post
+from cuvil.targets.cpu.kernels import conv_post, gemv
 
 modules = [importlib.import_module(f"cuvil.targets.cpu.kernels.{m.name}")
            for m in pkgutil.iter_modules(kernels.__path__)]
@@ -72,25 +72,25 @@ made_at_import = sum(d._made is not None for d in drivers.values())
 
 @numba.njit
 def kernel(a, wt, c):  # a generated kernel calling a driver: Numba types the global
-    blas.gemv_block(a, wt, c, 0, c.shape[1])
+    gemv.gemv_block(a, wt, c, 0, c.shape[1])
 
 @numba.njit
 def halves(a, wt, c):  # constants and variables alike: the overload above serves both
     n = c.shape[1] // 2
-    blas.gemv_block(a, wt, c, n, c.shape[1])
-    blas.gemv_block(a, wt, c, 0, 3)
+    gemv.gemv_block(a, wt, c, n, c.shape[1])
+    gemv.gemv_block(a, wt, c, 0, 3)
 
 a, wt = np.random.rand(3, 7), np.random.rand(5, 7)
 c = np.zeros((3, 5))
 kernel(a, wt, c)
 d = np.zeros((3, 5))
 halves(a, wt, d)
-print(json.dumps({"overloads": len(blas.gemv_block.overloads),
+print(json.dumps({"overloads": len(gemv.gemv_block.overloads),
                   "halves_error": float(np.abs(d - a @ wt.T).max()),
                   "drivers": len(drivers), "made_at_import": made_at_import,
                   "error": float(np.abs(c - a @ wt.T).max()),
-                  "gemv_made": blas.gemv_block._made is not None,
-                  "dispatcher": type(blas.gemv_block.dispatcher).__name__,
+                  "gemv_made": gemv.gemv_block._made is not None,
+                  "dispatcher": type(gemv.gemv_block.dispatcher).__name__,
                   "unused_made": conv_post.conv2d_nchw_direct_post._made is not None}))
 """
 
@@ -109,15 +109,15 @@ def test_a_driver_is_called_and_read_as_its_function():
     a = np.arange(6, dtype=np.float64).reshape(2, 3)
     wt = np.ones((4, 3))
     c = np.zeros((2, 4))
-    blas.gemv_block(a, wt, c, 0, 4)  # a call from Python
+    gemv.gemv_block(a, wt, c, 0, 4)  # a call from Python
     np.testing.assert_allclose(c, a @ wt.T)
-    assert blas.gemv_block.__name__ == "gemv_block" and blas.gemv_block.__doc__ == \
-        blas.gemv_block.py_func.__doc__
-    assert blas.gemv_block.signatures  # the dispatcher's attributes
+    assert gemv.gemv_block.__name__ == "gemv_block" and gemv.gemv_block.__doc__ == \
+        gemv.gemv_block.py_func.__doc__
+    assert gemv.gemv_block.signatures  # the dispatcher's attributes
 
 
 def test_a_driver_pickles_by_name_and_a_half_built_one_has_no_dispatcher():
-    assert pickle.loads(pickle.dumps(blas.gemv_block)) is blas.gemv_block
+    assert pickle.loads(pickle.dumps(gemv.gemv_block)) is gemv.gemv_block
     half = numba_cache.Driver.__new__(numba_cache.Driver)  # as unpickling by state would
     with pytest.raises(AttributeError, match="dispatcher"):  # not a RecursionError
         half.signatures  # noqa: B018 (an attribute read is the test)
@@ -125,7 +125,7 @@ def test_a_driver_pickles_by_name_and_a_half_built_one_has_no_dispatcher():
 
 def test_a_kernel_module_names_the_dispatcher_itself(tmp_path):
     path = tmp_path / "cuvil_0123456789abcdef0123.py"
-    path.write_text("from cuvil.targets.cpu.kernels.blas import gemv_block\nkernel = gemv_block\n")
+    path.write_text("from cuvil.targets.cpu.kernels.gemv import gemv_block\nkernel = gemv_block\n")
     module = import_file(path)
-    assert module.kernel is blas.gemv_block.dispatcher
-    assert module.gemv_block is blas.gemv_block  # the driver itself, elsewhere
+    assert module.kernel is gemv.gemv_block.dispatcher
+    assert module.gemv_block is gemv.gemv_block  # the driver itself, elsewhere

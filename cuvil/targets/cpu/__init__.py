@@ -18,8 +18,9 @@ PARAMS = {"gflops": 150.0, "gbps": 20.0, "launch_us": 2.0}
 
 
 def _prepare() -> None:
-    """BLAS single-threaded: parallelism comes from Numba's pool (`kernels/blas.py`)."""
-    from cuvil.targets.cpu.kernels.blas import single_threaded_blas
+    """BLAS single-threaded: parallelism comes from Numba's pool
+    (`kernels/blas_threads.py`)."""
+    from cuvil.targets.cpu.kernels.blas_threads import single_threaded_blas
 
     single_threaded_blas()
 

@@ -27,6 +27,8 @@ HELPERS = {"gemm": f"{KERNELS}.blas", "gemm_weight": f"{KERNELS}.blas",
                "conv2d_nchw_direct_post", "conv2d_nchw_direct_pool_post", "conv2d_nchw_post",
                "conv2d_nchw_winograd_post", "conv2d_nchw_winograd_pool_post",
                "conv2d_nchw_few_post", "conv1x1_nchw_post")},
+           **{f"conv2d_{layout}_grouped": f"{KERNELS}.conv_grouped"
+              for layout in ("nchw", "nhwc")},
            "linear_post": f"{KERNELS}.gemm_post",
            "depthwise_nchw_post": f"{KERNELS}.depthwise",
            "attention_post": f"{KERNELS}.attention",

@@ -1,11 +1,11 @@
-"""Matrix products shared by every generated module, and the BLAS thread policy.
+"""Matrix products shared by every generated module.
 
 A product by a constant weight (`gemm_weight`) takes what lowering prepared of it. An f32
 weight is packed into column panels, and products of up to PANEL_MAX_ROWS rows run on
 Cuvil's register tile over them (`gemm_packed`, `kernels.sgemm`). Each thread keeps its own
 panels in its L2 from call to call; OpenBLAS packs its operand again on every call. Larger
-products go to BLAS on the weight. An f64 weight is kept transposed for `gemv`. Other
-products (`gemm`) take the tile on `b` itself on the CPUs where that was measured faster
+products go to BLAS on the weight. An f64 weight is kept transposed for `kernels.gemv`.
+Other products (`gemm`) take the tile on `b` itself on the CPUs where that was measured faster
 than OpenBLAS (`TILE_CPUS`: a Zen 4 core, 5-25% on the zoo's products), BLAS elsewhere and
 for f64. An operand of `gemm` may also be F-contiguous, the `.T` of a C-contiguous matrix
 (`matmul_lt`, `matmul_rt`: a weight [N, K] as AOTAutograd passes it, a gradient in a
@@ -16,20 +16,13 @@ the tile on `b` itself took 1.1-1.5x OpenBLAS's time on every zoo product, two t
 ~256 rows. The choice of tile is made when a product is typed; Numba's cache keys on the
 CPU's name too.
 
-One pool: scipy's OpenBLAS (the BLAS Numba calls) runs single-threaded, and products are
-split between Numba's threads instead: row blocks, or column blocks when there are fewer
-than COLUMN_SPLIT_ROWS rows, one BLAS call each through Numba's own `numba_xxgemm` binding
-with leading dimensions and transpose flags (`_block`). With row blocks each thread packs
-all of `b`. For 64x784 @ 784x512 on two threads that took 648 us, against 426 with column
-blocks. `gemm_batched` splits batch entries. OpenBLAS's own pthread pool spin-waits after
-each call; next to torch's OpenMP pool it made a 16-image NCHW convolution take 255 ms
-instead of 8 ms, and torch's own convolution next to it 50 ms instead of 1.5 ms.
-`single_threaded_blas()` sets this once per process.
-
-`gemv(a, wt, c, parts)` computes `c = a @ wt.T` for a handful of rows of `a` as dot
-products against the rows of the pre-transposed weight `wt`, four output columns at a time
-(each load of `a` feeds four multiply-adds); with `parts > 1` the columns are split
-between threads.
+One pool: scipy's OpenBLAS (the BLAS Numba calls) runs single-threaded
+(`blas_threads.single_threaded_blas`), and products are split between Numba's threads
+instead: row blocks, or column blocks when there are fewer than COLUMN_SPLIT_ROWS rows, one
+BLAS call each through Numba's own `numba_xxgemm` binding with leading dimensions and
+transpose flags (`_block`). With row blocks each thread packs all of `b`. For 64x784 @
+784x512 on two threads that took 648 us, against 426 with column blocks. `gemm_batched`
+splits batch entries.
 
 These functions are compiled once per cache directory (`numba_cache.njit`) rather
 than in every generated module: a parallel function costs ~1.5 s to compile, and this is
@@ -39,17 +32,15 @@ hash (`numba_cache.runtime_hash`), so a change here gives them new cache entries
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from numba import prange, types
 from numba.extending import overload
 
 from cuvil.runtime.numba_cache import njit
 from cuvil.targets.cpu.kernels.f32_tile import no_epilogue
+from cuvil.targets.cpu.kernels.gemv import GEMV_PAR_WORK, gemv
 from cuvil.targets.cpu.kernels.sgemm import WIDTH, sgemm, sgemm_panels, sgemm_transposed
 
-GEMV_PAR_WORK = 1 << 16  # multiply-adds below which one thread is faster
 GEMM_PAR_WORK = 1 << 20  # multiply-adds below which one BLAS call on one thread is faster
 COLUMN_SPLIT_ROWS = 128  # BLAS products with fewer rows split columns between threads
 PANEL_MAX_ROWS = 256  # products by a packed weight with at most this many rows: the tile
@@ -60,120 +51,6 @@ PANEL_MAX_ROWS = 256  # products by a packed weight with at most this many rows:
 # padded); 32x512 @ (10x512)^T 13 against 4.
 TRANSPOSED_TILE_ROWS = (8, 64)
 TRANSPOSED_TILE_COLUMNS = 64
-_blas_configured = False
-
-
-def single_threaded_blas() -> None:
-    """Make scipy's OpenBLAS (the one Numba's `np.dot` calls) single-threaded, once, unless
-    OPENBLAS_NUM_THREADS is set; numpy's and torch's pools are left as they are."""
-    global _blas_configured
-    if _blas_configured or os.environ.get("OPENBLAS_NUM_THREADS"):
-        return
-    _blas_configured = True
-    folder = _load_scipy_blas()
-    if folder is not None and _set_openblas_threads(folder, 1):
-        return
-    from threadpoolctl import ThreadpoolController  # ~10 ms with torch's libraries loaded
-
-    for lib in ThreadpoolController().lib_controllers:
-        if lib.user_api == "blas" and f"scipy.libs{os.sep}" in lib.filepath:
-            lib.set_num_threads(1)
-
-
-def _load_scipy_blas():
-    """Load scipy's OpenBLAS into the process: the shared library of
-    `scipy.linalg.cython_blas` with its dependencies, without running the Python package
-    `scipy.linalg` (importing it costs ~0.2 s, its array-API layer importing numpy.f2py,
-    numpy.testing and more). The later import of `cython_blas` (by Numba's `np.dot`)
-    finds the same library, with the threads set here. Returns scipy's folder, or None
-    where the file is not found (then the import)."""
-    import ctypes
-    import importlib.machinery
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.find_spec("scipy")
-    for folder in spec.submodule_search_locations if spec else ():
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            path = Path(folder) / "linalg" / f"cython_blas{suffix}"
-            if path.is_file():
-                try:
-                    ctypes.CDLL(str(path))
-                    return Path(folder)
-                except OSError:
-                    break
-    import scipy.linalg.cython_blas  # noqa: F401
-
-
-def _set_openblas_threads(scipy_folder, threads: int) -> bool:
-    """Set the thread count of the OpenBLAS in scipy's wheel (`scipy.libs/`, loaded by
-    `_load_scipy_blas`) through its own setter, as threadpoolctl would without listing
-    every loaded library; False where there is no such library or setter."""
-    import ctypes
-
-    libs = sorted(scipy_folder.parent.glob("scipy.libs/*openblas*.so*"))
-    for path in libs if len(libs) == 1 else ():
-        lib = ctypes.CDLL(str(path))  # already loaded: the same handle
-        for name in ("scipy_openblas_set_num_threads", "openblas_set_num_threads",
-                     "scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_"):
-            setter = getattr(lib, name, None)
-            if setter is not None:
-                setter(ctypes.c_int(threads))
-                return True
-    return False
-
-
-@njit(nogil=True, fastmath=True)
-def gemv_block(a, wt, c, n0, n1):
-    k_len = a.shape[1]
-    for m in range(a.shape[0]):
-        if k_len == 0:
-            for n in range(n0, n1):
-                c[m, n] = 0
-            continue
-        n = n0
-        while n + 4 <= n1:
-            av = a[m, 0]
-            s0 = wt[n, 0] * av
-            s1 = wt[n + 1, 0] * av
-            s2 = wt[n + 2, 0] * av
-            s3 = wt[n + 3, 0] * av
-            for k in range(1, k_len):
-                av = a[m, k]
-                s0 += wt[n, k] * av
-                s1 += wt[n + 1, k] * av
-                s2 += wt[n + 2, k] * av
-                s3 += wt[n + 3, k] * av
-            c[m, n] = s0
-            c[m, n + 1] = s1
-            c[m, n + 2] = s2
-            c[m, n + 3] = s3
-            n += 4
-        while n < n1:
-            s0 = wt[n, 0] * a[m, 0]
-            for k in range(1, k_len):
-                s0 += wt[n, k] * a[m, k]
-            c[m, n] = s0
-            n += 1
-
-
-@njit(nogil=True, parallel=True, link=False)
-def gemv_parallel(a, wt, c, parts):
-    n_len = wt.shape[0]
-    step = ((n_len + parts - 1) // parts + 3) // 4 * 4
-    for t in prange(parts):
-        gemv_block(a, wt, c, min(n_len, t * step), min(n_len, (t + 1) * step))
-
-
-@njit(nogil=True)
-def gemv(a, wt, c, parts):
-    """c[m, n] = sum_k a[m, k] * wt[n, k]; `parts` threads when the product is big enough."""
-    if parts > 1 and a.shape[0] * a.shape[1] * wt.shape[0] >= GEMV_PAR_WORK:
-        gemv_parallel(a, wt, c, parts)
-    else:
-        gemv_block(a, wt, c, 0, wt.shape[0])
-
-
 TILE_CPUS = ("znver4", "znver5")  # LLVM's names of the CPUs the f32 tile is faster on
 
 

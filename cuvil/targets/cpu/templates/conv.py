@@ -236,7 +236,30 @@ def _driver(conv, ctx) -> Driver:
 
         return Driver(packed, f"depthwise_{layout}(x0, x1, out, geo, threads)", {},
                       "depthwise")
-    raise Unsupported(f"conv2d with groups={groups}")
+    return _grouped(ctx, conv, x, w.shape, groups, nhwc)
+
+
+def _grouped(ctx, conv, x, wshape, groups: int, nhwc: bool) -> Driver:
+    """`groups` convolutions side by side (`runtime.conv_grouped`): units of (image,
+    group), each im2col of its channels and a product with its slice of the weight."""
+    oc, cg, kh, kw = wshape
+    ocg, ohw = oc // groups, conv.type.shape[2] * conv.type.shape[3]
+    if nhwc:
+        shapes = {"cols": ("threads", ohw, kh * kw * cg), "tmp": ("threads", ohw, ocg)}
+    else:
+        shapes = {"cols": ("threads", cg * kh * kw, ohw)}
+    scratch = _scratch(ctx, conv, {k: Scratch(x.dtype, v) for k, v in shapes.items()})
+
+    def packed(weight):
+        wg = weight.reshape(groups, ocg, cg, kh, kw)
+        if nhwc:
+            return wg.transpose(0, 3, 4, 2, 1).reshape(groups, kh * kw * cg, ocg)
+        return wg.reshape(groups, ocg, cg * kh * kw)
+
+    layout = "nhwc" if nhwc else "nchw"
+    return Driver(packed, f"conv2d_{layout}_grouped(x0, x1, out, "
+                          f"{', '.join(scratch.values())}, geo, threads)", scratch,
+                  f"{groups} groups, im2col + GEMM")
 
 
 def _tiled(conv, ctx, x, oc: int, geo: tuple[int, ...]) -> Driver | None:

@@ -7,7 +7,7 @@ time, into column panels (`panels`) for Cuvil's register tile (`runtime.sgemm`),
 takes products of up to a few hundred rows; larger ones go to scipy's OpenBLAS
 (single-threaded per block). One narrower than a panel is kept as its rows too (`narrow`),
 which `gemv` reads at batch 1. A constant f64 one is kept transposed for the dot-product
-kernel `blas.gemv` on products with at most `GEMV_MAX_ROWS` rows (batch-1 inference).
+kernel `gemv.gemv` on products with at most `GEMV_MAX_ROWS` rows (batch-1 inference).
 
 A matrix the group transposes for its product alone (the stock `matmul_lt`, `matmul_rt`,
 `matmul_tt`, `linear_rt`, `linear_relu_rt`: training graphs' `mm(x, t(w))`, `mm(t(g), x)`)
@@ -28,7 +28,7 @@ from cuvil.targets.cpu.templates.loops import emit_loops
 from cuvil.targets.cpu.templates.post import match, post_args
 
 BLAS_DTYPES = (DType.f32, DType.f64)
-# f64 products with at most this many rows take `blas.gemv` (784x512 on two threads: 1 row
+# f64 products with at most this many rows take `gemv.gemv` (784x512 on two threads: 1 row
 # 13 us, the f32 tile 39; 4 rows 48 against 44; 8 rows 96 against 48).
 GEMV_MAX_ROWS = 3
 PANEL = 32  # columns per panel of a packed f32 weight: `runtime.sgemm.WIDTH`
@@ -124,7 +124,7 @@ def panels(w: np.ndarray) -> np.ndarray:
 
 def narrow(w: np.ndarray) -> np.ndarray:
     """A constant weight w [K, N] narrower than a panel (a classifier's 10 columns), flat:
-    its one panel [K, PANEL], then its rows w.T [N, K] for `blas.gemv` (`blas._narrow`),
+    its one panel [K, PANEL], then its rows w.T [N, K] for `gemv.gemv` (`blas._narrow`),
     which at batch 1 reads only the N columns there are."""
     return np.concatenate([panels(w).ravel(), np.ascontiguousarray(w.T).ravel()])
 

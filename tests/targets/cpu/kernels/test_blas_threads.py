@@ -1,5 +1,5 @@
-"""The BLAS thread policy (`blas.single_threaded_blas`): scipy's OpenBLAS, the one Numba's
-`np.dot` calls, runs one thread; numpy's and torch's pools are left as they are."""
+"""The BLAS thread policy (`blas_threads.single_threaded_blas`): scipy's OpenBLAS, the one
+Numba's `np.dot` calls, runs one thread; numpy's and torch's pools are left as they are."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 SCRIPT = """
 import json, sys
 from threadpoolctl import threadpool_info
-from cuvil.targets.cpu.kernels.blas import single_threaded_blas
+from cuvil.targets.cpu.kernels.blas_threads import single_threaded_blas
 
 def blas_threads():
     return {i["filepath"]: i["num_threads"] for i in threadpool_info()
