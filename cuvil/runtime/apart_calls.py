@@ -15,14 +15,15 @@ unresolved symbol aborts the process:
   function with a per-process counter, so a caller cached by one process would name a
   symbol that the driver compiled by another does not define.
 - A cached caller loads its drivers before its own code (`DriverLoad`): each call lowered
-  records the driver's overload in the caller's library `_reload_init`, which Numba pickles
-  with the caller's cache entry and runs before loading its object code (and which a
-  caller's caller inherits when it links the caller).
+  records the driver's overload and symbol in the caller's library `_reload_init`, which
+  Numba pickles with the caller's cache entry and runs before loading its object code (and
+  which a caller's caller inherits when it links the caller). The load checks that the
+  overload defines the symbol the caller names; where it does not, the caller's entry is a
+  miss and is compiled (`keyed_cache`), never loaded to abort on an unresolved symbol.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
 from numba.core import compiler, imputils
@@ -39,35 +40,40 @@ class FixedSymbolCompiler(compiler.Compiler):
         return super()._compile_bytecode()
 
 
+class UnresolvedDriver(Exception):
+    """A driver's overload that a cached caller calls is not defined at the symbol the
+    caller names."""
+
+
 @dataclass(frozen=True)
 class DriverLoad:
-    """Loads from the cache (or compiles) one overload of a driver, by module, qualified
-    name and argument types: run before a cached caller's code is loaded. A cached overload
-    loads as a kernel does (`compile_pool.is_cold`), without the refresh of Numba's typing
-    and lowering registries that only compiling needs."""
+    """Loads from the cache (or compiles) one overload of a driver and checks that it
+    defines `symbol`, the name its callers call it by: run before a cached caller's
+    code is loaded. A cached overload loads as a kernel does (`compile_pool.is_cold`),
+    without the refresh of Numba's typing and lowering registries that only compiling
+    needs. The driver is pickled by reference (module and qualified name)."""
 
-    module: str
-    qualname: str
+    driver: object  # a `numba_cache.Driver`
     argtypes: tuple
-
-    def dispatcher(self):
-        driver = importlib.import_module(self.module)
-        for part in self.qualname.split("."):
-            driver = getattr(driver, part)
-        return driver.dispatcher
+    symbol: str
 
     def __call__(self) -> None:
-        dispatcher = self.dispatcher()
+        dispatcher = self.driver.dispatcher
         if self.argtypes not in dispatcher.overloads:
             from cuvil.runtime.compile_pool import is_cold
 
             is_cold(dispatcher, [self.argtypes])
             dispatcher.compile(self.argtypes)
+        cres = dispatcher.overloads.get(self.argtypes)  # its library defines its symbol
+        if cres is None or cres.fndesc.mangled_name != self.symbol:
+            raise UnresolvedDriver(f"{self.driver!r}{self.argtypes} is not {self.symbol}")
 
 
-def call_apart(targetctx, cres, load: DriverLoad) -> None:
+def call_apart(targetctx, cres, driver) -> None:
     """Lower calls to `cres`'s function as calls to its symbol, linking nothing, each
-    recording `load` in the calling library (replaces Numba's `user_function` for it)."""
+    recording its `DriverLoad` in the calling library (replaces Numba's `user_function`
+    for it)."""
+    load = DriverLoad(driver, tuple(cres.signature.args), cres.fndesc.mangled_name)
     call = imputils.user_function(cres.fndesc, ())
 
     def lower_call(context, builder, sig, args):
@@ -89,7 +95,7 @@ def drivers_loaded_by(dispatcher) -> list:
     while todo:
         for cres in list(todo.pop().overloads.values()):
             for load in cres.reload_init or ():
-                if isinstance(load, DriverLoad) and load.dispatcher() not in found:
-                    found[load.dispatcher()] = None
-                    todo.append(load.dispatcher())
+                if isinstance(load, DriverLoad) and load.driver.dispatcher not in found:
+                    found[load.driver.dispatcher] = None
+                    todo.append(load.driver.dispatcher)
     return list(found)

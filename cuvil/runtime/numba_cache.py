@@ -36,7 +36,8 @@ from numba.core.caching import CacheImpl, UserProvidedCacheLocator
 from numba.core.registry import CPUDispatcher
 
 from cuvil.paths import cache_dir, drivers_hash
-from cuvil.runtime.apart_calls import DriverLoad, FixedSymbolCompiler, call_apart
+from cuvil.runtime.apart_calls import FixedSymbolCompiler, call_apart
+from cuvil.runtime.keyed_cache import use_keyed_file
 
 PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -117,12 +118,15 @@ class Driver:
                 if self._made is None:
                     if PackageLocator not in CacheImpl._locator_classes:
                         CacheImpl._locator_classes.insert(0, PackageLocator)
-                    kind = DriverDispatcher if self._link else ApartDispatcher
-                    self._made = kind(py_func=self._fn, locals={},
-                                      targetoptions={**self._options, "nopython": True,
-                                                     "boundscheck": None})
-                    self._made.enable_caching()
+                    self._made = self._make()
         return self._made
+
+    def _make(self):
+        options = {**self._options, "nopython": True, "boundscheck": None}
+        made = DriverDispatcher(py_func=self._fn, locals={}, targetoptions=options) \
+            if self._link else ApartDispatcher(self, options)
+        made.enable_caching()
+        return made
 
     def __getattr__(self, name: str):
         if name.startswith("__") or name in _OWN:  # probed by copy, pickle and inspect, or
@@ -148,21 +152,32 @@ class DriverDispatcher(CPUDispatcher):
         return super().get_call_template(tuple(types.unliteral(a) for a in args),
                                          {k: types.unliteral(v) for k, v in kws.items()})
 
+    def enable_caching(self):
+        super().enable_caching()
+        use_keyed_file(self)
+
 
 class ApartDispatcher(DriverDispatcher):
     """A `DriverDispatcher` whose overloads compiled callers call through their symbol,
     the same in every process, loading them first when loaded from the cache
     (`apart_calls`)."""
 
-    def __init__(self, py_func, locals=None, targetoptions=None):
-        super().__init__(py_func, locals, targetoptions, pipeline_class=FixedSymbolCompiler)
+    def __init__(self, driver: Driver, targetoptions: dict):
+        self.driver = driver
+        super().__init__(py_func=driver._fn, locals={}, targetoptions=targetoptions,
+                         pipeline_class=FixedSymbolCompiler)
 
     def add_overload(self, cres):
         super().add_overload(cres)
         if not cres.objectmode:
-            fn = self.py_func
-            call_apart(self.targetctx, cres, DriverLoad(fn.__module__, fn.__qualname__,
-                                                        tuple(cres.signature.args)))
+            call_apart(self.targetctx, cres, self.driver)
+
+    def __reduce__(self):  # as its driver, made again by it where unpickled
+        return _dispatcher_of_driver, (self.driver,)
+
+
+def _dispatcher_of_driver(driver: Driver):
+    return driver.dispatcher
 
 
 def dispatcher_of(fn):

@@ -95,3 +95,24 @@ def test_a_cached_caller_loads_after_another_process_compiled_its_driver(tmp_pat
         loaded = _run(tmp_path, "apart_procs", name)
         assert loaded["hits"] == 1 and loaded["driver_compiled"] == 0
         assert abs(loaded["value"] - factor * reference(x)) < 1e-9
+
+
+RELOAD = """
+import importlib, json
+import numpy as np
+import apart_twice as m
+x = np.linspace(0.0, 3.0, 50)
+first = m.caller(x)
+importlib.reload(m)  # a second driver of the same function: its symbols defined again
+print(json.dumps({"values": [float(first), float(m.caller(x))]}))
+"""
+
+
+def test_a_driver_made_again_in_one_process_still_serves_its_callers(tmp_path):
+    (tmp_path / "apart_twice.py").write_text(MODULE)
+    out = subprocess.run([sys.executable, "-c", RELOAD], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    x = np.linspace(0.0, 3.0, 50)
+    values = json.loads(out.stdout.strip().splitlines()[-1])["values"]
+    np.testing.assert_allclose(values, [reference(x)] * 2, rtol=1e-12)
