@@ -12,8 +12,8 @@ LLVM aborts the process.
 `KeyedCacheFile` replaces it for Cuvil's drivers and generated kernels:
 
 - the data file is named by a hash of the entry's key (signature, target, bytecode), so
-  two keys never share one, and holds the key beside the data: a file whose key is not
-  the one asked for (a hash clash, a file of another format) is a miss;
+  two keys never share one; its content is Numba's own (any reader of Numba's index
+  reads it), and one whose overload is not of the signature asked for is a miss;
 - the index is read, updated and written under an exclusive lock, so no entry is lost;
 - before an entry is rebuilt, the drivers its code calls apart are loaded and their
   symbols checked (`DriverLoad`): one that cannot be is a miss, and Numba compiles the
@@ -26,9 +26,10 @@ import contextlib
 import hashlib
 import os
 
+from numba.core import sigutils
 from numba.core.caching import IndexDataCacheFile
 
-RELOAD_INIT = 7  # the position of `reload_init` in a CompileResult's `_reduce()`
+SIGNATURE, RELOAD_INIT = 3, 7  # their positions in a CompileResult's `_reduce()`
 
 
 class KeyedCacheFile(IndexDataCacheFile):
@@ -36,7 +37,7 @@ class KeyedCacheFile(IndexDataCacheFile):
 
     def save(self, key, data) -> None:
         name = self._keyed_name(key)
-        self._save_data(name, (key, data))
+        self._save_data(name, data)
         with self._index_lock():
             overloads = self._load_index()
             if overloads.get(key) != name:
@@ -48,12 +49,12 @@ class KeyedCacheFile(IndexDataCacheFile):
         if name is None:
             return None
         try:
-            stored_key, data = self._load_data(name)
+            data = self._load_data(name)
+            same = tuple(data[SIGNATURE].args) == \
+                tuple(sigutils.normalize_signature(key[0])[0])
         except Exception:  # noqa: BLE001  (missing, damaged, of another format: a miss)
             return None
-        if stored_key != key or not _drivers_ready(data):
-            return None
-        return data
+        return data if same and _drivers_ready(data) else None
 
     def _keyed_name(self, key) -> str:
         digest = hashlib.sha256(repr(key).encode()).hexdigest()[:20]
@@ -78,10 +79,8 @@ def _drivers_ready(data) -> bool:
     """Load the drivers that the entry's code calls apart; False if one fails."""
     from cuvil.runtime.apart_calls import DriverLoad
 
-    reload_init = data[RELOAD_INIT] if isinstance(data, tuple) and len(data) > RELOAD_INIT \
-        else ()
     try:
-        for load in reload_init or ():
+        for load in data[RELOAD_INIT] or ():
             if isinstance(load, DriverLoad):
                 load()
     except Exception:  # noqa: BLE001  (compiling reports what really fails)
