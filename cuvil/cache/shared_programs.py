@@ -1,7 +1,7 @@
 """Programs through the shared tier: a compiled model's program entry with the code it runs
-(its generated modules, Numba's object code for each kernel, Numba's runtime library), so
-that a machine of the fleet meeting a model another machine compiled runs no export,
-optimizer, lowering or Numba.
+(its generated modules, Numba's object code for each kernel and for the drivers it calls
+apart, `apart_calls`, Numba's runtime library), so that a machine of the fleet meeting a
+model another machine compiled runs no export, optimizer, lowering or Numba.
 
     publish(parts, compiled)     # after `programs.store` wrote the local entry
     fetch(parts)                 # on a local miss: the files written here, or None
@@ -87,14 +87,15 @@ def fetch(parts: dict[str, str]) -> str | None:
     except (Damaged, OSError, ValueError, KeyError, TypeError):
         return None
     after_store(sum(written))
-    kernels = sum(name.endswith(".nbi") for _, _, name, _ in files)
+    functions = sum(name.endswith(".nbi") for _, _, name, _ in files)
     return (f"{len(files)} files ({len(written)} new here, {len(data) / 1e6:.1f} MB; Numba's code "
-            f"for {kernels} kernels) from {remote.url()}")
+            f"for {functions} functions) from {remote.url()}")
 
 
 def program_files(entry: Path, compiled) -> list[tuple[str, str, Path]]:
     """(where, folder, path) of every file the program at `entry` needs, each kernel's
     object code before its index."""
+    from cuvil.runtime.apart_calls import drivers_loaded_by
     from cuvil.runtime.nrt_cache import _path as nrt_path
 
     report, root = compiled.report, cache_dir()
@@ -103,7 +104,9 @@ def program_files(entry: Path, compiled) -> list[tuple[str, str, Path]]:
     files += [("cache", "kernels", path) for path in sorted(modules)]
     for kernel in report.kernels:
         if kernel.jit:
-            files += _numba_files(compiled._entry.__globals__[kernel.name], root)
+            fn = compiled._entry.__globals__[kernel.name]
+            for dispatcher in (fn, *drivers_loaded_by(fn)):  # the drivers it calls apart
+                files += _numba_files(dispatcher, root)
     nrt = nrt_path()  # where this process did not load it from here, the other compiles it
     if nrt.is_file():
         files.append(("cache", nrt.parent.relative_to(root).as_posix(), nrt))

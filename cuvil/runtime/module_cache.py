@@ -63,8 +63,14 @@ def import_file(path: str | os.PathLike) -> ModuleType:
     except BaseException:
         del sys.modules[name]
         raise
-    if hasattr(module, "kernel"):  # a runtime driver: the entry calls its dispatcher
-        from cuvil.runtime.numba_cache import dispatcher_of
+    from numba.core.dispatcher import Dispatcher
 
+    from cuvil.runtime.keyed_cache import use_keyed_file
+    from cuvil.runtime.numba_cache import dispatcher_of
+
+    if hasattr(module, "kernel"):  # a runtime driver: the entry calls its dispatcher
         module.kernel = dispatcher_of(module.kernel)
+    for value in list(vars(module).values()):  # its functions' on-disk caches
+        if isinstance(value, Dispatcher):
+            use_keyed_file(value)
     return module

@@ -18,6 +18,9 @@ A driver is compiled once per argument types with every constant argument taken 
 plain type (`DriverDispatcher`): Numba would otherwise compile a callee again for each
 constant a caller passes (`rows_epilogue(..., 0, rows)` and `(..., r0, r1)` were two
 compiles of it, and the tile's `block_at` three), each linked into its caller.
+
+`@njit(link=False)` declares a heavy driver that callers call through its symbol rather
+than linking a copy of it (`apart_calls`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from numba.core.caching import CacheImpl, UserProvidedCacheLocator
 from numba.core.registry import CPUDispatcher
 
 from cuvil.paths import cache_dir, drivers_hash
+from cuvil.runtime.apart_calls import FixedSymbolCompiler, call_apart
+from cuvil.runtime.keyed_cache import use_keyed_file
 
 PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -85,7 +90,8 @@ def _writable(path: str) -> None:
 def njit(fn=None, **options):
     """`numba.njit(..., cache=True)` with the cache under the Cuvil cache directory, the
     dispatcher made when first used (`Driver`), one overload per plain argument types
-    (`DriverDispatcher`)."""
+    (`DriverDispatcher`). `link=False`: compiled callers call the driver's own code
+    (`ApartDispatcher`) instead of linking and inlining a copy of it."""
     if fn is None:
         return lambda f: Driver(f, options)
     return Driver(fn, options)
@@ -102,6 +108,7 @@ class Driver:
 
     def __init__(self, fn, options: dict):
         update_wrapper(self, fn)
+        self._link = options.pop("link", True)
         self._fn, self._options, self._made = fn, options, None
 
     @property
@@ -111,12 +118,15 @@ class Driver:
                 if self._made is None:
                     if PackageLocator not in CacheImpl._locator_classes:
                         CacheImpl._locator_classes.insert(0, PackageLocator)
-                    self._made = DriverDispatcher(py_func=self._fn, locals={},
-                                                  targetoptions={**self._options,
-                                                                 "nopython": True,
-                                                                 "boundscheck": None})
-                    self._made.enable_caching()
+                    self._made = self._make()
         return self._made
+
+    def _make(self):
+        options = {**self._options, "nopython": True, "boundscheck": None}
+        made = DriverDispatcher(py_func=self._fn, locals={}, targetoptions=options) \
+            if self._link else ApartDispatcher(self, options)
+        made.enable_caching()
+        return made
 
     def __getattr__(self, name: str):
         if name.startswith("__") or name in _OWN:  # probed by copy, pickle and inspect, or
@@ -142,6 +152,33 @@ class DriverDispatcher(CPUDispatcher):
         return super().get_call_template(tuple(types.unliteral(a) for a in args),
                                          {k: types.unliteral(v) for k, v in kws.items()})
 
+    def enable_caching(self):
+        super().enable_caching()
+        use_keyed_file(self)
+
+
+class ApartDispatcher(DriverDispatcher):
+    """A `DriverDispatcher` whose overloads compiled callers call through their symbol,
+    the same in every process, loading them first when loaded from the cache
+    (`apart_calls`)."""
+
+    def __init__(self, driver: Driver, targetoptions: dict):
+        self.driver = driver
+        super().__init__(py_func=driver._fn, locals={}, targetoptions=targetoptions,
+                         pipeline_class=FixedSymbolCompiler)
+
+    def add_overload(self, cres):
+        super().add_overload(cres)
+        if not cres.objectmode:
+            call_apart(self.targetctx, cres, self.driver)
+
+    def __reduce__(self):  # as its driver, made again by it where unpickled
+        return _dispatcher_of_driver, (self.driver,)
+
+
+def _dispatcher_of_driver(driver: Driver):
+    return driver.dispatcher
+
 
 def dispatcher_of(fn):
     """`fn`'s Numba dispatcher if it is a `Driver`, else `fn`."""
@@ -149,4 +186,4 @@ def dispatcher_of(fn):
 
 
 _MAKING = threading.RLock()
-_OWN = frozenset({"_fn", "_options", "_made", "dispatcher"})
+_OWN = frozenset({"_fn", "_options", "_made", "_link", "dispatcher"})

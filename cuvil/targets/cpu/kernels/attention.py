@@ -261,7 +261,7 @@ def _keys(k, kt, mode, b, heads, used, dims):
     return kt.reshape(kt.size), 0
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _split(q, k, v, mask, last, mode, scale, tiles, keys, out, dims, nbh, parts):
     step = (nbh + parts - 1) // parts
     for t in prange(parts):

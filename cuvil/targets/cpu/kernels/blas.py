@@ -144,7 +144,7 @@ def _block_for(a, b, c, r0, r1, n0, n1):
     return block
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _blas_columns(a, b, c, parts):
     n = b.shape[1]
     step = ((n + parts - 1) // parts + 15) // 16 * 16  # whole 64-byte lines of f32
@@ -155,7 +155,7 @@ def _blas_columns(a, b, c, parts):
             _block(a, b, c, 0, a.shape[0], n0, n1)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _blas_rows(a, b, c, parts):
     m = a.shape[0]
     step = (m + parts - 1) // parts
@@ -166,7 +166,7 @@ def _blas_rows(a, b, c, parts):
             _block(a, b, c, r0, r1, 0, b.shape[1])
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _blas_parallel(a, b, c, parts):
     m = a.shape[0]
     step = (m + parts - 1) // parts
@@ -209,7 +209,7 @@ def gemm(a, b, c, parts):
     _product(a, b, c, parts if big else 1)
 
 
-@njit(nogil=True)
+@njit(nogil=True, link=False)
 def gemm_packed(a, panels, w, c, parts, epi):
     """c = a @ w for a constant f32 weight w [K, N], also packed at compile time as `panels`
     (`sgemm.sgemm_panels`): the tile on panels up to PANEL_MAX_ROWS rows (threads split the
@@ -274,7 +274,7 @@ def _narrow(a, w, packed, c, parts, gemv_rows, epi):
     return gemm_packed(a, packed[:k * WIDTH].reshape((1, k, WIDTH)), w, c, parts, epi)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _batched_parallel(a, b, c, parts):
     nb = a.shape[0]
     for t in prange(parts):

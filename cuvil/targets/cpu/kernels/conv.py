@@ -118,7 +118,7 @@ def conv2d_nchw_few_image(x, wm, out, cols, geo):
     np.dot(wm, cols, out.reshape((oc, oh * ow)))
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _images_nchw(x, wp, out, cols, xt, tmp, geo, parts):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
@@ -147,7 +147,7 @@ def nchw_each(x, wp, out, cols, xt, tmp, geo):
         _nchw_image(x[n], wp, out[n], cols[0], xt[0], tmp[0], geo)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _images_nchw_few(x, wm, out, cols, geo, parts):
     kh, kw, sh, sw, ph, pw, dh, dw = geo
     nb, oc, oh, ow = out.shape
@@ -181,7 +181,7 @@ def few_each(x, wm, out, cols, geo, parts):
         gemm(wm, cols[0], out[n].reshape((oc, oh * ow)), parts)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _images_1x1_nchw(x, wm, out, parts):
     nb, ch, h, w = x.shape
     for t in prange(parts):
@@ -207,7 +207,7 @@ def conv1x1_each(x, wm, out, parts):
         gemm(wm, x[n].reshape((ch, h * w)), out[n].reshape((wm.shape[0], h * w)), parts)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _images_nhwc(x, wp, out, cols, geo, parts):
     kh, kw, sh, sw, ph, pw, dh, dw = geo
     nb, oh, ow, oc = out.shape
@@ -274,7 +274,7 @@ def _dw_planes(x, wd, out, q0, q1, geo):
                         out[n, c, i, j] += x[n, c, hh, j * sw + off] * wv
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _dw_planes_parallel(x, wd, out, geo, parts):
     nq = x.shape[0] * x.shape[1]
     step = (nq + parts - 1) // parts
@@ -312,7 +312,7 @@ def _dw_rows(x, wd, out, q0, q1, geo):
                             out[n, i, j, c] += x[n, hh, ww, c] * wd[a, b, c]
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _dw_rows_parallel(x, wd, out, geo, parts):
     nq = out.shape[0] * out.shape[1]
     step = (nq + parts - 1) // parts

@@ -52,7 +52,7 @@ def _phases(geo, h, w):
     return (h + 2 * ph + sh - 1) // sh, (w + 2 * pw + sw - 1) // sw
 
 
-@njit(nogil=True, fastmath=True)
+@njit(nogil=True, fastmath=True, link=False)
 def _arrange(x, xs, geo, zero):
     """The image x [C, H, W] as a flat array of stride-phase planes (x itself when it is
     unpadded with stride 1). `zero`: clear xs first; without, xs must hold an image of the
@@ -181,7 +181,7 @@ def _pixel_rows(src, offs, wf, flat, shape, geo, wq, r0, r1, epi):
                     _P8W_S2(*a)
 
 
-@njit(nogil=True, fastmath=True)
+@njit(nogil=True, fastmath=True, link=False)
 def _units(src, offs, wk, out, geo, hq, wq, u0, u1, epi):
     """Units u0..u1 of one image (see `_n_units`), every channel tile of each; the
     epilogue `epi` only on the pixel tile."""
@@ -240,7 +240,7 @@ def image_plan(x, geo):
     return ag, hq, wq, _offsets(ch, ag, hq, wq)
 
 
-@njit(nogil=True)
+@njit(nogil=True, link=False)
 def direct_image_planned(x, wk, out, xs, geo, epi, plan, zero):
     """One image on its batch's `image_plan`, with the epilogue epi = (bias [OC], residual
     [OC*OH*OW], lo, hi, flags: 1 bias, 2 residual, 4 a clip) in the tile's stores where the
@@ -260,7 +260,7 @@ def conv2d_nchw_direct_image(x, wk, out, xs, geo):
     direct_image_planned(x, wk, out, xs, geo, no_epilogue(), image_plan(x, geo), True)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _images(x, wk, out, xs, geo, parts, ag, hq, wq, offs):
     for t in prange(parts):  # the plan in parts: a tuple holding an array cannot enter a
         for n in range(t, x.shape[0], parts):  # parallel loop
@@ -268,7 +268,7 @@ def _images(x, wk, out, xs, geo, parts, ag, hq, wq, offs):
                                  n == t)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _split_image(src, offs, wk, out, geo, hq, wq, parts):
     units = _n_units(geo, offs.shape[0], hq, wq, out.shape[1], out.shape[2])
     step = (units + parts - 1) // parts

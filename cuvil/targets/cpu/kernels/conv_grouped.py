@@ -36,7 +36,7 @@ def _nchw_unit(x, wg, out, cols, geo, u):
     gemm(wg[g], cols, out[n].reshape((groups, ocg, oh * ow))[g], 1)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _units_nchw(x, wg, out, cols, geo, units, parts):
     for t in prange(parts):
         for u in range(t, units, parts):
@@ -74,7 +74,7 @@ def _nhwc_unit(x, wg, out, cols, tmp, geo, u):
             og[p, g, k] = tmp[p, k]
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _units_nhwc(x, wg, out, cols, tmp, geo, units, parts):
     for t in prange(parts):
         for u in range(t, units, parts):

@@ -73,7 +73,7 @@ def _post(out, bias, res, clip, q0, q1):
                 row[p] = min(max(row[p] + b, lo), hi)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _post_split(out, bias, res, clip, parts):
     planes = out.shape[0] * out.shape[1]
     step = (planes + parts - 1) // parts
@@ -91,7 +91,7 @@ def _image_epilogue(bias, res, clip, n, per):
     return bias, rf[n * per:n * per + per] if res.size else rf, lo, hi, flags
 
 
-@njit(nogil=True)
+@njit(nogil=True, link=False)
 def _direct_image(x, wk, xs, bias, res, clip, geo, n, y, plan, zero):
     """Image n into y [OC, OH, OW] (out[n], or a thread's scratch) with its epilogue: in
     the tile's stores where the pixel tile computes it, else right after (while y is in
@@ -102,7 +102,7 @@ def _direct_image(x, wk, xs, bias, res, clip, geo, n, y, plan, zero):
         _post(y.reshape((1, oc, y.shape[1], y.shape[2])), bias, res[n:n + 1], clip, 0, oc)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _direct_images(x, wk, xs, bias, res, clip, geo, parts, out, ag, hq, wq, offs):
     for t in prange(parts):  # the plan in parts: a tuple holding an array cannot enter
         for n in range(t, x.shape[0], parts):  # a parallel loop
@@ -126,7 +126,7 @@ def conv2d_nchw_direct_post(x, wk, xs, bias, res, clip, geo, parts, out):
             _direct_image(x, wk, xs[0], bias, res, clip, g, n, out[n], plan, n == 0)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _winograd_images(x, u, xs, bias, res, clip, geo, parts, out, offs):
     per = out[0].size
     for t in prange(parts):
@@ -149,7 +149,7 @@ def conv2d_nchw_winograd_post(x, u, xs, bias, res, clip, geo, parts, out):
                        offs, n == 0)
 
 
-@njit(nogil=True)
+@njit(nogil=True, link=False)
 def _pooled_image(x, wk, xs, y, bias, res, clip, geo, pool, n, out, plan, zero):
     """Image n convolved into y [OC, OH, OW] (a thread's scratch), then max-pooled from
     there into out[n] while y is in cache. Without a residual the epilogue runs after the
@@ -173,7 +173,7 @@ def _row(ys, t, oc):
     return ys[t][:oc]
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _pooled_images(x, wk, xs, ys, bias, res, clip, geo, pool, parts, out, ag, hq, wq, offs):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
@@ -205,7 +205,7 @@ def conv2d_nchw_direct_pool_post(x, wk, xs, ys, bias, res, clip, geo, pool, part
             _pooled_image(x, wk, xs[0], y, bias, res, clip, g, pool, n, out, plan, n == 0)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _winograd_pooled_images(x, u, xs, ys, bias, res, clip, geo, pool, parts, out, offs):
     oc = out.shape[1]
     for t in prange(parts):
@@ -233,7 +233,7 @@ def conv2d_nchw_winograd_pool_post(x, u, xs, ys, bias, res, clip, geo, pool, par
         max_planes(y, out[n], pool, 0, oc)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _im2col_images(x, wp, cols, xt, tmp, bias, res, clip, geo, parts, out):
     oc = out.shape[1]
     for t in prange(parts):
@@ -258,7 +258,7 @@ def conv2d_nchw_post(x, wp, cols, xt, tmp, bias, res, clip, geo, parts, out):
             _post(out, bias, res, clip, n * oc, n * oc + oc)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _few_images(x, wm, cols, bias, res, clip, geo, parts, out):
     oc = out.shape[1]
     for t in prange(parts):
@@ -283,7 +283,7 @@ def conv2d_nchw_few_post(x, wm, cols, bias, res, clip, geo, parts, out):
             _post(out, bias, res, clip, n * oc, n * oc + oc)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _images_1x1(x, wm, bias, res, clip, parts, out):
     oc = out.shape[1]
     for t in prange(parts):

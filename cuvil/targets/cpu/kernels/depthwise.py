@@ -62,7 +62,7 @@ def _planes(x, wk, bias, clip, geo, out, q0, q1):
                    q * oh * ow + j, ow, oh, min(width, ow - j), b, lo, hi)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _split(x, wk, bias, clip, geo, out, parts):
     planes = x.shape[0] * x.shape[1]
     step = (planes + parts - 1) // parts

@@ -28,7 +28,7 @@ from cuvil.targets.cpu.kernels.vmath import verf, vtanh
 CLIP_FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no nnan/ninf: clip bounds are inf
 
 
-@njit(nogil=True, fastmath=CLIP_FASTMATH, error_model="numpy")
+@njit(nogil=True, fastmath=CLIP_FASTMATH, error_model="numpy", link=False)
 def rows_epilogue(o, bias, r, clip, gelu, r0, r1):
     """Rows r0..r1 of o [M, N] := clip(gelu?(o + bias) + r), in one pass over each row
     but with GELU (each loop indexed from 0, so that Numba's wraparound check does not
@@ -61,7 +61,7 @@ def rows_epilogue(o, bias, r, clip, gelu, r0, r1):
                 row[j] = min(max(row[j], lo), hi)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _post_split(o, bias, r, clip, gelu, parts):
     rows = o.shape[0]
     step = (rows + parts - 1) // parts
@@ -79,7 +79,7 @@ def tile_epilogue(bias, res, clip, gelu):
     return bias, rf, clip[0], clip[1], (1 if bias.size else 0) + (2 if res.size else 0)
 
 
-@njit(nogil=True)
+@njit(nogil=True, link=False)
 def linear_post(x, w, packed, bias, res, clip, mode, parts, out):
     """out [..., N] = the epilogue of x [..., K] @ w [K, N]: in the tile's stores where the
     tile computes the product and there is no GELU, else over rows after it."""

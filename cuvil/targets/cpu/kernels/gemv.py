@@ -52,7 +52,7 @@ def gemv_block(a, wt, c, n0, n1):
             n += 1
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def gemv_parallel(a, wt, c, parts):
     n_len = wt.shape[0]
     step = ((n_len + parts - 1) // parts + 3) // 4 * 4

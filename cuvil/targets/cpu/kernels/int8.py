@@ -164,7 +164,7 @@ def _block(x, w, ep, out, m0, m1, p0, p1):
             _epilogue(t, tw, out, r0, rows, n0, min(width, n - n0), scale, bias, ep)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _parallel(x, w, ep, out, parts, by_rows):
     m, npan = x.shape[0], _n_panels(w[5])
     rstep = ((m + MR - 1) // MR + parts - 1) // parts * MR
@@ -255,7 +255,7 @@ def _conv_image(x, shift, zx, pw, ep, geo, out, xt, cols, tmp, parts):
             o2[k, p] = tmp[p, k]
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _conv_images(x, shift, zx, pw, ep, geo, out, xt, cols, tmp, parts):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):

@@ -85,7 +85,7 @@ def _rows(af, sa, bf, sb, o, shape, op, r0, r1, j0, j1):
             _apply(af, pa, sa[3], bf, pb, sb[3], row, code, ca, cb)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _split(af, sa, bf, sb, o, shape, op, parts):
     """Rows split between threads; with fewer rows than threads, each row's columns."""
     rows, n = o.shape

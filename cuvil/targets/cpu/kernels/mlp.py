@@ -28,7 +28,7 @@ from cuvil.targets.cpu.kernels.sgemm import WIDTH, block_at
 FUSED_ROWS = MR  # rows up to which the pair shares one region: one row tile
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _pair(a, p1, epi1, h, p2, partial, parts):
     """h[:, cols] = epi1(a @ w1[:, cols]) for each thread's column panels `cols`, and
     partial[t] = h[:, cols] @ w2[cols, :] (w1, w2 as panels p1, p2)."""
@@ -52,7 +52,7 @@ def _sum_parts(partial, o):
         o += partial[t]
 
 
-@njit(nogil=True)
+@njit(nogil=True, link=False)
 def mlp_post(x, w1, p1, bias1, clip1, w2, p2, bias2, res2, clip2, mode, parts, hidden, out):
     """out [..., N2] = clip2(hidden @ w2 + bias2 + res2), hidden [..., N1] = clip1(x @ w1 +
     bias1), x [..., K]; `p1`, `p2` the weights' panels; `mode` = `linear_post`'s (no GELU)

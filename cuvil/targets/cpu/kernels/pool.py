@@ -82,7 +82,7 @@ def max_planes(x, out, geo, q0, q1):
                         orow[j] = vmaximum(row[j * sw - pw + b], orow[j])
 
 
-@njit(parallel=True, **_OPTS)
+@njit(parallel=True, link=False, **_OPTS)
 def _two_by_two_split(x, out, is_max):
     inv = out.dtype.type(0.25)
     for q in prange(x.shape[0]):
@@ -90,7 +90,7 @@ def _two_by_two_split(x, out, is_max):
             _two_by_two(x[q, 2 * i], x[q, 2 * i + 1], out[q, i], is_max, inv)
 
 
-@njit(parallel=True, **_OPTS)
+@njit(parallel=True, link=False, **_OPTS)
 def _window_split(x, out, geo, is_max):
     for q in prange(x.shape[0]):
         window_planes(x, out, geo, is_max, q, q + 1)
@@ -122,7 +122,7 @@ def _means(x, o, q0, q1):
         o[q] = s * inv
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _means_split(x, o):
     for q in prange(x.shape[0]):
         _means(x, o, q, q + 1)

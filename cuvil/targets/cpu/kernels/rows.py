@@ -42,7 +42,7 @@ def _rows(x, w, b, eps, o):
         _row(x[r], w, b, eps, o[r])
 
 
-@njit(parallel=True, **_OPTS)
+@njit(parallel=True, link=False, **_OPTS)
 def _rows_split(x, w, b, eps, o):
     for r in prange(x.shape[0]):
         _row(x[r], w, b, eps, o[r])

@@ -80,7 +80,7 @@ def _block(a, bf, c, kstride, jstride, m0, m1, n0, n1, epi):
              c.shape[1], kd, m0, m1, n0, n1, epi)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _parallel(a, bf, c, kstride, jstride, parts, row_min, epi):
     """Row tiles split between threads from `row_min` rows on, else column panels."""
     m, n = a.shape[0], c.shape[1]
@@ -106,7 +106,7 @@ def sgemm(a, b, c, parts):
         _block(a, bf, c, b.shape[1], 1, 0, a.shape[0], 0, b.shape[1], no_epilogue())
 
 
-@njit(nogil=True)
+@njit(nogil=True, link=False)
 def sgemm_panels(a, panels, c, parts, row_min, epi):
     """c = epi(a @ b) (`_block`), with `b` [K, N] packed as `panels` [ceil(N / WIDTH), K,
     WIDTH] (columns past N zero): each step along K reads one contiguous line pair, not a
@@ -141,7 +141,7 @@ def sgemm_transposed(a, b, c, parts):
             c[i, r] = ct[r, i]
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _rows_parallel(bf, bk, bn, pf, cf, m, kd, n, parts):
     step = ((n + MR - 1) // MR + parts - 1) // parts * MR
     for t in prange(parts):

@@ -277,7 +277,7 @@ def band_offsets(ch, oh, ow):
     return np.arange(ch) * (band_rows(oh // 2, tw) * tw)
 
 
-@njit(nogil=True)
+@njit(nogil=True, link=False)
 def winograd_rows(x, u, y, xs, geo, epi, offs, zero, r0, r1):
     """Rows of tiles r0 <= i < r1 of one image: there y [OC, OH, OW] = epi(conv3x3(x [C, H,
     W])), u the transformed weight [16 * C * OC], band by band. offs: `band_offsets`;
@@ -299,13 +299,13 @@ def winograd_rows(x, u, y, xs, geo, epi, offs, zero, r0, r1):
         _band_out(m, ms, y, epi, tw, band, i0, r)
 
 
-@njit(nogil=True)
+@njit(nogil=True, link=False)
 def winograd_image(x, u, y, xs, geo, epi, offs, zero):
     """The whole image on this thread (`winograd_rows`)."""
     winograd_rows(x, u, y, xs, geo, epi, offs, zero, 0, y.shape[1] // 2)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def winograd_split(x, u, y, xs, geo, bias, res, lo, hi, flags, parts, offs, zero):
     """One image's rows of tiles split between `parts` threads (an even share each: rows
     of 8 tiles stay paired), each padding the rows it reads into its own scratch row xs[t]; the
@@ -339,7 +339,7 @@ def conv2d_nchw_winograd_image(x, u, out, xs, geo):
     winograd_image(x, u, out, xs, geo, no_epilogue(), offs, True)
 
 
-@njit(nogil=True, parallel=True)
+@njit(nogil=True, parallel=True, link=False)
 def _images(x, u, out, xs, geo, parts, offs):
     for t in prange(parts):
         for n in range(t, x.shape[0], parts):
