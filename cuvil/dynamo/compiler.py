@@ -26,7 +26,6 @@ from cuvil.dynamo.graphs import (
     plain,
     sources_of,
 )
-from cuvil.dynamo.heap import keep_freed_memory
 from cuvil.dynamo.layouts import dense_order, laid_out, rebuilt
 from cuvil.errors import CuvilError
 
@@ -42,8 +41,6 @@ def compile_graph(gm: fx.GraphModule, example_inputs: Sequence[Any],
     from torch._guards import tracing
     from torch.utils._python_dispatch import _disable_current_modes
 
-    if kind == "backward":  # a training process: each step's memory is the next step's
-        keep_freed_memory()
     try:  # AOTAutograd calls compilers under its fake mode and Dynamo's tracing context:
         with _disable_current_modes(), tracing(None):  # Cuvil's export has its own
             program: Callable = Program(gm, example_inputs, options or {},
