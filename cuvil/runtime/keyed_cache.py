@@ -17,7 +17,11 @@ LLVM aborts the process.
 - the index is read, updated and written under an exclusive lock, so no entry is lost;
 - before an entry is rebuilt, the drivers its code calls apart are loaded and their
   symbols checked (`DriverLoad`): one that cannot be is a miss, and Numba compiles the
-  function instead of loading code that names a symbol no one defines.
+  function instead of loading code that names a symbol no one defines;
+- a rebuilt entry's library keeps those loads (`InheritingImpl`): Numba's rebuild leaves
+  them off the library, so a caller compiled later that links the loaded function would
+  inherit none, and its own entry, loaded in the next process, would call a driver that
+  nothing loaded there (LLVM aborts the process on the unresolved symbol).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import hashlib
 import os
 
 from numba.core import sigutils
-from numba.core.caching import IndexDataCacheFile
+from numba.core.caching import CompileResultCacheImpl, IndexDataCacheFile
 
 SIGNATURE, RELOAD_INIT = 3, 7  # their positions in a CompileResult's `_reduce()`
 
@@ -88,9 +92,23 @@ def _drivers_ready(data) -> bool:
     return True
 
 
+class InheritingImpl(CompileResultCacheImpl):
+    """Numba's rebuild of a cached overload, whose library keeps the entry's reload
+    functions (the `DriverLoad`s), as a library compiled here does: a caller that links
+    it inherits them (`CPUCodeLibrary.finalize`) and stores them in its own entry."""
+
+    def rebuild(self, target_context, payload):
+        cres = super().rebuild(target_context, payload)
+        cres.library._reload_init.update(cres.reload_init or ())
+        return cres
+
+
 def use_keyed_file(dispatcher) -> None:
-    """Give `dispatcher`'s on-disk cache (if it has Numba's) a `KeyedCacheFile`."""
+    """Give `dispatcher`'s on-disk cache (if it has Numba's) a `KeyedCacheFile`, and
+    rebuilt overloads whose libraries keep their reload functions (`InheritingImpl`)."""
     cache = getattr(dispatcher, "_cache", None)
+    if type(getattr(cache, "_impl", None)) is CompileResultCacheImpl:
+        cache._impl.__class__ = InheritingImpl  # the same state; only `rebuild` differs
     plain = getattr(cache, "_cache_file", None)
     if type(plain) is IndexDataCacheFile:
         cache._cache_file = KeyedCacheFile(plain._cache_path,

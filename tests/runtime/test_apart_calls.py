@@ -33,12 +33,22 @@ def caller(x):
 @numba.njit(cache=True)
 def outer(x):  # links `caller` (a plain function) and calls `weighted` through it
     return caller(x) * 3.0
+
+@njit
+def middle(x):  # a linked driver calling `weighted` apart, as `gemv` calls `gemv_parallel`
+    return weighted(2.0, x) + weighted(0.5, x[1:])
+
+@numba.njit(cache=True)
+def top(x):  # compiled in a process that loaded `middle` from the cache
+    return middle(x) * 3.0
 """
 
 RUN = """
 import json, sys
 import numba, numpy as np
 import {name} as m
+if sys.argv[1] == "middle":
+    m.middle(np.ones(3))
 if sys.argv[1] == "driver":
     for k in range(int(sys.argv[2])):  # other compiles first: Numba's counter moves on
         numba.njit(lambda v: v + k)(1.0)
@@ -95,6 +105,20 @@ def test_a_cached_caller_loads_after_another_process_compiled_its_driver(tmp_pat
         loaded = _run(tmp_path, "apart_procs", name)
         assert loaded["hits"] == 1 and loaded["driver_compiled"] == 0
         assert abs(loaded["value"] - factor * reference(x)) < 1e-9
+
+
+def test_a_caller_linking_a_cached_driver_loads_its_apart_drivers(tmp_path):
+    """A driver loaded from the cache hands its apart drivers' loads on to a caller
+    compiled after it, so the caller's own entry loads them in the next process (which
+    else aborts on the unresolved symbol)."""
+    (tmp_path / "apart_chain.py").write_text(MODULE)
+    x = np.linspace(0.0, 3.0, 50)
+    _run(tmp_path, "apart_chain", "middle")  # `weighted` and `middle` compiled and stored
+    compiled = _run(tmp_path, "apart_chain", "top")  # `middle` loaded, `top` compiled
+    assert compiled["hits"] == 0 and compiled["driver_compiled"] == 0
+    loaded = _run(tmp_path, "apart_chain", "top")  # `top` loaded: it loads `weighted`
+    assert loaded["hits"] == 1 and loaded["driver_compiled"] == 0
+    assert abs(loaded["value"] - 3.0 * reference(x)) < 1e-9
 
 
 RELOAD = """
