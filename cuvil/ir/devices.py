@@ -49,6 +49,9 @@ class Device:
     recipes: Mapping[str, Callable[..., dict]] = field(default_factory=dict)
     rules: tuple[Path, ...] = ()  # its placement rules (`.cvr`), part of the stock library
     half_kernels: bool = False  # its kernels read and write f16 (`Quantize(activations="fp16")`)
+    # what its compiled code depends on beyond Cuvil's source (the BLAS it calls), in the
+    # runtime's cache key: "" for nothing
+    code_key: Callable[[], str] = lambda: ""
 
 
 _DEVICES: dict[str, Device] = {}

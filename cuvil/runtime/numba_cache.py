@@ -35,6 +35,7 @@ from numba.core import types
 from numba.core.caching import CacheImpl, UserProvidedCacheLocator
 from numba.core.registry import CPUDispatcher
 
+from cuvil.ir.devices import HOST, device
 from cuvil.paths import cache_dir, drivers_hash
 from cuvil.runtime.apart_calls import FixedSymbolCompiler, call_apart
 from cuvil.runtime.keyed_cache import use_keyed_file
@@ -45,8 +46,10 @@ PACKAGE = Path(__file__).resolve().parents[1]
 @cache
 def runtime_hash() -> str:
     """A hash of the runtime's and the targets' kernels' Python source (the drivers and
-    what they inline)."""
-    return drivers_hash()
+    what they inline), with what the host's code depends on beyond it (`Device.code_key`:
+    the BLAS its products call)."""
+    extra = device(HOST).code_key()
+    return f"{drivers_hash()}-{extra}" if extra else drivers_hash()
 
 
 class PackageLocator(UserProvidedCacheLocator):

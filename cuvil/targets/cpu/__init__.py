@@ -25,6 +25,14 @@ def _prepare() -> None:
     single_threaded_blas()
 
 
+def _code_key() -> str:
+    """The BLAS products call where it is not scipy's OpenBLAS (`kernels/mkl.py`)."""
+    from cuvil.targets.cpu.kernels.mkl import library
+
+    blas = library()
+    return "" if blas == "openblas" else blas
+
+
 def _build():
     from cuvil.targets.cpu.target import CpuTarget  # its templates load with it
 
@@ -32,4 +40,4 @@ def _build():
 
 
 register_target(Device(HOST, target="cpu", params=PARAMS, allocate=aligned.empty,
-                       prepare=_prepare, recipes=RECIPES), _build)
+                       prepare=_prepare, recipes=RECIPES, code_key=_code_key), _build)

@@ -16,13 +16,16 @@ the tile on `b` itself took 1.1-1.5x OpenBLAS's time on every zoo product, two t
 ~256 rows. The choice of tile is made when a product is typed; Numba's cache keys on the
 CPU's name too.
 
-One pool: scipy's OpenBLAS (the BLAS Numba calls) runs single-threaded
-(`blas_threads.single_threaded_blas`), and products are split between Numba's threads
-instead: row blocks, or column blocks when there are fewer than COLUMN_SPLIT_ROWS rows, one
-BLAS call each through Numba's own `numba_xxgemm` binding with leading dimensions and
-transpose flags (`_block`). With row blocks each thread packs all of `b`. For 64x784 @
-784x512 on two threads that took 648 us, against 426 with column blocks. `gemm_batched`
-splits batch entries.
+One pool: the BLAS runs one thread per call (scipy's OpenBLAS set so by
+`blas_threads.single_threaded_blas`, MKL per call, `mkl`), and products are split between
+Numba's threads instead: row blocks, or column blocks when there are fewer than
+COLUMN_SPLIT_ROWS rows, one BLAS call each with leading dimensions and transpose flags
+(`_block`). With row blocks each thread packs all of `b`. For 64x784 @ 784x512 on two
+threads that took 648 us, against 426 with column blocks. `gemm_batched` splits batch
+entries. Where torch ships MKL and the CPU is Intel's (`mkl.library`), blocks of at least
+`mkl.MIN_WORK` multiply-adds call MKL, smaller ones OpenBLAS, and `x @ w^T` takes BLAS
+rather than the tile (MKL 211 us against the tile's 266 for 32x784 @ (512x784)^T, one
+thread).
 
 These functions are compiled once per cache directory (`numba_cache.njit`) rather
 than in every generated module: a parallel function costs ~1.5 s to compile, and this is
@@ -37,8 +40,10 @@ from numba import prange, types
 from numba.extending import overload
 
 from cuvil.runtime.numba_cache import njit
+from cuvil.targets.cpu.kernels import mkl
 from cuvil.targets.cpu.kernels.f32_tile import no_epilogue
 from cuvil.targets.cpu.kernels.gemv import GEMV_PAR_WORK, gemv
+from cuvil.targets.cpu.kernels.mkl import mkl_block
 from cuvil.targets.cpu.kernels.sgemm import WIDTH, sgemm, sgemm_panels, sgemm_transposed
 
 GEMM_PAR_WORK = 1 << 20  # multiply-adds below which one BLAS call on one thread is faster
@@ -71,6 +76,16 @@ def _tile_cpu_for():
     return lambda: faster
 
 
+def _mkl():
+    """Whether products call MKL (`mkl.library`), as a constant in compiled code."""
+
+
+@overload(_mkl)
+def _mkl_for():
+    uses = mkl.library() == "mkl"
+    return lambda: uses
+
+
 def _product(a, b, c, parts):
     """c = a @ b on `parts` threads: the f32 tile, or BLAS (typed in `_product_for`)."""
 
@@ -91,9 +106,11 @@ def _product_for(a, b, c, parts):
 def _by_transposed_weight(a, b, c, parts):
     """c = a @ b, b the transpose of a C-contiguous w [N, K] (x @ w^T): the tile on w read
     in place against a's rows packed (`sgemm.sgemm_transposed`) for TRANSPOSED_TILE_ROWS
-    rows and at least TRANSPOSED_TILE_COLUMNS columns, else BLAS."""
+    rows and at least TRANSPOSED_TILE_COLUMNS columns where products do not call MKL,
+    else BLAS."""
     low, high = TRANSPOSED_TILE_ROWS
-    if low <= a.shape[0] <= high and b.shape[1] >= TRANSPOSED_TILE_COLUMNS and a.shape[1]:
+    if not _mkl() and low <= a.shape[0] <= high and b.shape[1] >= TRANSPOSED_TILE_COLUMNS \
+            and a.shape[1]:
         sgemm_transposed(a, b, c, parts)
     else:
         _blas_split(a, b, c, parts)
@@ -121,11 +138,29 @@ _XXGEMM = {types.float32: _xxgemm(types.float32), types.float64: _xxgemm(types.f
 
 def _block(a, b, c, r0, r1, n0, n1):
     """c[r0:r1, n0:n1] = a[r0:r1] @ b[:, n0:n1] for C- or F-contiguous a and b and a
-    C-contiguous c (typed below)."""
+    C-contiguous c: through MKL where products call it (`mkl.library`) and the block is
+    big enough, else OpenBLAS (typed below)."""
 
 
 @overload(_block)
 def _block_for(a, b, c, r0, r1, n0, n1):
+    if mkl.library() != "mkl":
+        return lambda a, b, c, r0, r1, n0, n1: _openblas_block(a, b, c, r0, r1, n0, n1)
+
+    def either(a, b, c, r0, r1, n0, n1):
+        if (r1 - r0) * a.shape[1] * (n1 - n0) >= mkl.MIN_WORK:
+            mkl_block(a, b, c, r0, r1, n0, n1)
+        else:
+            _openblas_block(a, b, c, r0, r1, n0, n1)
+    return either
+
+
+def _openblas_block(a, b, c, r0, r1, n0, n1):
+    """`_block` through scipy's OpenBLAS (typed below)."""
+
+
+@overload(_openblas_block)
+def _openblas_block_for(a, b, c, r0, r1, n0, n1):
     xxgemm, kind = _XXGEMM[a.dtype], ord("s" if a.dtype == types.float32 else "d")
     # BLAS is column-major: c.T[n0:n1, r0:r1] = b.T[n0:n1] @ a.T[:, r0:r1]. A C-contiguous
     # b is b.T there as it is; an F-contiguous b (bt.T) is read transposed, its rows K
