@@ -4,6 +4,7 @@
     cuvil.run(graph, x)                                  # reference semantics
     best = cuvil.optimize(graph, rules="rules/")         # equality saturation + extraction
     fn = cuvil.compile(model, example_inputs)            # ... lowered to Numba kernels
+    net = cuvil.compile(model, example_inputs, training=True)  # forward and backward
     fn = cuvil.compile("model.onnx")                     # an ONNX model, the same way
     cuvil.register_target("cpu1", params={...})          # a target of your own
     cuvil.graph_dump(fn, "model.svg")                    # DOT/SVG coloured by latency
@@ -45,10 +46,12 @@ def _load(name: str):
         import cuvil.ops  # noqa: F401  (the catalog that types graph nodes)
 
         return getattr(cuvil.ir, name)
-    if name in ("optimize", "compile"):
+    if name == "optimize":
         import cuvil.pipeline
 
-        return getattr(cuvil.pipeline, name)
+        return cuvil.pipeline.optimize
+    if name == "compile":
+        return _compile_with_training()
     if name == "zoo":
         import cuvil.zoo
 
@@ -88,3 +91,32 @@ def _load_function(name: str):
     from cuvil.dump import graph_dump
 
     return graph_dump
+
+
+def _compile_with_training():
+    """`cuvil.pipeline.compile`, which with `training=True` compiles a module to train
+    instead (`cuvil.dynamo.training`, loaded only then: TorchDynamo's import is heavy)."""
+    import inspect
+
+    import cuvil.pipeline
+
+    inference = cuvil.pipeline.compile
+
+    def compile(model, example_inputs=None, *, training: bool = False, **options):
+        if training:
+            from cuvil.dynamo.training import compile_for_training
+
+            return compile_for_training(model, example_inputs, **options)
+        return inference(model, example_inputs, **options)
+
+    signature = inspect.signature(inference)
+    flag = inspect.Parameter("training", inspect.Parameter.KEYWORD_ONLY, default=False,
+                             annotation="bool")
+    compile.__signature__ = signature.replace(parameters=[*signature.parameters.values(),
+                                                          flag])
+    compile.__doc__ = f"""{inference.__doc__}
+    `training=True`: a module to train instead (an `nn.Module` whose parameters are
+    `model`'s), its forward and backward graphs compiled by Cuvil through TorchDynamo and
+    AOTAutograd (`cuvil/dynamo/training.py`)."""
+    compile.__module__ = "cuvil"
+    return compile
