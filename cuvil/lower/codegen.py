@@ -39,6 +39,7 @@ from cuvil.lower.dim_code import dim_code
 from cuvil.lower.fallback_views import array_roots, fallback_views, view_code
 from cuvil.lower.output_roots import output_roots
 from cuvil.lower.physical import physical_shape
+from cuvil.lower.provenance import kernel_header
 from cuvil.lower.spec import FASTMATH, ONE_THREAD, THREADS, KernelSpec, Scratch
 
 KERNEL = "kernel"  # the name of the kernel in its own module
@@ -234,7 +235,7 @@ class ModuleBuilder:
         kernels = list(self.kernels.values())
         for k in kernels:
             tgt = target_of(k.spec, self.target)
-            k.header = _header(k, self.ctx)
+            k.header = kernel_header(k, self.ctx)
             k.text = "\n".join(k.header) + "\n" + kernel_def(k.spec, tgt, k.name)
             k.module = kernel_module(k.spec, tgt)
         entry = self._entry()
@@ -376,33 +377,3 @@ def _param_order(a: Array):
 
 def _symbols(d: Dim) -> list[str]:
     return [] if is_static(d) else sorted(str(s) for s in d.free_symbols)
-
-
-def _header(kernel: Kernel, ctx) -> list[str]:
-    """`# k0_gemm: ...` lines naming every node the kernel lowers, its source and rules."""
-    lines = [f"# {kernel.name}: template {kernel.spec.template}"
-             + (f" ({kernel.spec.note})" if kernel.spec.note else "")]
-    for group in kernel.groups:
-        for text in describe_group(group, ctx):
-            lines.append(f"#   {text}")
-    return lines
-
-
-def describe_group(group, ctx) -> list[str]:
-    """One line per node (or composite node) a group lowers: op, source line, rules."""
-    nodes = [ctx.graph[n] for n in group.nodes if ctx.graph[n].op != "scalar"]
-    instance = ctx.instances.get(group.instance)
-    if instance is not None:
-        nodes = [instance.node] + [n for n in nodes if n.name not in instance.members]
-    return [_describe(n, ctx.rule_where) for n in nodes]
-
-
-def _describe(node: Node, rule_where: dict[str, str]) -> str:
-    text = f"{node.name} = {node.op}({', '.join(node.inputs)})"
-    if node.source:
-        text += f" at {node.source}"
-    if node.origin:  # each rule once, in the order it first acted on the node's chain
-        rules = [f"{r} ({rule_where[r]})" if r in rule_where else r
-                 for r in dict.fromkeys(node.origin)]
-        text += f"; rules: {', '.join(rules)}"
-    return text

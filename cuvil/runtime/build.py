@@ -32,11 +32,12 @@ from cuvil.ir import devices
 from cuvil.ir.graph import Graph
 from cuvil.ir.torch_template import TorchCall
 from cuvil.ir.types import SYMBOLIC_DIM_SIZE, format_dim
-from cuvil.lower.codegen import KERNEL, Program, describe_group, entry_module, target_of
+from cuvil.lower.codegen import KERNEL, Program, entry_module, target_of
 from cuvil.lower.compile import fallback_report
 from cuvil.lower.context import LowerContext
 from cuvil.lower.devices import Targets
 from cuvil.lower.physical import layout_perm, storage
+from cuvil.lower.provenance import describe_group
 from cuvil.lower.report import CompileReport, KernelReport
 from cuvil.lower.spec import ONE_THREAD, THREADS
 from cuvil.lower.steps import step_reports

@@ -28,13 +28,6 @@ class Branchy(nn.Module):
         return self.head(self.fc(x).tanh()) - 1
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def test_the_entry_point_lists_the_backend_without_importing_cuvil():
     code = ("import sys, torch._dynamo as d; ok = 'cuvil' in d.list_backends(); "
             "fn = d.lookup_backend('cuvil'); print(ok, fn.__module__, 'cuvil' in sys.modules)")

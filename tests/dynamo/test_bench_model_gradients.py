@@ -17,13 +17,6 @@ from torch import nn
 from cuvil.dynamo import COUNTS
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def encoder_layer() -> tuple[nn.Module, torch.Tensor]:
     model = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
     return model, torch.randn(2, 6, 32)

@@ -19,13 +19,6 @@ from cuvil.zoo import digits  # noqa: E402
 STEPS, BATCH = 10, 64
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def train(step_fn, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[float]:
     """The loss of each of `STEPS` Adam steps on consecutive batches of (x, y)."""
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)

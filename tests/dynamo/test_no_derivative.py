@@ -32,13 +32,6 @@ def igamma(x, y):
     return torch.igamma(x.exp(), y).sum()  # igamma's derivative in its input: none
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 def _line_of(fn) -> int:
     return fn.__code__.co_firstlineno + 1
 

@@ -17,13 +17,6 @@ from cuvil.dynamo.compiler import Program
 from cuvil.dynamo.layouts import dense_order, logical
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
 class SplitProjection(nn.Module):
     """One q/k/v projection split in three, as multi-head attention splits it."""
 
