@@ -41,8 +41,11 @@ def use_catalog(catalog: Catalog) -> None:
 
 
 def catalog() -> Catalog:
+    """The installed catalog; the stock one (`cuvil.ops.registry`) loads on first use."""
     if _catalog is None:
-        raise IRError("no op catalog is loaded: import cuvil.ops before building graphs")
+        import importlib
+
+        importlib.import_module("cuvil.ops.registry")  # installs itself via use_catalog
     return _catalog
 
 

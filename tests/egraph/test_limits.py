@@ -28,8 +28,8 @@ def _equivalent(graph, result):
 
 
 @pytest.mark.parametrize("limits, reason", [
-    ({"iterations": 2}, "iteration limit"),
-    ({"nodes": 3000}, "node limit"),
+    ({"iterations": 2, "time": 600.0}, "iteration limit"),  # a slow machine must not
+    ({"nodes": 3000, "time": 600.0}, "node limit"),        # hit the default time limit first
     ({"time": 1.0}, "time limit"),
 ])
 def test_each_limit_stops_a_runaway(chain, limits, reason):
