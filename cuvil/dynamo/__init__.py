@@ -4,7 +4,8 @@ Dynamo captures graphs (breaking them where Python cannot be traced, guarding an
 recompiling on new shapes: all Dynamo's); AOTAutograd turns each into a functional aten
 forward graph and, when a gradient is wanted, a backward graph (its min-cut partitioner
 chooses the saved activations); Cuvil compiles each of them (`compiler.py`:
-`compile_graph` is a compiler for `aot_autograd` of one's own, too). Options pass
+`compile_graph` is a compiler for `aot_autograd` of one's own, too). A training graph that
+needs none of AOTAutograd's runtime layers is called without them (`direct.py`). Options pass
 through: `torch.compile(model, backend="cuvil", options={"rules": ..., "target": ...})`
 takes `cuvil.compile`'s keyword arguments. A graph AOTAutograd cannot trace (an op with no
 derivative, where a gradient is wanted) runs in eager PyTorch with one warning naming the op
@@ -37,21 +38,25 @@ def backend(gm: fx.GraphModule, example_inputs: Sequence[Any], *,
     from torch._dynamo.backends.common import aot_autograd
 
     from cuvil.dynamo.compiler import dynamo_acts_on, untraced, where
+    from cuvil.dynamo.direct import Split, direct_call
 
     options = dict(options or {})
 
     def compiler(kind: str) -> Callable:
         return functools.partial(compile_graph, options=options, kind=kind, source=where(gm))
 
-    compiled = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+    split = Split()
+    compiled = aot_autograd(fw_compiler=split.forward_compiler(compiler("forward")),
+                            bw_compiler=compiler("backward"),
                             inference_compiler=compiler("inference"),
-                            partition_fn=min_cut_rematerialization_partition)
+                            partition_fn=split.partition(min_cut_rematerialization_partition))
     try:
-        return compiled(gm, example_inputs)
+        through_aot = compiled(gm, example_inputs)
     except Exception as e:  # AOTAutograd's trace (an op with no derivative): eager, warned
         if dynamo_acts_on(e):
             raise
         return untraced(gm, e)
+    return direct_call(gm, example_inputs, split, compiler("backward")) or through_aot
 
 
 def register() -> None:

@@ -27,7 +27,8 @@ from torch.export import Dim
 from cuvil.dynamo.layouts import logical
 from cuvil.errors import CuvilError
 
-COUNTS: Counter = Counter()  # "compiles": graphs Cuvil compiled; "eager": graphs it refused
+COUNTS: Counter = Counter()  # "compiles": graphs Cuvil compiled; "eager": graphs it refused;
+# "direct": training graphs called without AOTAutograd's runtime (direct.py)
 
 
 @dataclass(frozen=True)
