@@ -43,7 +43,7 @@ def _load(name: str):
     `from cuvil import x`: that would ask this module's `__getattr__` for `x`)."""
     if name in ("Graph", "TensorType", "DType"):
         import cuvil.ir
-        import cuvil.ops  # noqa: F401  (the catalog that types graph nodes)
+        import cuvil.ops.registry  # noqa: F401  (installs the catalog that types graph nodes)
 
         return getattr(cuvil.ir, name)
     if name == "optimize":

@@ -12,7 +12,7 @@ import pytest
 import torch
 from hypothesis import settings
 
-import cuvil.ops  # noqa: F401  (the op catalog types the graphs tests build)
+import cuvil.ops.registry  # noqa: F401  (installs the op catalog that types the graphs tests build)
 
 # Deterministic examples (CI runs the same cases every time); no deadline on shared CPUs.
 settings.register_profile("cuvil", deadline=None, derandomize=True, max_examples=25)

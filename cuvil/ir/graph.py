@@ -41,11 +41,9 @@ def use_catalog(catalog: Catalog) -> None:
 
 
 def catalog() -> Catalog:
-    """The installed catalog; the stock one (`cuvil.ops.registry`) loads on first use."""
     if _catalog is None:
-        import importlib
-
-        importlib.import_module("cuvil.ops.registry")  # installs itself via use_catalog
+        raise IRError("no op catalog is loaded: build graphs with cuvil.Graph, or import "
+                      "cuvil.ops.registry first")
     return _catalog
 
 

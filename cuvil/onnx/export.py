@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-import cuvil.ops  # noqa: F401  (the op catalog, which types the inlined nodes)
+import cuvil.ops.registry  # noqa: F401  (installs the op catalog, which types the inlined nodes)
 from cuvil.atomic import write_bytes
 from cuvil.errors import CuvilError
 from cuvil.ir.graph import Graph, Node

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-import cuvil.ops  # noqa: F401  (the op catalog, which types the nodes built)
+import cuvil.ops.registry  # noqa: F401  (installs the op catalog, which types the nodes built)
 from cuvil.errors import CuvilError, ShapeError
 from cuvil.frontend.converter import Value
 from cuvil.frontend.report import ImportReport
