@@ -251,9 +251,25 @@ def layer_norm(ix: Importer, a: Args) -> Value | tuple:
     shape = tuple(a["normalized_shape"])
     weight = ix.tensor(a["weight"]) if a["weight"] is not None else ix.filled(1.0, shape)
     bias = ix.tensor(a["bias"]) if a["bias"] is not None else ix.filled(0.0, shape)
-    y = ix.add("layer_norm", [ix.tensor(a["input"]), weight, bias],
-               {"normalized_shape": shape, "eps": float(a["eps"])})
-    return y if "cudnn_enable" in a else (y, None, None)  # native_layer_norm: a triple
+    x = ix.tensor(a["input"])
+    y = ix.add("layer_norm", [x, weight, bias], {"normalized_shape": shape, "eps": float(a["eps"])})
+    if "cudnn_enable" in a:
+        return y
+    return (y, *layer_norm_statistics(ix, x, len(shape), float(a["eps"])))
+
+
+def layer_norm_statistics(ix: Importer, x: Value, dims: int,
+                          eps: float) -> tuple[Value | None, Value | None]:
+    """native_layer_norm's mean and reciprocal standard deviation over the last `dims`
+    dims, kept as size-1 dims: mean(x) and 1 / sqrt(mean((x - mean(x))^2) + eps), for f32
+    and f64 x (torch keeps them in f32 for a 16-bit x: (None, None), run in torch)."""
+    if ix.type(x).dtype.name not in ("f32", "f64"):
+        return None, None
+    over = {"dim": tuple(range(-dims, 0)), "keepdim": True}
+    mean = ix.add("mean", [x], over)
+    centred = ix.add("sub", [x, mean])
+    var = ix.add("mean", [ix.add("mul", [centred, centred])], over)
+    return mean, ix.add("rsqrt", [ix.add("add", [var, ix.tensor(eps)])])
 
 
 def softmax(op: str) -> Callable:
