@@ -19,6 +19,7 @@ import torch
 
 from cuvil.frontend.aten_gradients import GRADIENT_OPS, scatter_sum
 from cuvil.frontend.aten_index import INDEX_OPS
+from cuvil.frontend.aten_layer_norm import LAYER_NORM_OPS
 from cuvil.frontend.aten_recurrent import RECURRENT_OPS
 from cuvil.frontend.aten_shape import SHAPE_OPS
 from cuvil.frontend.aten_source import SOURCE_OPS, need_host
@@ -247,31 +248,6 @@ def batch_norm(ix: Importer, a: Args) -> Value | tuple:
     return y if "training" in a else (y, None, None)  # the `_legit` form returns a triple
 
 
-def layer_norm(ix: Importer, a: Args) -> Value | tuple:
-    shape = tuple(a["normalized_shape"])
-    weight = ix.tensor(a["weight"]) if a["weight"] is not None else ix.filled(1.0, shape)
-    bias = ix.tensor(a["bias"]) if a["bias"] is not None else ix.filled(0.0, shape)
-    x = ix.tensor(a["input"])
-    y = ix.add("layer_norm", [x, weight, bias], {"normalized_shape": shape, "eps": float(a["eps"])})
-    if "cudnn_enable" in a:
-        return y
-    return (y, *layer_norm_statistics(ix, x, len(shape), float(a["eps"])))
-
-
-def layer_norm_statistics(ix: Importer, x: Value, dims: int,
-                          eps: float) -> tuple[Value | None, Value | None]:
-    """native_layer_norm's mean and reciprocal standard deviation over the last `dims`
-    dims, kept as size-1 dims: mean(x) and 1 / sqrt(mean((x - mean(x))^2) + eps), for f32
-    and f64 x (torch keeps them in f32 for a 16-bit x: (None, None), run in torch)."""
-    if ix.type(x).dtype.name not in ("f32", "f64"):
-        return None, None
-    over = {"dim": tuple(range(-dims, 0)), "keepdim": True}
-    mean = ix.add("mean", [x], over)
-    centred = ix.add("sub", [x, mean])
-    var = ix.add("mean", [ix.add("mul", [centred, centred])], over)
-    return mean, ix.add("rsqrt", [ix.add("add", [var, ix.tensor(eps)])])
-
-
 def softmax(op: str) -> Callable:
     def convert(ix: Importer, a: Args) -> Value:
         need(a.get("dtype") is None and not a.get("half_to_float"), "softmax with a dtype")
@@ -381,7 +357,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "convolution": lambda ix, a: (conv1d if ix.type(ix.tensor(a["weight"])).rank == 3
                                   else conv2d)(ix, a),
     "batch_norm": batch_norm, "_native_batch_norm_legit_no_training": batch_norm,
-    "layer_norm": layer_norm, "native_layer_norm": layer_norm,
+    **LAYER_NORM_OPS,
     "softmax": softmax("softmax"), "_softmax": softmax("softmax"),
     "log_softmax": softmax("log_softmax"), "_log_softmax": softmax("log_softmax"),
     "max_pool2d": max_pool2d, "max_pool2d_with_indices": max_pool2d,

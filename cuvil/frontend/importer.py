@@ -130,6 +130,8 @@ class Importer:
             return None if source.meta["val"][index] is None else \
                 self.torch_op(value.node, index)
         if isinstance(value, tuple) and value[index] is None:
+            if source.meta["val"][index] is None:  # a result the op's mask skips
+                return None
             self.report.fallbacks.append((str(source.target), self.source))
             return self.torch_op(source, index)
         return value[index]
