@@ -100,3 +100,15 @@ def test_a_graph_returning_a_view_of_its_input_keeps_aot_autograds_runtime():
     torch.testing.assert_close(x.grad, x_ref.grad)
     for a, b in zip(_grads(model), _grads(reference), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_two_forwards_then_one_backward_accumulate_eagers_gradients():
+    """Each call's saved tensors are its own: a second forward before the first backward
+    (gradient accumulation over micro-batches) leaves the first's intact."""
+    model, x1, x2 = _mlp(), torch.randn(4, 16), torch.randn(4, 16)
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="cuvil")
+    (compiled(x1).square().sum() + compiled(x2).square().sum()).backward()
+    (reference(x1).square().sum() + reference(x2).square().sum()).backward()
+    for got, want in zip(_grads(model), _grads(reference), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
