@@ -51,13 +51,15 @@ class Split:
 def direct_call(gm: fx.GraphModule, example_inputs: Sequence[Any], split: Split,
                 backward_compiler: Callable) -> Callable | None:
     """Dynamo's graph `gm` as a `DirectCall` of the split's compiled forward and of its
-    backward, compiled now; None where `plain` finds the split is not plain."""
+    backward, compiled at the first `backward()` (as AOTAutograd would); None where `plain`
+    finds the split is not plain."""
     layout = plain(gm, example_inputs, split)
     if layout is None:
         return None
     backward = split.backward
     metas = [n.meta.get("val") for n in backward.graph.find_nodes(op="placeholder")]
-    call = DirectCall(split.compiled_forward, backward_compiler(backward, metas), *layout)
+    call = DirectCall(split.compiled_forward, lambda: backward_compiler(backward, metas),
+                      *layout)
     COUNTS["direct"] += 1
     return call
 
@@ -119,16 +121,23 @@ def _aliased(inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> bool:
 
 
 class DirectCall:
-    """The callable Dynamo runs for a training graph: its forward and backward, compiled
-    (boxed: called with one list), through `_Function`."""
+    """The callable Dynamo runs for a training graph: its compiled forward and backward
+    (boxed: called with one list; `compile_backward` makes the backward), through
+    `_Function`."""
 
-    def __init__(self, forward: Callable, backward: Callable, count: int,
-                 differentiable: list[bool]):
-        self.forward, self.backward = forward, backward
+    def __init__(self, forward: Callable, compile_backward: Callable[[], Callable],
+                 count: int, differentiable: list[bool]):
+        self.forward, self.compile_backward = forward, compile_backward
         self.count, self.differentiable = count, differentiable
+        self._backward: Callable | None = None
 
     def __call__(self, *args: Any) -> tuple:
         return _Function.apply(self, *args)
+
+    def backward(self, args: list) -> list:
+        if self._backward is None:
+            self._backward = self.compile_backward()
+        return self._backward(args)
 
 
 class _Function(torch.autograd.Function):

@@ -126,15 +126,14 @@ class Importer:
     def getitem(self, node: fx.Node) -> Any:
         source, index = node.args
         value = self.env[source.name]
-        if isinstance(value, _Results):  # None where a backward op's mask skips a result
-            return None if source.meta["val"][index] is None else \
-                self.torch_op(value.node, index)
-        if isinstance(value, tuple) and value[index] is None:
-            if source.meta["val"][index] is None:  # a result the op's mask skips
-                return None
-            self.report.fallbacks.append((str(source.target), self.source))
-            return self.torch_op(source, index)
-        return value[index]
+        if not (isinstance(value, _Results) or isinstance(value, tuple) and value[index] is None):
+            return value[index]  # a result a converter built
+        if source.meta["val"][index] is None:
+            return None  # a result a backward op's mask skips
+        if isinstance(value, _Results):
+            return self.torch_op(value.node, index)
+        self.report.fallbacks.append((str(source.target), self.source))  # no catalog form
+        return self.torch_op(source, index)
 
     def output_structure(self) -> Any:
         names = []

@@ -112,3 +112,17 @@ def test_two_forwards_then_one_backward_accumulate_eagers_gradients():
     (reference(x1).square().sum() + reference(x2).square().sum()).backward()
     for got, want in zip(_grads(model), _grads(reference), strict=True):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_backward_is_compiled_at_the_first_backward_only():
+    """A forward run with gradients on but never differentiated (evaluation without
+    `torch.no_grad()`) compiles no backward graph."""
+    model, x = _mlp(), torch.randn(4, 16)
+    compiled = torch.compile(model, backend="cuvil")
+    before = COUNTS.copy()
+    out = compiled(x)
+    assert COUNTS["direct"] - before["direct"] == 1
+    assert COUNTS["compiles"] - before["compiles"] == 1  # the forward
+    out.sum().backward()
+    compiled(x).sum().backward()
+    assert COUNTS["compiles"] - before["compiles"] == 2  # and the backward, once
