@@ -45,17 +45,17 @@ def choose_layer() -> str:
 
     if parallel._is_initialized:
         return numba.threading_layer()
-    if not os.environ.get("NUMBA_THREADING_LAYER"):
-        for layer in _PREFERRED:
-            if _available(layer):
-                numba.config.THREADING_LAYER = layer
-                break
-    passive = numba.config.THREADING_LAYER == "omp" and _own_openmp_runtime() and not any(
+    # Decided before anything loads Numba's libgomp (`_available` imports it): the policy
+    # is read once, when that library loads.
+    passive = _own_openmp_runtime() and not any(
         os.environ.get(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))
     if passive:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     torch_threads = torch.get_num_threads()  # the launch sets it to every core (see above)
     try:
+        if not os.environ.get("NUMBA_THREADING_LAYER"):
+            numba.config.THREADING_LAYER = next(
+                (layer for layer in _PREFERRED if _available(layer)), "default")
         parallel._launch_threads()
     finally:
         if passive:
@@ -66,7 +66,8 @@ def choose_layer() -> str:
 
 
 def _own_openmp_runtime() -> bool:
-    """Whether Numba's libgomp would be a runtime of its own, not one torch already uses."""
+    """Whether Numba's libgomp would be a runtime of its own, not one torch already uses:
+    asked before Numba's is loaded (it would be listed then)."""
     try:
         with open("/proc/self/maps", encoding="utf-8") as maps:
             loaded = {line.split()[-1] for line in maps if "libgomp" in line}

@@ -1,6 +1,8 @@
 """tests/dynamo/test_conv_training.py: convolutions of training graphs, whose weights are
 graph inputs rather than constants: they stay in NCHW (the NHWC conversion rules need a
-constant weight, which the NHWC kernels take pre-packed), and compute what torch computes.
+constant weight, which the NHWC kernels take pre-packed), run on Cuvil's kernels where
+those are faster than torch's (the weight arranged at each call) and in torch elsewhere,
+and compute what torch computes.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ class TwoConvs(nn.Module):
 
 def test_a_convolution_with_an_input_weight_keeps_nchw():
     torch.manual_seed(0)
-    inputs = (torch.randn(2, 64, 8, 8), torch.randn(64, 64, 3, 3), torch.randn(64, 64, 3, 3))
+    scale = (64 * 9) ** -0.5  # values of order 1, as an initialised network's
+    inputs = (torch.randn(2, 64, 8, 8), torch.randn(64, 64, 3, 3) * scale,
+              torch.randn(64, 64, 3, 3) * scale)
     compiled = cuvil.compile(TwoConvs(), inputs)
     assert not [n for n in compiled.graph.nodes if compiled.graph[n].op == "to_layout"]
     torch.testing.assert_close(compiled(*inputs), TwoConvs()(*inputs), rtol=1e-4, atol=1e-4)

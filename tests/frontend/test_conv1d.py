@@ -33,8 +33,8 @@ def test_conv1d_is_native_and_matches_eager(kw, dtype):
 
 
 class Functional(nn.Module):
-    """A weight that is an input, not a constant: it is unsqueezed in the graph (the
-    catalog's conv2d then runs in torch, as any conv2d of a computed weight)."""
+    """A weight that is an input, not a constant: it is unsqueezed in the graph, and the
+    catalog's conv2d arranges it at the call, as any conv2d of a computed weight."""
 
     def forward(self, x, w):
         return nn.functional.gelu(nn.functional.conv1d(x, w, stride=2))

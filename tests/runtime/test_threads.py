@@ -52,3 +52,27 @@ def test_a_compile_leaves_torchs_thread_count_as_the_user_set_it():
                          timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["1", "1"]
+
+
+PASSIVE = """
+import os
+import torch
+from cuvil.runtime import threads
+seen = []
+available = threads._available
+threads._available = lambda layer: seen.append(os.environ.get("OMP_WAIT_POLICY")) or \\
+    available(layer)
+threads.choose_layer()
+print(seen[0], os.environ.get("OMP_WAIT_POLICY"))
+"""
+
+
+def test_numbas_openmp_runtime_loads_passive_and_the_environment_is_restored():
+    """In a fresh process, torch's libgomp loaded first: Numba's own libgomp (loaded when
+    the layer is looked for) reads OMP_WAIT_POLICY=PASSIVE, which is gone afterwards."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "NUMBA_THREADING_LAYER")}
+    out = subprocess.run([sys.executable, "-c", PASSIVE], capture_output=True, text=True,
+                         timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["PASSIVE", "None"]

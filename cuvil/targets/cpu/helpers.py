@@ -22,11 +22,13 @@ HELPERS = {"gemm": f"{KERNELS}.blas", "gemm_weight": f"{KERNELS}.blas",
            **{name: f"{KERNELS}.conv_direct" for name in (
                "conv2d_nchw_direct", "conv2d_nchw_direct_image")},
            **{name: f"{KERNELS}.winograd" for name in (
-               "conv2d_nchw_winograd", "conv2d_nchw_winograd_image")},
+               "conv2d_nchw_winograd", "conv2d_nchw_winograd_image", "winograd_weight_of")},
            **{name: f"{KERNELS}.conv_post" for name in (
                "conv2d_nchw_direct_post", "conv2d_nchw_direct_pool_post", "conv2d_nchw_post",
                "conv2d_nchw_winograd_post", "conv2d_nchw_winograd_pool_post",
                "conv2d_nchw_few_post", "conv1x1_nchw_post")},
+           **{f"{name}_raw": f"{KERNELS}.conv_raw" for name in (
+               "conv2d_nchw_direct_post", "conv2d_nchw_winograd_post", "conv2d_nchw_few_post")},
            **{f"conv2d_{layout}_grouped": f"{KERNELS}.conv_grouped"
               for layout in ("nchw", "nhwc")},
            "linear_post": f"{KERNELS}.gemm_post",

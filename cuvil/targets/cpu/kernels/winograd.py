@@ -357,3 +357,25 @@ def conv2d_nchw_winograd(x, u, out, xs, geo, parts):
         return
     for n in range(x.shape[0]):
         winograd_alone(x[n], u, out[n], xs, geo, no_epilogue(), parts, offs, n == 0)
+
+
+@njit(nogil=True)
+def winograd_weight_of(w):
+    """A 3x3 weight [OC, C, 3, 3] known only at the call as U = G g G' [4, 4, C, OC],
+    flat, computed in float64 (`templates.conv.winograd_weight`, for a constant weight):
+    G g first, then (G g) G', 84 multiplies for each (OC, C) pair."""
+    oc, c = w.shape[0], w.shape[1]
+    g = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+    u = np.empty((4, 4, c, oc), w.dtype)
+    gg = np.empty((4, 3))
+    for o in range(oc):
+        for ci in range(c):
+            for a in range(4):
+                for d in range(3):
+                    gg[a, d] = g[a, 0] * w[o, ci, 0, d] + g[a, 1] * w[o, ci, 1, d] + \
+                        g[a, 2] * w[o, ci, 2, d]
+            for a in range(4):
+                for e in range(4):
+                    u[a, e, ci, o] = gg[a, 0] * g[e, 0] + gg[a, 1] * g[e, 1] + \
+                        gg[a, 2] * g[e, 2]
+    return u.reshape(-1)

@@ -6,7 +6,10 @@ The convolution itself is a call of a driver in `cuvil.targets.cpu.kernels.conv`
 a single product for 1x1 NHWC, direct loops for NHWC depthwise), compiled once per
 installation; the generated kernel passes the geometry and applies the group's epilogue.
 A depthwise NCHW convolution is written out whole by `depthwise`, epilogue fused.
-The weight must be a constant; it is pre-arranged for the layout at compile time.
+A constant weight is arranged for the driver at compile time; a weight known only at the
+call (a training graph's parameter) is arranged by the kernel's first line, each call
+(`Driver.runtime`), and the epilogue is generated (the library drivers, the pooled
+one and the NCHW depthwise template take constants only).
 """
 
 from __future__ import annotations
@@ -33,6 +36,12 @@ DIRECT_LINES = (5, 8)  # ...but rows this short go two to a vector (`runtime.f32
 WINOGRAD_MIN = (8, 16)  # channels in and out, output columns: below, the direct tile
 POOLED = {f"conv2d_nchw_{kind}_post": f"conv2d_nchw_{kind}_pool_post"  # with a max pool
           for kind in ("direct", "winograd")}
+# The drivers a computed weight runs on: those measured faster than torch's at training
+# sizes (ResNet-18 at batch 32, two threads: the 7x7/2 stem 3.7 against 10.9 ms, Winograd
+# on 64 channels of 16x16 1.9 against 3.2). The rest lose (im2col per image on 512
+# channels of 2x2 37 ms against 2.9; the direct tile on rows of 8 2.8 against 2.1: it
+# takes rows of `DIRECT_MIN_ROW` or more only) or tie.
+COMPUTED = ("conv2d_nchw_winograd_post", "conv2d_nchw_few_post", "conv2d_nchw_direct_post")
 WINOGRAD_G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]])  # F(2x2, 3x3)
 
 
@@ -51,10 +60,10 @@ def _rows(weight: np.ndarray) -> np.ndarray:
 def generate(group, ctx) -> KernelSpec:
     conv, rest = split_heavy(group, ctx, ("conv2d",))
     x = ctx.type(conv.inputs[0])
-    if not ctx.is_const(conv.inputs[1]):
-        raise Unsupported("conv2d with a computed weight")
     if x.dtype not in BLAS_DTYPES:
         raise Unsupported(f"conv2d in {x.dtype}")
+    if not ctx.is_const(conv.inputs[1]):
+        return _computed_weight(group, conv, rest, ctx)
     if depthwise.applies(conv, ctx) and depthwise.fusable(conv, rest, ctx):
         arranged = ctx.prepare_from(f"{conv.inputs[1]}.nchw.depthwise",
                                     logical(ctx, conv.inputs[1], _rows), conv.inputs[1])
@@ -69,21 +78,53 @@ def generate(group, ctx) -> KernelSpec:
         return _pooled(drv, conv, rest, ctx, group.output, arranged)
     params = ["x0", "x1", *drv.scratch.values(), "threads"]
     args = [conv.inputs[0], arranged, *drv.scratch, THREADS]
-    out = ctx.type(group.output)
     post = _library(drv, conv, rest, ctx, group.output, arranged) if drv.library else None
     if post is not None:
         return post
+    return _generated(drv, group, conv, rest, ctx, params, args, f"{layout.upper()}, ")
+
+
+def _generated(drv: Driver, group, conv, rest, ctx, params: list[str], args: list[str],
+               note: str, head: tuple[str, ...] = ()) -> KernelSpec:
+    """The kernel as generated code: `head`, the driver's call, the epilogue."""
+    out = ctx.type(group.output)
     e_params, e_args, e_lines, parallel = epilogue(ctx, rest, out, conv.name, len(params))
-    body, note = [drv.call] + e_lines, drv.note
+    body, note = [drv.call] + e_lines, note + drv.note
     per_image = _per_image(drv, ctx, rest, out, conv.name, len(params)) if rest else None
     if per_image is not None:  # each image's epilogue while its output is in cache
         (body, parallel), note = per_image, f"{note}, epilogue per image"
     # a variable, not a literal in each call: a tuple literal inside a `prange` made the
     # per-image kernel 30% slower (137 against 106 us)
     return KernelSpec("conv", [*params, *e_params, "out"], [*args, *e_args, group.output],
-                      [f"geo = {geometry(conv, ctx)}", *body], parallel=parallel,
-                      scratch={name: ctx.scratch[name] for name in drv.scratch},
-                      note=f"{layout.upper()}, {note}")
+                      [f"geo = {geometry(conv, ctx)}", *head, *body], parallel=parallel,
+                      scratch={name: ctx.scratch[name] for name in drv.scratch}, note=note)
+
+
+def _computed_weight(group, conv, rest, ctx) -> KernelSpec:
+    """A convolution whose weight is a value of the graph (a parameter of a training
+    graph), arranged for the driver each call (cheap next to the convolution: a copy of
+    the weight, or Winograd's transform of it): by the library driver's `_raw` form where
+    the epilogue is the common one, else by the generated kernel's first line."""
+    x, w = ctx.type(conv.inputs[0]), ctx.type(conv.inputs[1])
+    if list(layout_perm(w)) != list(range(4)) or not all(isinstance(d, int) for d in w.shape):
+        raise Unsupported("conv2d with a computed weight not in OIHW order of static sizes")
+    if depthwise.applies(conv, ctx) or (rest and rest[-1].op == "max_pool2d"):
+        raise Unsupported("conv2d with a computed weight, depthwise or pooled")
+    drv = _driver(conv, ctx)
+    oh, ow = conv.type.shape[2:]
+    if drv.library not in COMPUTED or (drv.note == "direct" and _direct_row(
+            geometry(conv, ctx), x.shape[3], oh, ow) < DIRECT_MIN_ROW):
+        raise Unsupported(f"conv2d with a computed weight on {drv.note} (rows of "
+                          f"{ow}): slower than torch's")
+    post = _library(drv, conv, rest, ctx, group.output, conv.inputs[1], "_raw") \
+        if drv.library else None
+    if post is not None:
+        return post
+    params = ["x0", "w0", *drv.scratch.values(), "threads"]
+    args = [conv.inputs[0], conv.inputs[1], *drv.scratch, THREADS]
+    layout = "NHWC" if x.layout == NHWC else "NCHW"
+    return _generated(drv, group, conv, rest, ctx, params, args,
+                      f"{layout}, weight arranged each call, ", (f"x1 = {drv.runtime}",))
 
 
 @dataclass(frozen=True)
@@ -93,6 +134,8 @@ class Driver:
     scratch: dict[str, str]  # scratch value -> kernel parameter
     note: str
     image: str = ""  # one image `n` on one thread, scratch row `t` (NCHW only)
+    runtime: str = ""  # `pack` as kernel code: the arranged weight from `w0`, at the call
+    # (the drivers of `COMPUTED` only)
 
     @property
     def library(self) -> str:
@@ -100,12 +143,14 @@ class Driver:
         return self.image.split("(")[0].replace("_image", "_post")
 
 
-def _library(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSpec | None:
+def _library(drv: Driver, conv, rest, ctx, output: str, weight: str,
+             suffix: str = "") -> KernelSpec | None:
     """The kernel as `drv.library` itself, when the epilogue is the common one
-    (`templates.post`): nothing to generate, nothing to compile but once per installation."""
+    (`templates.post`): nothing to generate, nothing to compile but once per installation.
+    With `suffix` "_raw", its `kernels.conv_raw` form, which takes the logical weight."""
     out = ctx.type(output)
-    post = match(ctx, conv.name, rest, out, 1) if list(layout_perm(out)) == list(range(4)) \
-        else None
+    post = match(ctx, conv.name, rest, out, 1, computed=bool(suffix)) \
+        if list(layout_perm(out)) == list(range(4)) else None
     if post is None or post.gelu or out.dtype != ctx.type(conv.inputs[0]).dtype:
         return None
     bias, res, clip = post_args(ctx, post, out)
@@ -114,7 +159,8 @@ def _library(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSp
     args = [conv.inputs[0], weight, *drv.scratch, bias, res, clip, geo, THREADS, output]
     return KernelSpec("conv", params, args, [], scratch={name: ctx.scratch[name] for name in
                                                         drv.scratch},
-                      note=f"NCHW, {drv.note}, epilogue {post.describe()}", library=drv.library)
+                      note=f"NCHW, {drv.note}, epilogue {post.describe()}",
+                      library=drv.library + suffix)
 
 
 def _pooled(drv: Driver, conv, rest, ctx, output: str, weight: str) -> KernelSpec:
@@ -216,7 +262,8 @@ def _driver(conv, ctx) -> Driver:
         scratch = _scratch(ctx, conv, {"cols": Scratch(x.dtype, ("threads", cin * kh * kw,
                                                                    ohw))})
         return Driver(_rows, "conv2d_nchw_few(x0, x1, out, cols, geo, threads)", scratch,
-                      "im2col + GEMM", "conv2d_nchw_few_image(x0[n], x1, out[n], cols[t], geo)")
+                      "im2col + GEMM", "conv2d_nchw_few_image(x0[n], x1, out[n], cols[t], geo)",
+                      f"w0.reshape(({oc}, {cg * kh * kw}))")
     if groups == 1:
         shapes = {"cols": ("threads", ohw, kh * kw * cin)}
         if not nhwc:  # NCHW images go through the NHWC path one by one
@@ -286,8 +333,10 @@ def _direct(conv, ctx, x, geo: tuple[int, ...]) -> Driver:
     xs = _arranged_size(geo, x.shape[1], *x.shape[2:])
     scratch = _scratch(ctx, conv, {"xs": Scratch(x.dtype, ("threads", 1)) if xs == 1 else
                                    Scratch.rows(x.dtype, xs)})
+    oc, cg, kh, kw = ctx.type(conv.inputs[1]).shape
     return Driver(lambda w: _rows(w).T, "conv2d_nchw_direct(x0, x1, out, xs, geo, threads)",
-                  scratch, "direct", "conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], geo)")
+                  scratch, "direct", "conv2d_nchw_direct_image(x0[n], x1, out[n], xs[t], geo)",
+                  f"np.ascontiguousarray(w0.reshape(({oc}, {cg * kh * kw})).T)")
 
 
 def _winograd_fits(geo: tuple[int, ...], cin: int, oc: int, oh, ow) -> bool:
@@ -321,7 +370,8 @@ def _winograd(conv, ctx, x, oc: int, geo: tuple[int, ...]) -> Driver:
     scratch = _scratch(ctx, conv, {"xs": Scratch.rows(x.dtype, size)})
     return Driver(winograd_weight, "conv2d_nchw_winograd(x0, x1, out, xs, geo, threads)",
                   scratch, "Winograd F(2x2, 3x3)",
-                  "conv2d_nchw_winograd_image(x0[n], x1, out[n], xs[t], geo)")
+                  "conv2d_nchw_winograd_image(x0[n], x1, out[n], xs[t], geo)",
+                  "winograd_weight_of(w0)")
 
 
 def _direct_row(geo: tuple[int, ...], w: int, oh: int, ow: int) -> int:

@@ -23,7 +23,8 @@ CLIPS = {"relu": (0.0, math.inf), "relu6": (0.0, 6.0)}
 class Post:
     """out = clip(gelu?(acc + bias) + res): each part optional."""
 
-    bias: str | None = None  # a constant with one value per channel (`match`'s axis)
+    bias: str | None = None  # one value per channel (`match`'s axis): a constant, or any
+    # value where `match` was given `computed`
     res: str | None = None  # a value shaped like the output
     lo: float = -math.inf
     hi: float = math.inf
@@ -41,9 +42,10 @@ class Post:
         return " + ".join(parts) or "none"
 
 
-def match(ctx, seed: str, nodes, out, axis: int) -> Post | None:
+def match(ctx, seed: str, nodes, out, axis: int, computed: bool = False) -> Post | None:
     """The epilogue `nodes` (in order, from the value `seed`) as a `Post` over the output
-    type `out` (plain layout), the bias along `axis`; None when it is anything else."""
+    type `out` (plain layout), the bias along `axis` (a constant, or with `computed` any
+    contiguous value); None when it is anything else."""
     post, acc, inside = Post(), seed, {seed}
     for node in nodes:
         if acc not in node.inputs or len(node.inputs) != (2 if node.op == "add" else 1):
@@ -54,7 +56,7 @@ def match(ctx, seed: str, nodes, out, axis: int) -> Post | None:
             return None
         if node.op == "add":
             other = node.inputs[1] if node.inputs[0] == acc else node.inputs[0]
-            post = _add(ctx, post, other, out, axis)
+            post = _add(ctx, post, other, out, axis, computed)
         elif node.op == "gelu":
             form = {"none": "erf", "tanh": "tanh"}.get(node.attrs.get("approximate", "none"))
             ok = form is not None and post.res is None and not post.gelu
@@ -68,13 +70,14 @@ def match(ctx, seed: str, nodes, out, axis: int) -> Post | None:
     return post
 
 
-def _add(ctx, post: Post, other: str, out, axis: int) -> Post | None:
+def _add(ctx, post: Post, other: str, out, axis: int, computed: bool) -> Post | None:
     t = ctx.type(other)
     if t.dtype != out.dtype or list(layout_perm(t)) != list(range(t.rank)):
         return None
     shape = (1,) * (out.rank - t.rank) + tuple(t.shape)
     channels = tuple(d if k == axis else 1 for k, d in enumerate(out.shape))
-    if post.bias is None and not post.gelu and ctx.is_const(other) and shape == channels:
+    if post.bias is None and not post.gelu and (computed or ctx.is_const(other)) and \
+            shape == channels:
         return replace(post, bias=other)
     if post.res is None and tuple(t.shape) == tuple(out.shape):
         return replace(post, res=other)
@@ -90,11 +93,16 @@ def _clip(node, post: Post) -> Post | None:
 
 
 def post_args(ctx, post: Post, out) -> tuple[str, str, str]:
-    """The drivers' epilogue arguments (constants): the bias as a vector (empty for none),
-    the residual (an empty array of the output's rank for none), `clip` [lo, hi]."""
+    """The drivers' epilogue arguments: the bias as a vector (empty for none; a computed
+    one as it is), the residual (an empty array of the output's rank for none), `clip`
+    [lo, hi]."""
     dt, name = out.dtype.numpy, out.dtype.value
-    bias = ctx.prepare_from(f"{post.bias}.vector", np.ravel, post.bias) if post.bias \
-        else ctx.prepare(f"empty.{name}", np.zeros(0, dt))
+    if post.bias and not ctx.is_const(post.bias):
+        bias = post.bias
+    elif post.bias:
+        bias = ctx.prepare_from(f"{post.bias}.vector", np.ravel, post.bias)
+    else:
+        bias = ctx.prepare(f"empty.{name}", np.zeros(0, dt))
     res = post.res or ctx.prepare(f"empty.{out.rank}.{name}", np.zeros((0,) * out.rank, dt))
     clip = ctx.prepare(f"clip.{post.lo}.{post.hi}.{name}", np.array([post.lo, post.hi], dt))
     return bias, res, clip
