@@ -33,10 +33,11 @@ class PoolStep(torch.nn.Module):
 
 
 def tricky(shape) -> torch.Tensor:
-    """Few distinct values (ties), a NaN and -infs."""
+    """Few distinct values (ties), NaNs (in the first plane and the last) and -infs."""
     x = torch.randint(0, 3, shape).float()
     x.view(-1)[::7] = float("-inf")
     x.view(-1)[5] = float("nan")
+    x.view(-1)[-4] = float("nan")
     return x
 
 

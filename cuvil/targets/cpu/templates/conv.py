@@ -6,10 +6,10 @@ The convolution itself is a call of a driver in `cuvil.targets.cpu.kernels.conv`
 a single product for 1x1 NHWC, direct loops for NHWC depthwise), compiled once per
 installation; the generated kernel passes the geometry and applies the group's epilogue.
 A depthwise NCHW convolution is written out whole by `depthwise`, epilogue fused.
-A constant weight is arranged for the driver at compile time; a weight known only at the
-call (a training graph's parameter) is arranged by the kernel's first line, each call
-(`Driver.runtime`), and the epilogue is generated (the library drivers, the pooled
-one and the NCHW depthwise template take constants only).
+A constant weight is arranged for the driver at compile time. A weight known only at the
+call (a training graph's parameter) is arranged at each call, on the drivers of `COMPUTED`
+only: by the driver's `_raw` form (`kernels.conv_raw`) where the epilogue is the common
+one, else by the generated kernel's first line (`Driver.runtime`).
 """
 
 from __future__ import annotations
@@ -114,17 +114,15 @@ def _computed_weight(group, conv, rest, ctx) -> KernelSpec:
     oh, ow = conv.type.shape[2:]
     if drv.library not in COMPUTED or (drv.note == "direct" and _direct_row(
             geometry(conv, ctx), x.shape[3], oh, ow) < DIRECT_MIN_ROW):
-        raise Unsupported(f"conv2d with a computed weight on {drv.note} (rows of "
-                          f"{ow}): slower than torch's")
-    post = _library(drv, conv, rest, ctx, group.output, conv.inputs[1], "_raw") \
-        if drv.library else None
+        raise Unsupported(f"conv2d with a computed weight on {drv.note} ({ow} columns): "
+                          "slower than torch's")
+    post = _library(drv, conv, rest, ctx, group.output, conv.inputs[1], "_raw")
     if post is not None:
         return post
     params = ["x0", "w0", *drv.scratch.values(), "threads"]
     args = [conv.inputs[0], conv.inputs[1], *drv.scratch, THREADS]
-    layout = "NHWC" if x.layout == NHWC else "NCHW"
     return _generated(drv, group, conv, rest, ctx, params, args,
-                      f"{layout}, weight arranged each call, ", (f"x1 = {drv.runtime}",))
+                      "NCHW, weight arranged each call, ", (f"x1 = {drv.runtime}",))
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,8 @@ def _indices_inside(geometry: tuple[int, ...]) -> tuple[list[str], list[str]]:
 
 def _written_out(geometry: tuple[int, ...], start: str, exact: bool) -> list[str]:
     """The window whose first tap is at index `start` of plane `xq`, all of it inside the
-    image: each tap written out, row by row, the maximum's index left in `at`."""
+    image: each tap written out, row by row, the maximum's index left in `at` (`exact`: as
+    `_take`)."""
     kh, kw, *_, dh, dw = geometry
     lines = [f"p = {start}", "best = xq[p]", "at = p"] + ([] if exact else ["nan |= best != best"])
     for a in range(kh):
