@@ -1,5 +1,6 @@
 """The row template (softmax, log_softmax, layer_norm, sum, mean, amax): last-dim rows,
-reductions over middle dims (strided), keepdim, integer sums."""
+reductions over middle dims (strided), keepdim, integer sums, and sums and means over every
+dim but an adjacent block (batch norm's statistics), a symbolic batch among them."""
 
 from __future__ import annotations
 
@@ -49,3 +50,18 @@ def test_layer_norm_over_two_dims(lower):
     w, b = g.const(torch.randn(4, 5), "w"), g.const(torch.randn(4, 5), "b")
     g.set_outputs(g.add("layer_norm", [x, w, b], {"normalized_shape": (4, 5)}))
     assert_matches_reference(g, lower(g), (torch.randn(3, 4, 5),))
+
+
+def test_sums_over_every_dim_but_a_block_are_row_kernels(lower):
+    g = Graph("kept")
+    x = g.input("x", t(B, 6, 5, 7))
+    g.set_outputs({
+        "channels": g.add("mean", [x], {"dim": (0, 2, 3), "keepdim": True}),
+        "channels_sum": g.add("sum", [x], {"dim": (0, 2, 3)}),
+        "middle": g.add("sum", [x], {"dim": (0, 3)}),
+        "last": g.add("mean", [x], {"dim": (0, 1, 2)}),
+    })
+    compiled = lower(g)
+    assert not compiled.report.fallbacks
+    for batch in (1, 4):
+        assert_matches_reference(g, compiled, (torch.randn(batch, 6, 5, 7) * 3 + 1,))

@@ -3,6 +3,11 @@
 The input is viewed as `[outer, R, inner]` where `R` spans the reduced dims (which must be
 adjacent). With `inner == 1` (the usual last-dim case) each row is contiguous and rows run
 in `prange`; otherwise the kernel walks `inner` columns side by side.
+
+A sum or mean over every dim but an adjacent block (batch norm's statistics: all but the
+channels of NCHW) views the input as `[A, K, B]` and reduces A and B for each of the K kept
+values, in `prange` over K: each contiguous run of B summed in the input's precision, the
+runs added in float64.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ def generate(group, ctx) -> KernelSpec:
         return library
     dims = reduced_dims(node, x.rank)
     if dims and list(dims) != list(range(dims[0], dims[-1] + 1)):
-        raise Unsupported(f"{node.op} over non-adjacent dims {dims}")
+        return _kept_block(node, x, dims, group, ctx)
     lo, hi = (dims[0], dims[-1] + 1) if dims else (0, 0)
     inner_one = all(is_static(d) and d == 1 for d in x.shape[hi:])
     gen = _ROW if inner_one else _STRIDED
@@ -61,6 +66,32 @@ def generate(group, ctx) -> KernelSpec:
     lines = view + ([f"if nr * rl * ni < {ctx.par_min} or nr == 1:"] + indent(serial, 1)
                     + ["else:"] + indent(body, 1) if parallel else serial)
     return KernelSpec("rows", [*params, "out"], [*args, group.output], lines, parallel,
+                      fastmath="rows")
+
+
+def _kept_block(node: Node, x, dims: tuple[int, ...], group, ctx) -> KernelSpec:
+    """A sum or mean over every dim but the adjacent block [klo, khi): see the module."""
+    kept = [d for d in range(x.rank) if d not in dims]
+    klo, khi = kept[0], kept[-1] + 1
+    if node.op not in ("sum", "mean") or kept != list(range(klo, khi)) or \
+            not node.type.dtype.is_float or \
+            any(layout_perm(ctx.type(v)) != tuple(range(ctx.type(v).rank))
+                for v in (node.inputs[0], node.name)):
+        raise Unsupported(f"{node.op} over non-adjacent dims {dims}")
+    shape = [f"x0.shape[{i}]" for i in range(x.rank)]
+    na, nk, nb = (" * ".join(shape[a:b]) or "1" for a, b in ((0, klo), (klo, khi),
+                                                               (khi, x.rank)))
+    acc = np_name(node.type.dtype)
+    scale = " / (na * nb)" if node.op == "mean" else ""
+    per = ["s = 0.0", "for a in range(na):", f"    r = {literal(0, node.type.dtype)}",
+           "    for b in range(nb):", "        r += x[a, k, b]", "    s += r",
+           f"o[k] = {acc}(s{scale})"]
+    lines = [f"na = {na}", f"nk = {nk}", f"nb = {nb}", "x = x0.reshape((na, nk, nb))",
+             "o = out.reshape((nk,))"]
+    parallel = ctx.worth_parallel(x.shape)
+    loop = "prange" if parallel else "range"
+    return KernelSpec("rows", ["x0", "out"], [node.inputs[0], group.output],
+                      lines + [f"for k in {loop}(nk):"] + indent(per, 1), parallel,
                       fastmath="rows")
 
 
