@@ -87,7 +87,7 @@ def test_the_winograd_transform_at_the_call_is_the_constants():
     import numpy as np
 
     from cuvil.targets.cpu.kernels.winograd import winograd_weight_of
-    from cuvil.targets.cpu.templates.conv import winograd_weight
+    from cuvil.targets.cpu.templates.conv_drivers import winograd_weight
 
     w = np.random.default_rng(0).standard_normal((5, 3, 3, 3)).astype(np.float32)
     np.testing.assert_array_equal(winograd_weight_of(w), winograd_weight(w))

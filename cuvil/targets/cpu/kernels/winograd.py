@@ -6,7 +6,7 @@ An image is cut in 2x2 output tiles, each reading a 4x4 patch of the padded inpu
 
     V[xi, c, tile] = (B' d B)[xi]   d: the tile's patch of channel c     (`_in_tiles`)
     M[xi] = U[xi]' @ V[xi]          U[xi] [C, OC]: the weight's (G g G')[xi], made at
-                                    compile time (`targets.cpu.templates.conv.winograd_weight`)
+                                    compile time (`templates.conv_drivers.winograd_weight`)
     out[o, tile] = A' M[:, o, tile] A, then the convolution's epilogue (`_out_tiles`)
 
 with B' = [[1,0,-1,0], [0,1,1,0], [0,-1,1,0], [0,1,0,-1]] and A' = [[1,1,1,0],
@@ -24,7 +24,7 @@ on 56x56 1.60 ms against 3.08, 128 on 28x28 1.43 against 2.71, 256 on 14x14 1.63
 5.64 (an AVX-512 Xeon); on this project's machine (Zen 4) 16 channels on 16x16 9.2-9.9 us
 against 12.4, but 64 on 8x8 1.01x the direct tile's time and 16 on 8x8 1.33x (the
 transforms' vectors are rows of 4 tiles there): lowering takes it from 8 channels and 16
-columns (`templates.conv._winograd_fits`). Output sizes must be even.
+columns (`templates.conv_drivers._winograd_fits`). Output sizes must be even.
 
 `xs`, a thread's scratch, holds the padded image, then V and M of one band
 (`scratch_size`).
@@ -362,7 +362,7 @@ def conv2d_nchw_winograd(x, u, out, xs, geo, parts):
 @njit(nogil=True)
 def winograd_weight_of(w):
     """A 3x3 weight [OC, C, 3, 3] known only at the call as U = G g G' [4, 4, C, OC],
-    flat, computed in float64 (`templates.conv.winograd_weight`, for a constant weight):
+    flat, computed in float64 (`templates.conv_drivers.winograd_weight`, for a constant weight):
     G g first, then (G g) G', 84 multiplies for each (OC, C) pair."""
     oc, c = w.shape[0], w.shape[1]
     g = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])

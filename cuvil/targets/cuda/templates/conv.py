@@ -6,8 +6,8 @@ max pool after it computed in the same thread (the max of the epilogue's values 
 pooled element's window, each convolution output it covers computed where it is read).
 
 Any groups (depthwise included), stride, padding and dilation, NCHW or NHWC; the geometry
-is the CPU template's (`cuvil.targets.cpu.templates.conv.geometry`), written into the kernel as
-constants. The weight is an operand (OIHW, default layout): a constant weight is uploaded
+is the CPU target's (`cuvil.targets.cpu.templates.conv_drivers.geometry`), written into the
+kernel as constants. The weight is an operand (OIHW, default layout): a constant weight is uploaded
 to the device once, when the graph is built. Each thread sums its window over its group's
 input channels in the output's dtype, without shared memory: correct for every geometry,
 and it needs no channel count large enough to tile. Both read f16 operands of an f32
@@ -19,7 +19,7 @@ from __future__ import annotations
 from cuvil.ir.types import NHWC, DType
 from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.spec import KernelSpec, Unsupported
-from cuvil.targets.cpu.templates.conv import geometry
+from cuvil.targets.cpu.templates.conv_drivers import geometry
 from cuvil.targets.cpu.templates.elementwise import literal
 from cuvil.targets.cpu.templates.gemm import split_heavy
 from cuvil.targets.cpu.templates.loops import indent

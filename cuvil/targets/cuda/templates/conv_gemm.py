@@ -20,7 +20,7 @@ from __future__ import annotations
 from cuvil.ir.types import NHWC
 from cuvil.lower.physical import layout_perm, np_name
 from cuvil.lower.spec import KernelSpec
-from cuvil.targets.cpu.templates.conv import geometry
+from cuvil.targets.cpu.templates.conv_drivers import geometry
 from cuvil.targets.cpu.templates.elementwise import literal
 from cuvil.targets.cpu.templates.pool import _geometry
 from cuvil.targets.cuda import PARAMS

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from cuvil.targets.cpu.kernels.conv_post import conv2d_nchw_winograd_post
 from cuvil.targets.cpu.kernels.winograd import conv2d_nchw_winograd, scratch_size
-from cuvil.targets.cpu.templates.conv import _winograd_fits, winograd_weight
+from cuvil.targets.cpu.templates.conv_drivers import _winograd_fits, winograd_weight
 
 
 def _case(n, c, oc, oh, ow, pad, seed=0):
