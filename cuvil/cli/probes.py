@@ -106,13 +106,15 @@ class LinearEpilogues(nn.Module):
 class TrainingProducts(nn.Module):
     """What an MLP's training graphs compute, its weights inputs (AOTAutograd lifts them):
     relu(x @ w1^T + b1), `F.linear` (its transpose of dims -2 and -1), ReLU's gradient after
-    the product that computes it, weight gradients g^T @ x (`permute` too), and a^T @ e^T."""
+    the product that computes it, weight gradients g^T @ x (`permute` too), a^T @ e^T, and a
+    3-d layer's product viewed back to 3-d before its ReLU."""
 
     def forward(self, x, w1, b1, w2, b2, g, e):
         h = torch.relu(x @ w1.t() + b1)
         out = nn.functional.linear(h, w2, b2)
         dh = torch.ops.aten.threshold_backward(g @ w2, h, 0.0)
-        return out, dh.t() @ x, x.permute(1, 0) @ dh, x.t() @ e.t()
+        h3 = torch.relu((x @ w2[:, :16].t() + b2).view(2, 2, 10))
+        return out, dh.t() @ x, x.permute(1, 0) @ dh, x.t() @ e.t(), h3
 
 
 class ElementwiseChains(nn.Module):
