@@ -3,7 +3,7 @@ and the mean and reciprocal standard deviation a training forward saves) and
 `native_layer_norm_backward`, all from catalog ops, for f32 and f64 inputs.
 
 With x^ = (x - mean) * rstd over the normalized (last) dims and g = dy * weight:
-    dx = rstd * (g - mean(g) - x^ * mean(g * x^))      (means over the normalized dims)
+    dx = rstd * (g - mean(g) - x^ * mean(g * x^))      (the catalog's `layer_norm_grad`)
     dweight = sum(dy * x^), dbias = sum(dy)             (sums over the leading dims)
 A 16-bit input's statistics are f32 in torch's CPU kernel: they run in torch.
 """
@@ -11,6 +11,8 @@ A 16-bit input's statistics are f32 in torch's CPU kernel: they run in torch.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+import torch
 
 from cuvil.frontend.converter import Args, Value, need
 
@@ -55,11 +57,12 @@ def layer_norm_backward(ix: Importer, a: Args) -> tuple:
     mask = a["output_mask"]
     dx = dweight = dbias = None
     if mask[0]:
-        g = dy if a["weight"] is None else ix.add("mul", [dy, ix.tensor(a["weight"])])
-        spread = _mean(ix, ix.add("mul", [g, normed]), dims)
-        inner = ix.add("sub", [ix.add("sub", [g, _mean(ix, g, dims)]),
-                               ix.add("mul", [normed, spread])])
-        dx = ix.add("mul", [ix.tensor(a["rstd"]), inner])
+        shape = tuple(a["normalized_shape"])
+        dtype = ix.type(x).dtype
+        weight = ix.tensor(a["weight"]) if a["weight"] is not None else ix.folded(
+            torch.ones(shape, dtype=dtype.torch), f"ones_{dtype}_{'x'.join(map(str, shape))}")
+        dx = ix.add("layer_norm_grad", [dy, x, ix.tensor(a["mean"]), ix.tensor(a["rstd"]),
+                                        weight], {"normalized_shape": shape})
     if mask[1] and a["weight"] is not None:
         dweight = _leading_sum(ix, ix.add("mul", [dy, normed]), rank - dims)
     if mask[2] and a["bias"] is not None:

@@ -111,6 +111,38 @@ register(OpDef("layer_norm", ("x", "weight", "bias"),
                shapes=arith.layer_norm))
 
 
+def _layer_norm_grad_type(ts: list[TensorType], a) -> TensorType:
+    dy, x, mean, rstd, w = ts
+    ns = tuple(a["normalized_shape"])
+    k = len(ns)
+    check(dy.shape == x.shape and dy.dtype == x.dtype and x.dtype.is_float,
+          "layer_norm_grad: dy and x must be float tensors of one shape and dtype")
+    check(k >= 1 and x.shape[x.rank - k:] == ns,
+          f"layer_norm_grad: trailing dims must be {list(ns)}")
+    stats = (*x.shape[:x.rank - k], *(1,) * k)
+    for t, what in ((mean, "mean"), (rstd, "rstd")):
+        check(t.shape == stats and t.dtype == x.dtype,
+              f"layer_norm_grad: {what} must be {x.dtype}{list(stats)}")
+    check(w.shape == ns and w.dtype == x.dtype,
+          f"layer_norm_grad: weight must be {x.dtype}{list(ns)}")
+    return dy
+
+
+def _layer_norm_grad(xs: list[torch.Tensor], a) -> torch.Tensor:
+    dy, x, mean, rstd, w = xs
+    return torch.ops.aten.native_layer_norm_backward(dy, x, list(a["normalized_shape"]), mean,
+                                                     rstd, w, None, [True, False, False])[0]
+
+
+register(OpDef("layer_norm_grad", ("dy", "x", "mean", "rstd", "weight"),
+               (AttrSpec("normalized_shape", "shape"),), _layer_norm_grad_type,
+               _layer_norm_grad, NORM, flops=lambda ts, out, a: 10 * numel(out.shape),
+               doc="a layer norm's input gradient from its saved mean and 1/std: with "
+                   "x^ = (x - mean) * rstd and g = dy * weight over the normalized dims, "
+                   "rstd * (g - mean(g) - x^ * mean(g * x^))",
+               shapes=arith.layer_norm_grad))
+
+
 def _softmax_type(ts: list[TensorType], a) -> TensorType:
     check(-ts[0].rank <= a["dim"] < max(ts[0].rank, 1), f"softmax: dim {a['dim']} out of range")
     check(ts[0].dtype.is_float, "softmax: input must be float")

@@ -65,3 +65,30 @@ def test_sums_over_every_dim_but_a_block_are_row_kernels(lower):
     assert not compiled.report.fallbacks
     for batch in (1, 4):
         assert_matches_reference(g, compiled, (torch.randn(batch, 6, 5, 7) * 3 + 1,))
+
+
+@pytest.mark.parametrize("dtype, ns", [("f32", (33,)), ("f64", (33,)), ("f32", (6, 33))])
+def test_layer_norm_input_gradient_is_a_row_kernel(lower, dtype, ns):
+    """`layer_norm_grad` from the mean and rstd a forward saved equals autograd's gradient
+    of `F.layer_norm` (the catalog reference is checked against it in tests/ops)."""
+    torch_dtype = {"f32": torch.float32, "f64": torch.float64}[dtype]
+    stats = (B, *(6, 1)[:3 - len(ns) - 1], *(1,) * len(ns))
+    g = Graph("ln_grad")
+    dy, x = g.input("dy", t(B, 6, 33, dtype=dtype)), g.input("x", t(B, 6, 33, dtype=dtype))
+    mean = g.input("mean", t(*stats, dtype=dtype))
+    rstd = g.input("rstd", t(*stats, dtype=dtype))
+    w = g.const(torch.randn(ns, dtype=torch_dtype), "w")
+    g.set_outputs(g.add("layer_norm_grad", [dy, x, mean, rstd, w], {"normalized_shape": ns}))
+    compiled = lower(g)
+    for batch in (1, 4):
+        xs = torch.randn(batch, 6, 33, dtype=torch_dtype) * 3 + 1
+        _, m, r = torch.ops.aten.native_layer_norm(xs, list(ns), None, None, 1e-5)
+        grad = torch.randn_like(xs)
+        assert_matches_reference(g, compiled, (grad, xs, m, r), tol=1e-5 if dtype == "f32"
+                                 else 1e-12)
+        leaf = xs.clone().requires_grad_()
+        want, = torch.autograd.grad(torch.nn.functional.layer_norm(
+            leaf, ns, g.constants["w"], None, 1e-5), leaf, grad)
+        torch.testing.assert_close(compiled(grad, xs, m, r), want,
+                                   rtol=1e-4 if dtype == "f32" else 1e-12,
+                                   atol=1e-4 if dtype == "f32" else 1e-12)

@@ -76,6 +76,22 @@ def _layer_norm(data):
             {"normalized_shape": ns, "eps": 1e-5})
 
 
+def _layer_norm_grad(data):
+    """dy, x, and the mean and rstd torch's forward saves for x."""
+    (x, w, _), attrs = _layer_norm(data)
+    ns = attrs["normalized_shape"]
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, list(ns), w, None, 1e-5)
+    return [torch.randn_like(x), x, mean, rstd, w], {"normalized_shape": ns}
+
+
+def _layer_norm_autograd(xs, a):
+    """The gradient of `F.layer_norm` at x for dy, by autograd."""
+    dy, x, _, _, w = xs
+    leaf = x.detach().clone().requires_grad_()
+    out = F.layer_norm(leaf, a["normalized_shape"], w, None, 1e-5)
+    return torch.autograd.grad(out, leaf, dy)[0]
+
+
 def _softmax(data):
     x = rand(data, batch_shape(data, 1, 4), _float(data))
     return [x], {"dim": dim_of(data, x.dim())}
@@ -289,6 +305,8 @@ CASES: dict[str, Case] = {
     "layer_norm": Case(_layer_norm, lambda xs, a: F.layer_norm(
         xs[0], a["normalized_shape"], xs[1], xs[2], a["eps"]), shape_attrs=(
             "normalized_shape",), tol=1e-5),
+    "layer_norm_grad": Case(_layer_norm_grad, _layer_norm_autograd,
+                            shape_attrs=("normalized_shape",), tol=1e-4),
     "softmax": Case(_softmax, lambda xs, a: F.softmax(xs[0], a["dim"])),
     "log_softmax": Case(_softmax, lambda xs, a: F.log_softmax(xs[0], a["dim"]), tol=1e-5),
     "max_pool2d": Case(_max_pool, lambda xs, a: F.max_pool2d(xs[0], **_pool_args(a))),

@@ -207,6 +207,23 @@ def layer_norm(ctx, want, attrs, args):
         yield Want(ns, x.dtype, None, x.device)
 
 
+def layer_norm_grad(ctx, want, attrs, args):
+    """dy and x of one shape, mean and rstd (positive) with the normalized dims kept as 1,
+    the weight over the normalized dims."""
+    shape = ctx.fill(want.shape, ctx.rank(1, 4))
+    k = 2 if len(shape) >= 3 and ctx.rng.random() < 0.3 else 1
+    ns = tuple(attrs.get("normalized_shape", tuple(shape[len(shape) - k:])))
+    dtype = want.dtype if want.dtype in (DType.f32, DType.f64) else DType.f32
+    dy = yield want.with_(shape=shape, dtype=dtype)
+    if not dy.dtype.is_float or len(ns) > dy.rank or tuple(dy.shape[dy.rank - len(ns):]) != ns:
+        raise Invalid("layer_norm_grad: dy must be float and end in the normalized shape")
+    yield Want(dy.shape, dy.dtype, None, dy.device)
+    stats = (*dy.shape[:dy.rank - len(ns)], *(1,) * len(ns))
+    yield Want(stats, dy.dtype, None, dy.device)
+    yield Want(stats, dy.dtype, None, dy.device, POSITIVE)
+    yield Want(ns, dy.dtype, None, dy.device)
+
+
 def batch_norm(ctx, want, attrs, args):
     attrs.get("eps", lambda: ctx.rng.choice((1e-5, 1e-3)))
     x = yield want.with_(shape=ctx.fill(want.shape, ctx.rank(2, 4)),

@@ -1,4 +1,5 @@
-"""The row template: softmax, log_softmax, layer_norm, sum, mean and amax as row kernels.
+"""The row template: softmax, log_softmax, layer_norm, layer_norm_grad, sum, mean and amax
+as row kernels.
 
 The input is viewed as `[outer, R, inner]` where `R` spans the reduced dims (which must be
 adjacent). With `inner == 1` (the usual last-dim case) each row is contiguous and rows run
@@ -26,7 +27,7 @@ from cuvil.targets.cpu.templates.loops import indent
 def reduced_dims(node: Node, rank: int) -> tuple[int, ...]:
     if node.op in ("softmax", "log_softmax"):
         return norm_dims(node.attrs["dim"], rank, node.op)
-    if node.op == "layer_norm":
+    if node.op in ("layer_norm", "layer_norm_grad"):
         return tuple(range(rank - len(node.attrs["normalized_shape"]), rank))
     return norm_dims(node.attrs["dim"], rank, node.op)
 
@@ -48,13 +49,19 @@ def generate(group, ctx) -> KernelSpec:
     gen = _ROW if inner_one else _STRIDED
     if node.op not in gen:
         raise Unsupported(f"no row kernel for {node.op}")
-    keeps_shape = node.op in ("softmax", "log_softmax", "layer_norm")
+    keeps_shape = node.op in ("softmax", "log_softmax", "layer_norm", "layer_norm_grad")
     view = _views(x.rank, lo, hi, inner_one, keeps_shape)
     params, args = ["x0"], [node.inputs[0]]
     if node.op == "layer_norm":
         view += ["w = x1.reshape((rl,))", "b = x2.reshape((rl,))"]
         params += ["x1", "x2"]
         args += list(node.inputs[1:3])
+    if node.op == "layer_norm_grad":
+        _plain_layouts(node, ctx)
+        view += ["xv = x1.reshape((nr, rl))", "mu = x2.reshape((nr,))",
+                 "rs = x3.reshape((nr,))", "w = x4.reshape((rl,))"]
+        params += ["x1", "x2", "x3", "x4"]
+        args += list(node.inputs[1:5])
     acc = DType.i64 if node.type.dtype in (DType.i32, DType.i64, DType.bool, DType.u8,
                                            DType.i8) else node.type.dtype
     per_row = gen[node.op](node, acc)
@@ -146,6 +153,23 @@ def _layer_norm(node: Node, acc: DType) -> list[str]:
             "    o[r, j] = (x[r, j] - mean) * inv * w[j] + b[j]"]
 
 
+def _layer_norm_grad(node: Node, acc: DType) -> list[str]:
+    """dy's row r (`x`) to dx (`o`), from the row of x (`xv`), its mean and rstd: the two
+    means of the catalog's formula in float64, then one pass that writes."""
+    return ["m = mu[r]", "s = rs[r]", "a = 0.0", "c = 0.0", "for j in range(rl):",
+            "    g = x[r, j] * w[j]", "    a += g", "    c += g * (xv[r, j] - m)",
+            "a = a / rl", "c = c * s / rl", "for j in range(rl):",
+            "    o[r, j] = s * (x[r, j] * w[j] - a - (xv[r, j] - m) * s * c)"]
+
+
+def _plain_layouts(node: Node, ctx) -> None:
+    """Refuses an operand or result in a layout other than its rank's default."""
+    for v in (*node.inputs, node.name):
+        t = ctx.type(v)
+        if layout_perm(t) != tuple(range(t.rank)):
+            raise Unsupported(f"{node.op} of a {t.layout} value")
+
+
 def _reduce(node: Node, acc: DType) -> list[str]:
     if node.op == "amax":
         return ["o[r] = vamax(x[r])"]
@@ -178,6 +202,6 @@ def _softmax_strided(node: Node, acc: DType) -> list[str]:
 
 
 _ROW = {"softmax": _softmax, "log_softmax": _softmax, "layer_norm": _layer_norm,
-        "sum": _reduce, "mean": _reduce, "amax": _reduce}
+        "layer_norm_grad": _layer_norm_grad, "sum": _reduce, "mean": _reduce, "amax": _reduce}
 _STRIDED = {"softmax": _softmax_strided, "log_softmax": _softmax_strided,
             "sum": _reduce_strided, "mean": _reduce_strided, "amax": _reduce_strided}

@@ -1,7 +1,7 @@
-"""CUDA row kernels: softmax, log-softmax, layer norm and sum/mean/amax over trailing dims,
-one thread a row (grid-stride), with the CPU template's per-row code
-(`cuvil.targets.cpu.templates.reduction`) spelled for the device; sum/mean/amax over other
-dims and softmax / log-softmax along another dim, one thread an output element."""
+"""CUDA row kernels: softmax, log-softmax, layer norm (and its input gradient) and
+sum/mean/amax over trailing dims, one thread a row (grid-stride), with the CPU template's
+per-row code (`cuvil.targets.cpu.templates.reduction`) spelled for the device; sum/mean/amax
+over other dims and softmax / log-softmax along another dim, one thread an output element."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from cuvil.targets.cuda.templates.elementwise import (
     output_indices,
 )
 
-KEEPS_SHAPE = ("softmax", "log_softmax", "layer_norm")
+KEEPS_SHAPE = ("softmax", "log_softmax", "layer_norm", "layer_norm_grad")
 REDUCTIONS = ("sum", "mean", "amax")
 
 
@@ -49,6 +49,10 @@ def generate(group, ctx) -> KernelSpec:
     if node.op == "layer_norm":
         view += ["w = x1.reshape((rl,))", "b = x2.reshape((rl,))"]
         params, args = ["x0", "x1", "x2"], [*node.inputs[:3]]
+    if node.op == "layer_norm_grad":
+        view += ["xv = x1.reshape((nr, rl))", "mu = x2.reshape((nr,))",
+                 "rs = x3.reshape((nr,))", "w = x4.reshape((rl,))"]
+        params, args = ["x0", "x1", "x2", "x3", "x4"], [*node.inputs[:5]]
     acc: DType = node.type.dtype
     per_row = _ROW[node.op](node, acc)
     if any("fr" in ln for ln in per_row):
