@@ -36,14 +36,13 @@ def layer_norm(ix: Importer, a: Args) -> Value | tuple:
 def statistics(ix: Importer, x: Value, dims: int,
                eps: float) -> tuple[Value | None, Value | None]:
     """native_layer_norm's mean and reciprocal standard deviation over the last `dims`
-    dims, kept as size-1 dims: mean(x) and 1 / sqrt(mean((x - mean(x))^2) + eps); (None,
-    None) for a 16-bit x (they run in torch)."""
+    dims, kept as size-1 dims: mean(x) and 1 / sqrt(mean((x - mean(x))^2) + eps) (the
+    catalog's `layer_norm_rstd`); (None, None) for a 16-bit x (they run in torch)."""
     if ix.type(x).dtype.name not in _EXACT:
         return None, None
-    mean = _mean(ix, x, dims)
-    centred = ix.add("sub", [x, mean])
-    var = _mean(ix, ix.add("mul", [centred, centred]), dims)
-    return mean, ix.add("rsqrt", [ix.add("add", [var, ix.tensor(eps)])])
+    shape = tuple(ix.type(x).shape[ix.type(x).rank - dims:])
+    return _mean(ix, x, dims), ix.add("layer_norm_rstd", [x], {"normalized_shape": shape,
+                                                                "eps": eps})
 
 
 def layer_norm_backward(ix: Importer, a: Args) -> tuple:

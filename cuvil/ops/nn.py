@@ -111,6 +111,26 @@ register(OpDef("layer_norm", ("x", "weight", "bias"),
                shapes=arith.layer_norm))
 
 
+def _layer_norm_rstd_type(ts: list[TensorType], a) -> TensorType:
+    x, ns = ts[0], tuple(a["normalized_shape"])
+    k = len(ns)
+    check(x.dtype.is_float, "layer_norm_rstd: input must be float")
+    check(k >= 1 and x.shape[x.rank - k:] == ns,
+          f"layer_norm_rstd: trailing dims must be {list(ns)}")
+    return TensorType((*x.shape[:x.rank - k], *(1,) * k), x.dtype)
+
+
+register(OpDef("layer_norm_rstd", ("x",),
+               (AttrSpec("normalized_shape", "shape"), AttrSpec("eps", "float", 1e-5)),
+               _layer_norm_rstd_type,
+               lambda xs, a: torch.ops.aten.native_layer_norm(
+                   xs[0], list(a["normalized_shape"]), None, None, a["eps"])[2],
+               NORM, flops=lambda ts, out, a: 4 * numel(ts[0].shape),
+               doc="1 / sqrt(var + eps) over the trailing normalized_shape dims (the "
+                   "population variance), kept as size-1 dims: the rstd a layer norm saves",
+               shapes=arith.layer_norm_rstd))
+
+
 def _layer_norm_grad_type(ts: list[TensorType], a) -> TensorType:
     dy, x, mean, rstd, w = ts
     ns = tuple(a["normalized_shape"])

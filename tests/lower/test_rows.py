@@ -92,3 +92,18 @@ def test_layer_norm_input_gradient_is_a_row_kernel(lower, dtype, ns):
         torch.testing.assert_close(compiled(grad, xs, m, r), want,
                                    rtol=1e-4 if dtype == "f32" else 1e-12,
                                    atol=1e-4 if dtype == "f32" else 1e-12)
+
+
+@pytest.mark.parametrize("dtype, ns", [("f32", (33,)), ("f64", (33,)), ("f32", (6, 33))])
+def test_layer_norm_rstd_is_a_row_kernel(lower, dtype, ns):
+    """`layer_norm_rstd` equals the rstd torch's layer norm saves, as one row kernel."""
+    g = Graph("ln_rstd")
+    x = g.input("x", t(B, 6, 33, dtype=dtype))
+    g.set_outputs(g.add("layer_norm_rstd", [x], {"normalized_shape": ns, "eps": 1e-3}))
+    compiled = lower(g)
+    torch_dtype = {"f32": torch.float32, "f64": torch.float64}[dtype]
+    for batch in (1, 4):
+        xs = torch.randn(batch, 6, 33, dtype=torch_dtype) * 3 + 1
+        assert_matches_reference(g, compiled, (xs,), tol=1e-5 if dtype == "f32" else 1e-12)
+        want = torch.ops.aten.native_layer_norm(xs, list(ns), None, None, 1e-3)[2]
+        torch.testing.assert_close(compiled(xs), want)

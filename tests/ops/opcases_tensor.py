@@ -305,6 +305,11 @@ CASES: dict[str, Case] = {
     "layer_norm": Case(_layer_norm, lambda xs, a: F.layer_norm(
         xs[0], a["normalized_shape"], xs[1], xs[2], a["eps"]), shape_attrs=(
             "normalized_shape",), tol=1e-5),
+    "layer_norm_rstd": Case(lambda data: (lambda xs, a: ([xs[0]], a))(*_layer_norm(data)),
+                            lambda xs, a: 1 / torch.sqrt(xs[0].var(
+                                tuple(range(-len(a["normalized_shape"]), 0)), correction=0,
+                                keepdim=True) + a["eps"]), shape_attrs=("normalized_shape",),
+                            tol=1e-5),
     "layer_norm_grad": Case(_layer_norm_grad, _layer_norm_autograd,
                             shape_attrs=("normalized_shape",), tol=1e-4),
     "softmax": Case(_softmax, lambda xs, a: F.softmax(xs[0], a["dim"])),

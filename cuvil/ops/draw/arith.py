@@ -207,6 +207,20 @@ def layer_norm(ctx, want, attrs, args):
         yield Want(ns, x.dtype, None, x.device)
 
 
+def layer_norm_rstd(ctx, want, attrs, args):
+    """x whose trailing dims are the normalized shape (the result keeps them as 1)."""
+    attrs.get("eps", lambda: ctx.rng.choice((1e-5, 1e-3)))
+    if attrs.fixed("normalized_shape"):
+        ns = tuple(attrs.get("normalized_shape"))
+        shape = (*ctx.fill(None, ctx.rng.randint(0, 2)), *ns)
+    else:
+        shape = ctx.fill(None, ctx.rank(1, 4))
+        k = 2 if len(shape) >= 3 and ctx.rng.random() < 0.3 else 1
+        attrs.get("normalized_shape", tuple(shape[len(shape) - k:]))
+    dtype = want.dtype if want.dtype in (DType.f32, DType.f64) else DType.f32
+    yield Want(shape, dtype, None, want.device)
+
+
 def layer_norm_grad(ctx, want, attrs, args):
     """dy and x of one shape, mean and rstd (positive) with the normalized dims kept as 1,
     the weight over the normalized dims."""

@@ -1,5 +1,5 @@
-"""The row template: softmax, log_softmax, layer_norm, layer_norm_grad, sum, mean and amax
-as row kernels.
+"""The row template: softmax, log_softmax, layer_norm (its rstd, its input gradient), sum,
+mean and amax as row kernels.
 
 The input is viewed as `[outer, R, inner]` where `R` spans the reduced dims (which must be
 adjacent). With `inner == 1` (the usual last-dim case) each row is contiguous and rows run
@@ -27,7 +27,7 @@ from cuvil.targets.cpu.templates.loops import indent
 def reduced_dims(node: Node, rank: int) -> tuple[int, ...]:
     if node.op in ("softmax", "log_softmax"):
         return norm_dims(node.attrs["dim"], rank, node.op)
-    if node.op in ("layer_norm", "layer_norm_grad"):
+    if node.op in ("layer_norm", "layer_norm_grad", "layer_norm_rstd"):
         return tuple(range(rank - len(node.attrs["normalized_shape"]), rank))
     return norm_dims(node.attrs["dim"], rank, node.op)
 
@@ -153,6 +153,14 @@ def _layer_norm(node: Node, acc: DType) -> list[str]:
             "    o[r, j] = (x[r, j] - mean) * inv * w[j] + b[j]"]
 
 
+def _layer_norm_rstd(node: Node, acc: DType) -> list[str]:
+    """1 / sqrt(var + eps) of row r, the variance about the row's mean (two passes)."""
+    zero, eps = literal(0, acc), literal(node.attrs["eps"], acc)
+    return [f"s = {zero}", "for j in range(rl):", "    s += x[r, j]", "mean = s / fr",
+            f"v = {zero}", "for j in range(rl):", "    d = x[r, j] - mean", "    v += d * d",
+            f"o[r] = {literal(1, acc)} / np.sqrt(v / fr + {eps})"]
+
+
 def _layer_norm_grad(node: Node, acc: DType) -> list[str]:
     """dy's row r (`x`) to dx (`o`), from the row of x (`xv`), its mean and rstd: the two
     means of the catalog's formula in float64, then one pass that writes."""
@@ -202,6 +210,7 @@ def _softmax_strided(node: Node, acc: DType) -> list[str]:
 
 
 _ROW = {"softmax": _softmax, "log_softmax": _softmax, "layer_norm": _layer_norm,
-        "layer_norm_grad": _layer_norm_grad, "sum": _reduce, "mean": _reduce, "amax": _reduce}
+        "layer_norm_grad": _layer_norm_grad, "layer_norm_rstd": _layer_norm_rstd,
+        "sum": _reduce, "mean": _reduce, "amax": _reduce}
 _STRIDED = {"softmax": _softmax_strided, "log_softmax": _softmax_strided,
             "sum": _reduce_strided, "mean": _reduce_strided, "amax": _reduce_strided}
