@@ -30,6 +30,11 @@ def permute(ix: Importer, a: Args) -> Value:
     return ix.add("permute", [ix.tensor(a["input"])], {"dims": tuple(a["dims"])})
 
 
+def flip(ix: Importer, a: Args) -> Value:
+    need(len(a["dims"]) >= 1, "flip over no dims")
+    return ix.add("flip", [ix.tensor(a["input"])], {"dims": tuple(a["dims"])})
+
+
 def flatten(ix: Importer, a: Args) -> Value:
     return ix.add("flatten", [ix.tensor(a["input"])],
                   {"start_dim": a["start_dim"], "end_dim": a["end_dim"]})
@@ -105,7 +110,8 @@ SHAPE_OPS: dict[str, Callable[[Importer, Args], Any]] = {
     "reshape": reshape("reshape"), "_unsafe_view": reshape("reshape"),
     "unflatten": reshape("reshape"), "view": reshape("view"), "expand": reshape("expand"),
     "expand_as": reshape("expand"), "view_as": reshape("view"), "reshape_as": reshape("reshape"),
-    "permute": permute, "flatten": flatten, "unsqueeze": unsqueeze, "squeeze": squeeze,
+    "permute": permute, "flip": flip, "flatten": flatten, "unsqueeze": unsqueeze,
+    "squeeze": squeeze,
     "cat": cat, "split": split, "split_with_sizes": split, "chunk": split,
     "unbind": unbind, "slice": slice_, "select": select,
 }

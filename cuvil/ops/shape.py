@@ -57,6 +57,19 @@ register(OpDef("permute", ("x",), (AttrSpec("dims", "ints"),), _permute_type,
                doc="x with its dims reordered", shapes=movement.permute))
 
 
+def _flip_type(ts: list[TensorType], a) -> TensorType:
+    x = ts[0]
+    check(x.rank >= 1 and len(a["dims"]) >= 1, "flip: needs a dim to flip")
+    norm_dims(tuple(a["dims"]), x.rank, "flip")
+    return TensorType(x.shape, x.dtype, "", x.device)
+
+
+register(OpDef("flip", ("x",), (AttrSpec("dims", "ints"),), _flip_type,
+               lambda xs, a: torch.flip(xs[0], tuple(a["dims"])), SHAPE, lowering="move",
+               doc="x with the order of its elements reversed along dims",
+               shapes=movement.flip))
+
+
 def _transpose_type(ts: list[TensorType], a) -> TensorType:
     x = ts[0]
     if x.rank == 0:  # torch allows dims 0 / -1 on a 0-d value: nothing moves

@@ -45,6 +45,26 @@ def test_chained_moves_of_a_computed_value_compose(lower):
         assert_matches_reference(g, compiled, (torch.randn(batch, 4, 5),))
 
 
+def test_a_flip_reads_each_flipped_dim_backwards(lower):
+    """A flip (of the symbolic batch too) inside a loop, composed with a slice, and alone
+    (a numpy copy of the reversed view)."""
+    g = Graph("flips")
+    x = g.input("x", t(B, 4, 5))
+    inside = g.add("mul", [g.add("flip", [x], {"dims": (0, -1)}), g.scalar(2.0)])
+    sliced = g.add("relu", [g.add("flip", [_slice(g, g.add("tanh", [x]), 2, 1, 5, 2)],
+                                  {"dims": (2, 1)})])
+    g.set_outputs({"inside": inside, "sliced": sliced,
+                   "alone": g.add("flip", [x], {"dims": (1,)})})
+    compiled = lower(g)
+    assert "copy" in templates(compiled) and "elementwise" in templates(compiled)
+    for batch in (1, 3):
+        xs = torch.randn(batch, 4, 5)
+        assert_matches_reference(g, compiled, (xs,))
+        got = compiled(xs)
+        torch.testing.assert_close(got["inside"], 2 * xs.flip(0, 2))
+        torch.testing.assert_close(got["sliced"], xs.tanh()[:, :, 1:5:2].flip(1, 2).relu())
+
+
 def test_a_value_read_at_two_indices_is_computed_at_each(lower):
     g = Graph("two_views")
     x = g.input("x", t(B, 3, 3))

@@ -207,6 +207,20 @@ def _reshape(data):
     return [rand(data, shape)], {"shape": tuple(target)}
 
 
+def _flip(data):
+    shape = batch_shape(data, 1, 4)
+    dims = data.draw(st.lists(st.integers(-len(shape), len(shape) - 1), min_size=1,
+                              max_size=len(shape), unique_by=lambda d: d % len(shape)))
+    return [rand(data, shape)], {"dims": tuple(dims)}
+
+
+def _reversed(x, dims):
+    """x with the order along each of dims reversed, by index_select."""
+    for d in dims:
+        x = x.index_select(d, torch.arange(x.shape[d] - 1, -1, -1))
+    return x
+
+
 def _permute(data):
     shape = batch_shape(data, 1, 4)
     dims = data.draw(st.permutations(range(len(shape))))
@@ -326,6 +340,7 @@ CASES: dict[str, Case] = {
     "reshape": Case(_reshape, lambda xs, a: xs[0].reshape(a["shape"]), ("shape",)),
     "view": Case(_reshape, lambda xs, a: xs[0].view(a["shape"]), ("shape",)),
     "permute": Case(_permute, lambda xs, a: xs[0].permute(a["dims"])),
+    "flip": Case(_flip, lambda xs, a: _reversed(xs[0], a["dims"])),
     "transpose": Case(_transpose, lambda xs, a: xs[0].transpose(a["dim0"], a["dim1"])),
     "flatten": Case(_flatten, lambda xs, a: torch.flatten(xs[0], a["start_dim"], a["end_dim"])),
     "unsqueeze": Case(_unsqueeze, lambda xs, a: xs[0].unsqueeze(a["dim"])),

@@ -62,7 +62,7 @@ OPINFO_NAMES = (
     "sum", "mean", "amax",
     # shape ops
     "reshape", "view", "unflatten", "expand", "expand_as", "view_as", "reshape_as",
-    "permute", "flatten", "unsqueeze", "squeeze", "cat", "split", "split_with_sizes",
+    "permute", "flip", "flatten", "unsqueeze", "squeeze", "cat", "split", "split_with_sizes",
     "chunk", "narrow", "select", "unbind",
     # scans and advanced indexing
     "cumsum", "diff", "__getitem__", "gather",

@@ -33,6 +33,18 @@ def reshape(ctx, want, attrs, args):
     yield want.with_(shape=factorize(n, ctx.rank(1, 4), rng), layout=None)
 
 
+def flip(ctx, want, attrs, args):
+    shape = ctx.fill(want.shape, ctx.rank(1, 4))
+    r = len(shape)
+    dims = attrs.get("dims", lambda: tuple(
+        d - r if ctx.rng.random() < 0.2 else d
+        for d in sorted(ctx.rng.sample(range(r), ctx.rng.randint(1, r)))))
+    if not dims or any(not -r <= d < r for d in dims) or \
+            len({d % r for d in dims}) != len(dims):
+        raise Invalid("flip dims out of range or repeated")
+    yield want.with_(shape=tuple(shape), layout=None)
+
+
 def permute(ctx, want, attrs, args):
     rng = ctx.rng
     if attrs.fixed("dims"):

@@ -145,6 +145,13 @@ class ExprBuilder:
             start = _slice_start(a["start"], t.shape[d])
             per[d] = Axis(STRIDED, d, start, a["step"])
             return per
+        if node.op == "flip":  # index size - 1 - i along each flipped dim
+            per = [Axis(FULL, i) for i in range(t.rank)]
+            for d in norm_dims(tuple(a["dims"]), t.rank, "flip"):
+                last = str(t.shape[d] - 1) if isinstance(t.shape[d], int) else \
+                    f"({dim_code(t.shape[d])} - 1)"
+                per[d] = Axis(STRIDED, d, last, -1)
+            return per
         if node.op == "select":
             d = norm_dims(a["dim"], t.rank, "select")[0]
             index = a["index"] if a["index"] >= 0 else f"{dim_code(t.shape[d])} + {a['index']}"

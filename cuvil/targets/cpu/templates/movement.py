@@ -1,4 +1,4 @@
-"""Whole-array moves as plain numpy code: transposes, slices, selects, broadcasts,
+"""Whole-array moves as plain numpy code: transposes, slices, selects, flips, broadcasts,
 `cat`, `embedding`, and `arange` (made from its size). They need no compiling (a Numba
 kernel costs 0.3-1 s to compile here) and numpy's strided copy is as fast as a serial loop.
 
@@ -95,6 +95,8 @@ def move_view(node, ctx, src: str = "x0") -> str | None:
         end = "" if a["end"] is None else dim_code(a["end"])
         step = "" if a["step"] == 1 else f":{a['step']}"
         return f"{src}[" + ":, " * d + f"{a['start']}:{end}{step}]"
+    if node.op == "flip":
+        return f"np.flip({src}, {norm_dims(tuple(a['dims']), t.rank, 'flip')})"
     if node.op == "select":
         d = norm_dims(a["dim"], t.rank, "select")[0]
         return f"{src}[" + ":, " * d + f"{a['index']}]"
