@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from cuvil.frontend.aten_conv_backward import CONV_BACKWARD_OPS
 from cuvil.frontend.aten_gradients import GRADIENT_OPS, scatter_sum
 from cuvil.frontend.aten_index import INDEX_OPS
 from cuvil.frontend.aten_layer_norm import LAYER_NORM_OPS
@@ -365,6 +366,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "avg_pool2d": avg_pool2d, "adaptive_avg_pool2d": adaptive_avg_pool2d,
     "_adaptive_avg_pool2d": adaptive_avg_pool2d, "embedding": embedding,
     "scaled_dot_product_attention": attention, **RECURRENT_OPS, **GRADIENT_OPS,
+    **CONV_BACKWARD_OPS,
     # reductions
     "sum": reduction("sum"), "mean": reduction("mean"), "amax": reduction("amax"),
     # shape ops

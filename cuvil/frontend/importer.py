@@ -281,8 +281,10 @@ class Importer:
             return _Results(node)
         return self.torch_op(node)
 
-    def torch_op(self, node: fx.Node, index: int | None = None) -> Value:
-        """`node` run through torch; its tensor arguments become inputs `$0`, `$1`, ..."""
+    def torch_op(self, node: fx.Node, index: int | None = None, args: tuple | None = None
+                 ) -> Value:
+        """`node` run through torch (with `args` in place of its own, if given); its tensor
+        arguments become inputs `$0`, `$1`, ..."""
         inputs: list[Value] = []
 
         def template(value: Any) -> Any:
@@ -300,7 +302,7 @@ class Importer:
             raise CuvilError(f"{node.target} at {self.source}: cannot pass a "
                              f"{type(value).__name__} argument to torch")
 
-        args = template(self.value(node.args))
+        args = template(self.value(node.args if args is None else args))
         kwargs = tuple((k, template(self.value(v))) for k, v in node.kwargs.items())
         fake = node.meta["val"] if index is None else node.meta["val"][index]
         out = TensorType(self.dims.shape(fake.shape), DType.from_torch(fake.dtype))
