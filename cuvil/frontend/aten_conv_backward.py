@@ -7,12 +7,13 @@ gradient with the weight's in and out channels swapped and its window flipped,
 so the convolution kernels compute it, with the rules that apply to any convolution. The
 weight's and the bias's gradients run in torch: one call of `convolution_backward` with the
 input's gradient left out of its output mask. Any other convolution's backward runs in
-torch as a whole, and so does one whose gradient is narrower than MIN_WIDTH pixels: there
-torch's convolution kernels compute it as fast as Cuvil's (ResNet-18 at batch 32, two
-threads, 128 channels of 8x8: torch's input gradient 2.2 ms, its forward convolution of the
-flipped weight 2.3), and the split costs a weight flip (3 ms for 512 channels); on 64
-channels of 16x16 Cuvil's Winograd kernel takes 1.9 ms where torch's input gradient takes
-3.7.
+torch as a whole, and so does one whose gradient is narrower than MIN_WIDTH pixels or has
+fewer than MIN_CHANNELS channels: there Cuvil's kernels are no faster than torch's and the
+split costs a weight flip. At batch 32 on two threads: 64 channels of 16x16, Cuvil's
+Winograd kernel 1.9 ms against torch's input gradient 3.7; 128 channels of 8x8, torch's
+forward convolution of the flipped weight 2.3 ms against its input gradient 2.2 (and the
+flip of 512 channels' weight takes 3 ms); 16 channels of 16x16, Cuvil's 217 us against
+torch's 218, plus the flip.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 MASK = 10  # the position of `output_mask` among convolution_backward's arguments
 MIN_WIDTH = 16  # gradients narrower than this run in torch (see above)
+MIN_CHANNELS = 32  # and those with fewer channels
 
 
 def convolution_backward(ix: Importer, a: Args) -> tuple:
@@ -42,9 +44,10 @@ def convolution_backward(ix: Importer, a: Args) -> tuple:
          "transposed convolution")
     need(all(isinstance(k, int) and 0 <= p < k for k, p in zip(kernel, padding, strict=True)),
          "a padding as wide as the window")
-    width = ix.type(ix.tensor(a["input"])).shape[-1]
-    need(isinstance(width, int) and width >= MIN_WIDTH,
-         f"an input gradient narrower than {MIN_WIDTH} pixels (torch's kernels are as fast)")
+    _, channels, _, width = ix.type(ix.tensor(a["input"])).shape
+    need(isinstance(width, int) and width >= MIN_WIDTH and channels >= MIN_CHANNELS,
+         f"an input gradient narrower than {MIN_WIDTH} pixels or with fewer than "
+         f"{MIN_CHANNELS} channels (torch's kernels are as fast)")
     swapped = ix.add("transpose", [w], {"dim0": 0, "dim1": 1})
     flipped = ix.add("flip", [swapped], {"dims": (2, 3)})
     dx = ix.add("conv2d", [ix.tensor(a["grad_output"]), flipped], {

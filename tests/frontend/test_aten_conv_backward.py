@@ -1,7 +1,8 @@
 """A convolution's backward: the input's gradient of a stride-1 2-d convolution at least
-MIN_WIDTH pixels wide is a Cuvil convolution of the output's gradient with the flipped,
-swapped weight, the weight's and bias's gradients one torch call without it; any other
-convolution's backward is one torch call. Every gradient equals torch's."""
+MIN_WIDTH pixels wide, of MIN_CHANNELS channels or more, is a Cuvil convolution of the
+output's gradient with the flipped, swapped weight, the weight's and bias's gradients one
+torch call without it; any other convolution's backward is one torch call. Every gradient
+equals torch's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 
 import cuvil
-from cuvil.frontend.aten_conv_backward import MIN_WIDTH
+from cuvil.frontend.aten_conv_backward import MIN_CHANNELS, MIN_WIDTH
 
 
 class ConvBackward(torch.nn.Module):
@@ -39,7 +40,7 @@ def _case(cin, cout, k, stride, padding, width, mask):
     (3, 1, (True, True, True)), (3, 0, (True, True, False)), (5, 2, (True, False, False)),
     (1, 0, (True, True, True))], ids=["3x3", "3x3-valid", "5x5-input-only", "1x1"])
 def test_the_input_gradient_of_a_stride_1_convolution_is_a_convolution(k, padding, mask):
-    model, inputs = _case(8, 6, k, 1, padding, MIN_WIDTH, mask)
+    model, inputs = _case(MIN_CHANNELS, 6, k, 1, padding, MIN_WIDTH, mask)
     graph = cuvil.from_torch(model, inputs)
     assert {"conv2d", "flip"} <= set(graph.ops())
     torch_calls = [n for n in graph if n.op == "torch_op"]
@@ -54,10 +55,11 @@ def test_the_input_gradient_of_a_stride_1_convolution_is_a_convolution(k, paddin
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("stride, width", [(2, MIN_WIDTH), (1, MIN_WIDTH // 2)],
-                         ids=["strided", "narrow"])
-def test_other_convolutions_backward_run_in_torch_as_one_call(stride, width):
-    model, inputs = _case(4, 4, 3, stride, 1, width, (True, True, True))
+@pytest.mark.parametrize("stride, width, channels", [
+    (2, MIN_WIDTH, MIN_CHANNELS), (1, MIN_WIDTH // 2, MIN_CHANNELS),
+    (1, MIN_WIDTH, MIN_CHANNELS // 2)], ids=["strided", "narrow", "few-channels"])
+def test_other_convolutions_backward_run_in_torch_as_one_call(stride, width, channels):
+    model, inputs = _case(channels, 4, 3, stride, 1, width, (True, True, True))
     graph = cuvil.from_torch(model, inputs)
     assert "conv2d" not in graph.ops() and "torch_op" in graph.ops()
     with torch.no_grad():
