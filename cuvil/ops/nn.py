@@ -117,7 +117,7 @@ def _layer_norm_rstd_type(ts: list[TensorType], a) -> TensorType:
     check(x.dtype.is_float, "layer_norm_rstd: input must be float")
     check(k >= 1 and x.shape[x.rank - k:] == ns,
           f"layer_norm_rstd: trailing dims must be {list(ns)}")
-    return TensorType((*x.shape[:x.rank - k], *(1,) * k), x.dtype)
+    return TensorType((*x.shape[:x.rank - k], *(1,) * k), x.dtype, "", x.device)
 
 
 register(OpDef("layer_norm_rstd", ("x",),

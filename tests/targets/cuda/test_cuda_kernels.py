@@ -78,6 +78,27 @@ def test_cuda_layer_norm_matches_reference(lower):
     check(on_cuda(shapes, build), shapes, lower, {"rows"})
 
 
+def test_cuda_layer_norm_rstd_and_gradient_match_reference(lower):
+    """The rstd a training layer norm saves, and its input gradient from that rstd (a
+    positive input), as CUDA row kernels."""
+    check(on_cuda([(3, 8)], lambda g, x: g.add("layer_norm_rstd", [x], {
+        "normalized_shape": [8], "eps": 1e-5})), [(3, 8)], lower, {"rows"})
+    shapes = [(3, 8), (3, 8), (3, 1), (3, 1), (8,)]
+
+    def build(g, dy, x, mean, rstd, w):
+        return g.add("layer_norm_grad", [dy, x, mean, rstd, w], {"normalized_shape": [8]})
+
+    inputs = [torch.randn(*s, generator=torch.Generator().manual_seed(i))
+              for i, s in enumerate(shapes)]
+    inputs[3] = inputs[3].abs() + 0.5
+    check(on_cuda(shapes, build), shapes, lower, {"rows"}, inputs=inputs)
+
+
+def test_cuda_flip_is_read_backwards_in_a_loop(lower):
+    check(on_cuda([(3, 5)], lambda g, x: g.add("mul", [g.add("flip", [x], {"dims": [1]}),
+                                                       x])), [(3, 5)], lower, {"elementwise"})
+
+
 @pytest.mark.parametrize("rank", [2, 3])
 def test_cuda_gemm_epilogue_matches_reference(rank, lower):
     """bias + relu + a residual, in the GEMM kernel: one kernel, one output array."""
