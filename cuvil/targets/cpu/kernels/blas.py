@@ -19,11 +19,14 @@ CPU's name too.
 One pool: the BLAS runs one thread per call (scipy's OpenBLAS set so by
 `blas_threads.single_threaded_blas`, MKL per call, `mkl`), and products are split between
 Numba's threads instead: row blocks, or column blocks when there are fewer than
-COLUMN_SPLIT_ROWS rows or more columns than rows, one BLAS call each with leading dimensions
-and transpose flags (`_block`). With row blocks each thread packs all of `b`, with column
-blocks all of `a`: for 64x784 @ 784x512 on two threads rows took 648 us, columns 426; for a
-weight's gradient (256x2048 @ 2048x1024) 5920 against 3880 (torch's 3867). `gemm_batched`
-splits batch entries. Where torch ships MKL and the CPU is Intel's (`mkl.library`), blocks
+COLUMN_SPLIT_ROWS rows, or more columns than rows and a `b` of COLUMN_SPLIT_B elements or
+more, one BLAS call each with leading dimensions and transpose flags (`_block`). With row
+blocks each thread packs all of `b`, with column blocks all of `a`: for 64x784 @ 784x512 on
+two threads rows took 648 us, columns 426; for a weight's gradient (256x2048 @ 2048x1024)
+5920 against 3880 (torch's 3867), 256x4096 @ 4096x1024 13896 against 8251. With a smaller
+`b` the rows were as fast or faster (512x256 @ 256x1024 948 against 972), and the zoo's
+GPT-2 took 3.47 ms with rows against 3.69 with columns. `gemm_batched` splits batch
+entries. Where torch ships MKL and the CPU is Intel's (`mkl.library`), blocks
 of at least `mkl.MIN_WORK` multiply-adds call MKL, smaller ones OpenBLAS, and `x @ w^T`
 takes BLAS rather than the tile (MKL 211 us against the tile's 266 for 32x784 @ (512x784)^T, one
 thread).
@@ -48,7 +51,8 @@ from cuvil.targets.cpu.kernels.mkl import mkl_block
 from cuvil.targets.cpu.kernels.sgemm import WIDTH, sgemm, sgemm_panels, sgemm_transposed
 
 GEMM_PAR_WORK = 1 << 20  # multiply-adds below which one BLAS call on one thread is faster
-COLUMN_SPLIT_ROWS = 128  # BLAS products with fewer rows (or more columns) split columns
+COLUMN_SPLIT_ROWS = 128  # BLAS products with fewer rows split columns between threads,
+COLUMN_SPLIT_B = 1 << 21  # and so do those with more columns than rows and a b this large
 PANEL_MAX_ROWS = 256  # products by a packed weight with at most this many rows: the tile
 # x @ w^T with this many rows of x (f32) takes the tile on w in place (`sgemm_transposed`).
 # CPU time on one thread of a 2-core Xeon (AVX-512; scipy's OpenBLAS), x @ (512x784)^T:
@@ -230,7 +234,8 @@ def _blas_split(a, b, c, parts):
         return
     if k == 0:
         c[:] = 0
-    elif parts > 1 and (m < COLUMN_SPLIT_ROWS or n > m) and n >= 32 * parts:
+    elif parts > 1 and (m < COLUMN_SPLIT_ROWS or n > m and k * n >= COLUMN_SPLIT_B) and \
+            n >= 32 * parts:
         _blas_columns(a, b, c, parts)
     elif parts > 1 and m >= 2 * parts:
         _blas_rows(a, b, c, parts)

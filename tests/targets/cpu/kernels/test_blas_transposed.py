@@ -14,8 +14,8 @@ import torch
 from cuvil.targets.cpu.kernels.blas import gemm_weight
 from cuvil.targets.cpu.kernels.sgemm import panels_of_rows, sgemm_transposed
 
-SHAPES = [(1, 7, 5), (3, 1, 1), (37, 13, 70), (200, 33, 9), (130, 40, 300), (5, 0, 3), (16, 0, 80),
-          (32, 784, 512)]
+SHAPES = [(1, 7, 5), (3, 1, 1), (37, 13, 70), (200, 33, 9), (130, 2048, 1100), (5, 0, 3),
+          (16, 0, 80), (32, 784, 512)]
 
 
 def operand(matrix: np.ndarray, transposed: bool) -> np.ndarray:
