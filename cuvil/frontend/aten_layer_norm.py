@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 from cuvil.frontend.converter import Args, Value, need
 
 if TYPE_CHECKING:
@@ -57,9 +55,8 @@ def layer_norm_backward(ix: Importer, a: Args) -> tuple:
     dx = dweight = dbias = None
     if mask[0]:
         shape = tuple(a["normalized_shape"])
-        dtype = ix.type(x).dtype
-        weight = ix.tensor(a["weight"]) if a["weight"] is not None else ix.folded(
-            torch.ones(shape, dtype=dtype.torch), f"ones_{dtype}_{'x'.join(map(str, shape))}")
+        weight = ix.tensor(a["weight"]) if a["weight"] is not None else \
+            ix.filled(1.0, shape, ix.type(x).dtype)
         dx = ix.add("layer_norm_grad", [dy, x, ix.tensor(a["mean"]), ix.tensor(a["rstd"]),
                                         weight], {"normalized_shape": shape})
     if mask[1] and a["weight"] is not None:

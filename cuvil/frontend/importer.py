@@ -206,10 +206,11 @@ class Importer:
         """The constant `recipe` computes from others (`ir.recipe`), folded under `ref`."""
         return self.folded(evaluate(recipe, lambda r: self.graph.constants[r]), ref, recipe)
 
-    def filled(self, fill: float, shape: tuple[int, ...]) -> Value:
+    def filled(self, fill: float, shape: tuple[int, ...], dtype: DType = DType.f32) -> Value:
         """A constant of ones/zeros standing in for a missing norm weight/bias."""
-        name = {1.0: "ones", 0.0: "zeros"}[fill]
-        return self.folded(torch.full(shape, fill), f"{name}_{'x'.join(map(str, shape))}")
+        name = {1.0: "ones", 0.0: "zeros"}[fill] + ("" if dtype == DType.f32 else f"_{dtype}")
+        return self.folded(torch.full(shape, fill, dtype=dtype.torch),
+                           f"{name}_{'x'.join(map(str, shape))}")
 
     def op_name(self) -> str:
         return str(self.node.target)

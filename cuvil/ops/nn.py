@@ -145,7 +145,7 @@ def _layer_norm_grad_type(ts: list[TensorType], a) -> TensorType:
               f"layer_norm_grad: {what} must be {x.dtype}{list(stats)}")
     check(w.shape == ns and w.dtype == x.dtype,
           f"layer_norm_grad: weight must be {x.dtype}{list(ns)}")
-    return dy
+    return TensorType(dy.shape, dy.dtype, "", dy.device)
 
 
 def _layer_norm_grad(xs: list[torch.Tensor], a) -> torch.Tensor:

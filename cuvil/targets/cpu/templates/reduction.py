@@ -57,7 +57,6 @@ def generate(group, ctx) -> KernelSpec:
         params += ["x1", "x2"]
         args += list(node.inputs[1:3])
     if node.op == "layer_norm_grad":
-        _plain_layouts(node, ctx)
         view += ["xv = x1.reshape((nr, rl))", "mu = x2.reshape((nr,))",
                  "rs = x3.reshape((nr,))", "w = x4.reshape((rl,))"]
         params += ["x1", "x2", "x3", "x4"]
@@ -145,20 +144,22 @@ def _softmax(node: Node, acc: DType) -> list[str]:
                     "    o[r, j] = x[r, j] - lse"]
 
 
-def _layer_norm(node: Node, acc: DType) -> list[str]:
+def _row_statistics(node: Node, acc: DType) -> list[str]:
+    """Row r's `mean` and `inv` = 1 / sqrt(var + eps), the variance about the mean (two
+    passes)."""
     zero, eps = literal(0, acc), literal(node.attrs["eps"], acc)
     return [f"s = {zero}", "for j in range(rl):", "    s += x[r, j]", "mean = s / fr",
             f"v = {zero}", "for j in range(rl):", "    d = x[r, j] - mean", "    v += d * d",
-            f"inv = {literal(1, acc)} / np.sqrt(v / fr + {eps})", "for j in range(rl):",
-            "    o[r, j] = (x[r, j] - mean) * inv * w[j] + b[j]"]
+            f"inv = {literal(1, acc)} / np.sqrt(v / fr + {eps})"]
+
+
+def _layer_norm(node: Node, acc: DType) -> list[str]:
+    return _row_statistics(node, acc) + [
+        "for j in range(rl):", "    o[r, j] = (x[r, j] - mean) * inv * w[j] + b[j]"]
 
 
 def _layer_norm_rstd(node: Node, acc: DType) -> list[str]:
-    """1 / sqrt(var + eps) of row r, the variance about the row's mean (two passes)."""
-    zero, eps = literal(0, acc), literal(node.attrs["eps"], acc)
-    return [f"s = {zero}", "for j in range(rl):", "    s += x[r, j]", "mean = s / fr",
-            f"v = {zero}", "for j in range(rl):", "    d = x[r, j] - mean", "    v += d * d",
-            f"o[r] = {literal(1, acc)} / np.sqrt(v / fr + {eps})"]
+    return _row_statistics(node, acc) + ["o[r] = inv"]
 
 
 def _layer_norm_grad(node: Node, acc: DType) -> list[str]:
@@ -168,14 +169,6 @@ def _layer_norm_grad(node: Node, acc: DType) -> list[str]:
             "    g = x[r, j] * w[j]", "    a += g", "    c += g * (xv[r, j] - m)",
             "a = a / rl", "c = c * s / rl", "for j in range(rl):",
             "    o[r, j] = s * (x[r, j] * w[j] - a - (xv[r, j] - m) * s * c)"]
-
-
-def _plain_layouts(node: Node, ctx) -> None:
-    """Refuses an operand or result in a layout other than its rank's default."""
-    for v in (*node.inputs, node.name):
-        t = ctx.type(v)
-        if layout_perm(t) != tuple(range(t.rank)):
-            raise Unsupported(f"{node.op} of a {t.layout} value")
 
 
 def _reduce(node: Node, acc: DType) -> list[str]:
