@@ -26,7 +26,7 @@ from cuvil.dynamo.graphs import (
     plain,
     sources_of,
 )
-from cuvil.dynamo.layouts import dense_order, laid_out, rebuilt
+from cuvil.dynamo.layouts import dense_order, laid_out, rebuilt, reshapes
 from cuvil.errors import CuvilError
 
 
@@ -128,6 +128,16 @@ class Program:
         self.dynamic = self._compile_dynamic(examples, metas)  # permuted ones are static
         if self.dynamic is None:
             self.static[_shapes(examples)] = self._compile(examples, False)
+        # the one program of a graph Dynamo gave static sizes (its guards keep them)
+        self.fixed = self.dynamic or (next(iter(self.static.values()))
+                                      if not dims and len(self.static) == 1 else None)
+        self.permuted = any(o is not None for o in self.orders)
+        self.passed = [(i, r.position) for i, r in enumerate(self.rest)
+                       if isinstance(r, Passed)]
+        self.reshaped = reshapes(computed, self.rest)
+        self.plain = not self.strided and all(  # computed, an input or all of a result
+            r is None or isinstance(r, Passed) or i in self.reshaped
+            for i, r in enumerate(self.rest[:self.count]))
 
     def _compile_dynamic(self, examples: list[torch.Tensor], metas: list[Any]) -> Any:
         """Compiled for Dynamo's symbolic dims, named after its symbols, else for dims
@@ -169,6 +179,8 @@ class Program:
         return self.static[key]
 
     def __call__(self, *args: Any) -> list[Any]:
+        if self.plain and self.fixed is not None and not self.permuted:
+            return self._call_plain(args)
         tensors = [args[i].detach() for i in self.tensors]
         try:
             physical = self._physical(tensors)
@@ -187,6 +199,25 @@ class Program:
         except CuvilError as e:
             eager(self.gm, self.what, e)
             return list(self.gm(*args))
+
+
+    def _call_plain(self, args: tuple) -> list[Any]:
+        """`__call__` where the program is fixed, no input permuted and each output is a
+        computed tensor or an input."""
+        try:
+            outs = self.fixed(*[args[i].detach() for i in self.tensors])
+        except CuvilError as e:
+            eager(self.gm, self.what, e)
+            return list(self.gm(*args))
+        results = list(self.rest)
+        for i, out in zip(self.keep, (outs,) if isinstance(outs, torch.Tensor) else outs,
+                          strict=True):
+            results[i] = out
+        for i, position in self.passed:
+            results[i] = args[position]
+        for i, (root, shape) in self.reshaped.items():
+            results[i] = results[root].view(shape)
+        return results[:self.count]
 
 
 def real(meta: Any) -> torch.Tensor:

@@ -21,6 +21,7 @@ graph's own transpose of the input (`t(t(w))`), which the rules cancel.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +112,31 @@ def rebuilt(results: list[Any], inputs: Sequence[Any], strided: dict, count: int
                                    dtype=out[i].dtype)
         out[i] = copy.copy_(out[i])
     return out[:count]
+
+
+def reshapes(gm: fx.GraphModule, rest: list[Any]) -> dict[int, tuple[int, tuple]]:
+    """{output: (root, shape)} for each `ViewOf` in `rest` that is all of a root Cuvil
+    computes, in row-major order, its sizes static: `root.view(shape)` rebuilds it."""
+    values = list(next(n for n in gm.graph.nodes if n.op == "output").args[0])
+    found = {}
+    for i, r in enumerate(rest):
+        if not (isinstance(r, ViewOf) and isinstance(r.root, int)):
+            continue
+        root = _meta(values[r.root])
+        sizes = (*r.shape, *r.stride, r.offset, r.root_offset)
+        if isinstance(root, torch.Tensor) and all(type(s) is int for s in sizes) and \
+                r.offset == r.root_offset and _row_major(root) and \
+                root.numel() == math.prod(r.shape) and r.stride == _row_major_strides(r.shape):
+            found[i] = (r.root, r.shape)
+    return found
+
+
+def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
 
 
 def dense_order(meta: Any) -> tuple[int, ...] | None:

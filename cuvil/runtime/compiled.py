@@ -77,6 +77,7 @@ class CompiledGraph:
             if isinstance(structure, str) else None
         self._bare = self._single if self._single is not None and \
             self._out_perms[self._single] is None else None  # returned as it is
+        self._flat = _flat_order(spec, self._output_values)  # a tuple of outputs, in order
         if os.environ.get("CUVIL_TRACE"):  # time every call (the normal entry is untimed)
             from cuvil.runtime.profile import trace_every_call
 
@@ -205,6 +206,8 @@ class CompiledGraph:
                    for o, p in zip(outs, self._out_perms, strict=True)]
         if self._single is not None:
             return tensors[self._single]
+        if self._flat is not None:
+            return tuple([tensors[i] for i in self._flat])
         by_value = dict(zip(self._output_values, tensors, strict=True))
         values = {name: by_value[value] for name, value in self._spec.results.items()}
         if self._spec.own_containers:  # the model's output tree rebuilds them
@@ -317,3 +320,12 @@ def _logical_shape(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[int, 
         logical[d] = shape[p]
     return tuple(logical)
 
+
+def _flat_order(spec: CallSpec, output_values: list[str]) -> list[int] | None:
+    """The outputs' positions, in order, where the model returns a flat tuple of them (no
+    containers of its own, no nesting); else None."""
+    structure = spec.structure
+    if spec.own_containers or type(structure) is not tuple or \
+            not all(isinstance(name, str) for name in structure):
+        return None
+    return [output_values.index(spec.results[name]) for name in structure]

@@ -162,3 +162,24 @@ def test_a_row_major_view_output_is_a_view_of_its_root_not_a_copy():
     torch.testing.assert_close(rows, (torch.sin(x) * 2.0).view(24, 8))
     torch.testing.assert_close(flat, (x * 3.0).view(-1))
     assert rows.shape == (24, 8) and rows.is_contiguous() and flat.is_contiguous()
+    assert rows._base is not None and flat._base is not None  # views, not copies
+
+
+def test_whole_views_and_inputs_take_the_plain_call():
+    """A static graph whose outputs are computed tensors, inputs, or a row-major view of
+    all of a computed value (a bias gradient `view(sum(g, [0], True), [n])`) is called
+    without the general rebuild: each such view is `view` of its root, each input passed
+    back as it is."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    x, w = torch.randn(6, 4), torch.randn(4, 3)
+    gm = make_fx(lambda x, w: (x @ w, w, (x * 2.0).sum(0, keepdim=True).view(4),
+                               (x + 1.0).view(2, 3, 4)), tracing_mode="fake")(x, w)
+    program = Program(gm, [x, w], {}, "test graph")
+    assert program.plain and set(program.reshaped) == {2, 3}
+    product, passed, total, cube = program(x, w)
+    assert passed is w
+    torch.testing.assert_close(product, x @ w)
+    torch.testing.assert_close(total, (x * 2.0).sum(0))
+    torch.testing.assert_close(cube, (x + 1.0).view(2, 3, 4))
+    assert total.shape == (4,) and cube.is_contiguous()
