@@ -22,9 +22,10 @@ _EXACT = ("f32", "f64")
 
 def layer_norm(ix: Importer, a: Args) -> Value | tuple:
     shape = tuple(a["normalized_shape"])
-    weight = ix.tensor(a["weight"]) if a["weight"] is not None else ix.filled(1.0, shape)
-    bias = ix.tensor(a["bias"]) if a["bias"] is not None else ix.filled(0.0, shape)
     x = ix.tensor(a["input"])
+    dtype = ix.type(x).dtype  # a missing weight's ones and bias's zeros: of the input's
+    weight = ix.tensor(a["weight"]) if a["weight"] is not None else ix.filled(1.0, shape, dtype)
+    bias = ix.tensor(a["bias"]) if a["bias"] is not None else ix.filled(0.0, shape, dtype)
     y = ix.add("layer_norm", [x, weight, bias], {"normalized_shape": shape, "eps": float(a["eps"])})
     if "cudnn_enable" in a:
         return y

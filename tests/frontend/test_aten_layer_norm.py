@@ -56,6 +56,22 @@ def test_16_bit_statistics_run_in_torch_in_f32():
         torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2)
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16], ids=["f64", "bf16"])
+def test_a_layer_norm_without_weight_fills_its_own_dtype(dtype):
+    """The ones and zeros standing for a missing weight and bias are of the input's dtype
+    (no f32 constant mixed into an f64 or bf16 graph)."""
+    model = torch.nn.LayerNorm(16, elementwise_affine=False, dtype=dtype).eval()
+    x = torch.randn(4, 16, dtype=dtype)
+    graph = cuvil.from_torch(model, (x,))
+    norm = next(n for n in graph.nodes.values() if n.op == "layer_norm")
+    assert {graph[i].type.dtype.torch for i in norm.inputs} == {dtype}
+    with torch.no_grad():
+        got, want = cuvil.compile(model, (x,))(x), model(x)
+    tol = 1e-12 if dtype == torch.float64 else 2e-2
+    torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol)
+
+
 class LayerNormBackward(torch.nn.Module):
     def __init__(self, shape: tuple[int, ...], affine: bool, mask: tuple[bool, ...],
                  dtype: torch.dtype):
