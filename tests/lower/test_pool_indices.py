@@ -16,6 +16,8 @@ GEOMETRIES = [  # kernel, stride, padding, dilation, ceil_mode, input shape
     ((2, 3), (3, 1), (0, 1), (1, 2), True, (1, 1, 10, 7)),
     ((2, 2), (2, 2), (0, 0), (1, 1), False, (2, 3, 8, 7)),  # windows inside the image
     ((3, 3), (2, 2), (0, 0), (1, 1), False, (1, 2, 9, 8)),
+    ((3, 2), (1, 2), (0, 0), (1, 1), False, (2, 2, 9, 8)),
+    ((4, 4), (4, 4), (0, 0), (1, 1), False, (2, 3, 16, 12)),
 ]
 
 

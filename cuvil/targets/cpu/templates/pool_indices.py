@@ -58,17 +58,19 @@ def _geometry(a) -> tuple[int, ...]:
     return kh, kw, sh, sw, ph, pw, dh, dw
 
 
-def _take(exact: bool) -> list[str]:
-    """Tap `v` at index `t` against the window's maximum so far, `best` at `at`: a select;
-    `exact` with torch's NaN rule, else noting a NaN in `nan`."""
+def _take(exact: bool, tap: str = "t", at: str = "at") -> list[str]:
+    """Tap `v` (`tap` names it) against the window's maximum so far, `best` at `at`: a
+    select; `exact` with torch's NaN rule, else noting a NaN in `nan`."""
     test = ["take = (v > best) | (v != v)"] if exact else ["nan |= v != v", "take = v > best"]
-    return [*test, "at = t if take else at", "best = v if take else best"]
+    return [*test, f"{at} = {tap} if take else {at}", "best = v if take else best"]
 
 
-def _plane(head: list[str], rows: Callable[[bool], list[str]]) -> tuple[list[str], list[str]]:
-    """The kernel's head and its loop body over plane `q`: the rows scanned fast, then
-    exactly again if the plane holds a NaN."""
-    return head, ["xq = x[q]", "nan = False", *rows(False), "if nan:", *indent(rows(True), 1)]
+def _plane(head: list[str], rows: Callable[[bool], list[str]],
+           setup: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """The kernel's head and its loop body over plane `q` (after `setup`): the rows
+    scanned fast, then exactly again if the plane holds a NaN."""
+    return head, ["xq = x[q]", *setup, "nan = False", *rows(False), "if nan:",
+                  *indent(rows(True), 1)]
 
 
 def _inside(geometry: tuple[int, ...], x, out) -> bool:
@@ -82,18 +84,28 @@ def _inside(geometry: tuple[int, ...], x, out) -> bool:
 
 
 def _indices_inside(geometry: tuple[int, ...]) -> tuple[list[str], list[str]]:
-    """Every window inside the image: its taps written out, row by row."""
-    kh, kw, sh, sw, *_ = geometry
+    """Every window inside the image, an output row at a time: each window's taps
+    written out, the maximum's tap number kept in `codes` (int32: the selects vectorize;
+    int64 indices chosen by selects did not), then the tap numbers made indices."""
+    kh, kw, sh, sw, _, _, dh, dw = geometry
     head = ["nq = x0.shape[0] * x0.shape[1]", "w = x0.shape[3]", "oh = out.shape[2]",
             "ow = out.shape[3]", "x = x0.reshape((nq, x0.shape[2] * w))",
             "o = out.reshape((nq, oh, ow))"]
 
     def rows(exact: bool) -> list[str]:
-        window = _written_out(geometry, f"i * {sh} * w + j * {sw}", exact)
-        return ["for i in range(oh):", "    orow = o[q, i]",
-                "    for j in range(ow):"] + indent(window + ["orow[j] = at"], 2)
+        window = [f"c = j * {sw}", "best = r0[c]", "code = np.int32(0)"]
+        window += [] if exact else ["nan |= best != best"]
+        for n in range(1, kh * kw):
+            a, b = divmod(n, kw)
+            window += [f"v = r{a}[c + {b * dw}]", *_take(exact, f"np.int32({n})", "code")]
+        lines = ["for i in range(oh):", f"    top = i * {sh} * w"]
+        lines += [f"    r{a} = xq[top + {a * dh} * w:top + {a * dh} * w + w]" for a in range(kh)]
+        return lines + ["    for j in range(ow):", *indent(window + ["codes[j] = code"], 2),
+                        "    orow = o[q, i]", "    for j in range(ow):", "        k = codes[j]",
+                        f"        orow[j] = top + j * {sw} + (k // {kw}) * {dh} * w"
+                        f" + (k % {kw}) * {dw}"]
 
-    return _plane(head, rows)
+    return _plane(head, rows, ("codes = np.empty(ow, np.int32)",))
 
 
 def _written_out(geometry: tuple[int, ...], start: str, exact: bool) -> list[str]:
