@@ -5,12 +5,13 @@ Both compute exactly what torch's CPU kernels compute: a window's taps are scann
 row from its first tap inside the image, a value replaces the maximum if it is greater or
 NaN, and the index starts at the first tap inside the image (a window of `-inf` points
 there). Each tap is a select, not a branch (a maximum's place in random data is a branch
-mispredicted about once a window: ResNet-18's 3x3 pool at batch 32 took 15.2 ms as
-branches, 11.9 as selects, one thread). A window that lies inside the image has its taps
-(up to 16) written out, the first one the start (the same result: a first tap of `-inf`
-is where the index starts, a NaN one is taken): every window where all do (static sizes,
-no padding or dilation, no partial window: the usual 2x2 / 3x3 pools), else the inner
-ones, the border's scanned (that pool: 15 -> 9 ms a call). The backward clears the input
+mispredicted about once a window). The windows of an output row that lie inside the image
+(every window, with static sizes, no padding or dilation and no partial window: the usual
+2x2 / 3x3 pools; else the inner ones, the border's scanned) have their taps (up to 16)
+written out, the first one the start (the same result: a first tap of `-inf` is where the
+index starts, a NaN one is taken), and keep the maximum's tap number as an int32, made an
+index in a second loop: those selects vectorize, int64 index selects did not (the zoo CNN's
+2x2 pool at batch 32: 1.25 ms a call -> 0.15, one thread). The backward clears the input
 gradient, then adds each output's gradient at its index, plane by plane in output order
 (so sums of overlapping windows round as torch's do). Planes are split between threads.
 
@@ -84,46 +85,40 @@ def _inside(geometry: tuple[int, ...], x, out) -> bool:
 
 
 def _indices_inside(geometry: tuple[int, ...]) -> tuple[list[str], list[str]]:
-    """Every window inside the image, an output row at a time: each window's taps
-    written out, the maximum's tap number kept in `codes` (int32: the selects vectorize;
-    int64 indices chosen by selects did not), then the tap numbers made indices."""
-    kh, kw, sh, sw, _, _, dh, dw = geometry
+    """Every window inside the image: each output row's windows coded (`_coded_row`)."""
+    kh, kw, sh, sw, *_ = geometry
     head = ["nq = x0.shape[0] * x0.shape[1]", "w = x0.shape[3]", "oh = out.shape[2]",
             "ow = out.shape[3]", "x = x0.reshape((nq, x0.shape[2] * w))",
             "o = out.reshape((nq, oh, ow))"]
 
     def rows(exact: bool) -> list[str]:
-        window = [f"c = j * {sw}", "best = r0[c]", "code = np.int32(0)"]
-        window += [] if exact else ["nan |= best != best"]
-        for n in range(1, kh * kw):
-            a, b = divmod(n, kw)
-            window += [f"v = r{a}[c + {b * dw}]", *_take(exact, f"np.int32({n})", "code")]
-        lines = ["for i in range(oh):", f"    top = i * {sh} * w"]
-        lines += [f"    r{a} = xq[top + {a * dh} * w:top + {a * dh} * w + w]" for a in range(kh)]
-        return lines + ["    for j in range(ow):", *indent(window + ["codes[j] = code"], 2),
-                        "    orow = o[q, i]", "    for j in range(ow):", "        k = codes[j]",
-                        f"        orow[j] = top + j * {sw} + (k // {kw}) * {dh} * w"
-                        f" + (k % {kw}) * {dw}"]
+        return ["for i in range(oh):", f"    top = i * {sh} * w", "    orow = o[q, i]",
+                *indent(_coded_row(geometry, exact, "0, ow", f"j * {sw}"), 1)]
 
     return _plane(head, rows, ("codes = np.empty(ow, np.int32)",))
 
 
-def _written_out(geometry: tuple[int, ...], start: str, exact: bool) -> list[str]:
-    """The window whose first tap is at index `start` of plane `xq`, all of it inside the
-    image: each tap written out, row by row, the maximum's index left in `at` (`exact`: as
-    `_take`)."""
+def _coded_row(geometry: tuple[int, ...], exact: bool, columns: str, first: str) -> list[str]:
+    """The windows of output row `orow` at `columns` (a range's arguments), each inside
+    the image, its first tap at column `first` of the image row starting at index `top`:
+    each window's taps written out, the maximum's tap number kept in `codes` (int32: the
+    selects vectorize; int64 indices chosen by selects did not), then made indices."""
     kh, kw, *_, dh, dw = geometry
-    lines = [f"p = {start}", "best = xq[p]", "at = p"] + ([] if exact else ["nan |= best != best"])
-    for a in range(kh):
-        for b in range(kw):
-            if a or b:
-                lines += [f"t = p + {a * dh} * w + {b * dw}", "v = xq[t]", *_take(exact)]
-    return lines
+    window = [f"c = {first}", "best = r0[c]", "code = np.int32(0)"]
+    window += [] if exact else ["nan |= best != best"]
+    for n in range(1, kh * kw):
+        a, b = divmod(n, kw)
+        window += [f"v = r{a}[c + {b * dw}]", *_take(exact, f"np.int32({n})", "code")]
+    rows = [f"r{a} = xq[top + {a * dh} * w:top + {a * dh} * w + w]" for a in range(kh)]
+    return rows + [f"for j in range({columns}):", *indent(window + ["codes[j] = code"], 1),
+                   f"for j in range({columns}):", "    k = codes[j]",
+                   f"    orow[j] = top + {first} + (k // {kw}) * {dh} * w + (k % {kw}) * {dw}"]
 
 
 def _indices(geometry: tuple[int, ...], dtype) -> tuple[list[str], list[str]]:
-    """Windows that may reach past the image: those inside it written out (where they
-    have at most 16 taps), the others scanned tap by tap from their first inside it."""
+    """Windows that may reach past the image: the rows' windows inside it coded
+    (`_coded_row`, where they have at most 16 taps), the others scanned tap by tap from
+    their first inside it."""
     kh, kw, sh, sw, ph, pw, dh, dw = geometry
     span_h, span_w = (kh - 1) * dh + 1, (kw - 1) * dw + 1
     head = ["nq = x0.shape[0] * x0.shape[1]", "h = x0.shape[2]", "w = x0.shape[3]",
@@ -131,8 +126,10 @@ def _indices(geometry: tuple[int, ...], dtype) -> tuple[list[str], list[str]]:
             "o = out.reshape((nq, oh, ow))",  # rows [ia, ib), columns [ja, jb): inside
             f"ia = {-(-ph // sh)}", f"ib = (h - {span_h} + {ph}) // {sh} + 1",
             f"ja = {-(-pw // sw)}", f"jb = (w - {span_w} + {pw}) // {sw} + 1"]
-    row = [f"h0 = i * {sh} - {ph}", f"h1 = min(h0 + {span_h}, h)", "inner = ia <= i < ib",
-           "while h0 < 0:", f"    h0 += {dh}", "orow = o[q, i]", "for j in range(ow):"]
+    coded = kh * kw <= 16
+    row = [f"h0 = i * {sh} - {ph}", f"h1 = min(h0 + {span_h}, h)",
+           f"inner = {'ia <= i < ib and ja < jb' if coded else 'False'}",
+           "while h0 < 0:", f"    h0 += {dh}", "orow = o[q, i]"]
 
     def rows(exact: bool) -> list[str]:
         window = [
@@ -143,13 +140,14 @@ def _indices(geometry: tuple[int, ...], dtype) -> tuple[list[str], list[str]]:
             f"    for ww in range(w0, w1, {dw}):",
             "        t = hh * w + ww", "        v = xq[t]",
             *indent(_take(exact), 2), "orow[j] = at"]
-        if kh * kw <= 16:
-            window = ["if inner and ja <= j < jb:"] + indent(
-                _written_out(geometry, f"h0 * w + j * {sw} - {pw}", exact)
-                + ["orow[j] = at", "continue"], 1) + window
-        return ["for i in range(oh):"] + indent(row + indent(window, 1), 1)
+        inner = ["if inner:", "    top = h0 * w",
+                 *indent(_coded_row(geometry, exact, "ja, jb", f"j * {sw} - {pw}"), 1)] \
+            if coded else []
+        scan = ["for j in range(ow):", "    if inner and ja <= j < jb:", "        continue",
+                *indent(window, 1)]
+        return ["for i in range(oh):"] + indent(row + inner + scan, 1)
 
-    return _plane(head, rows)
+    return _plane(head, rows, ("codes = np.empty(ow, np.int32)",))
 
 
 def _backward() -> tuple[list[str], list[str]]:
