@@ -87,6 +87,25 @@ def fill_template(template: Any, tensors: list[torch.Tensor]) -> Any:
     return template
 
 
+def filler(template: Any) -> Callable[[list[torch.Tensor]], Any]:
+    """`fill_template` of `template` as a function of the tensors, the template read once:
+    each part that names no input is decoded once, here."""
+    if not _names_input(template):
+        value = fill_template(template, [])
+        return lambda tensors: value
+    if isinstance(template, tuple):
+        parts = [filler(t) for t in template]
+        return lambda tensors: tuple([part(tensors) for part in parts])
+    index = int(template[1:])
+    return lambda tensors: tensors[index]
+
+
+def _names_input(template: Any) -> bool:
+    if isinstance(template, tuple):
+        return any(_names_input(t) for t in template)
+    return isinstance(template, str) and template.startswith("$") and template[1:].isdigit()
+
+
 @dataclass(frozen=True)
 class TorchCall:
     """A `torch_op` node's call as plain data: its templates hold sizes as `%dim:` text."""
@@ -122,12 +141,12 @@ class TorchCall:
 
     def bound(self, env: dict[str, int]) -> Callable[[list[torch.Tensor]], torch.Tensor]:
         """The call with this call's sizes of the symbolic dims: tensors in, result out."""
-        op = resolve_target(self.target)
-        args, kwargs = _sized(self.args, env), _sized(self.kwargs, env)
+        op, index = resolve_target(self.target), self.index
+        args, kwargs = filler(_sized(self.args, env)), filler(_sized(self.kwargs, env))
 
         def run(tensors: list[torch.Tensor]) -> torch.Tensor:
-            result = op(*fill_template(args, tensors), **dict(fill_template(kwargs, tensors)))
-            return result if self.index is None else result[self.index]
+            result = op(*args(tensors), **dict(kwargs(tensors)))
+            return result if index is None else result[index]
 
         return run
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -71,61 +72,89 @@ class TorchFallback:
               position: int = -1):
         """The fallback for these sizes of the symbolic dims: physical arrays in (the
         inputs, then the planned output), the result written into the output. `shared`
-        holds the results of this fallback's `group`, of which it is the `position`-th."""
+        holds the results of this fallback's `group`, of which it is the `position`-th:
+        the first runs the op, the others read its results (their inputs are the first's,
+        not viewed again)."""
         pure = known_pure(self.call.target)
-        result = self._result(env, shared, position)
+        if shared is None or position < 0 or len(self.group) < 2:
+            return self._alone(self.call.bound(env), pure)
+        if position == self.group[0]:
+            return self._first(replace(self.call, index=None).bound(env), shared, pure)
+        return self._reader(self._alone(self.call.bound(env), pure), shared,
+                            position == self.group[-1])
 
+    def _tensors(self, arrays: tuple, pure: bool) -> list[torch.Tensor]:
+        return private([logical_view(a, p) for a, p in zip(arrays, self.in_perms, strict=True)],
+                       pure)
+
+    def _alone(self, run: Callable, pure: bool) -> Callable:
         def call(*arrays: np.ndarray, own: bool = False) -> np.ndarray:
-            *inputs, dest = arrays
-            tensors = private([logical_view(a, p) for a, p in
-                               zip(inputs, self.in_perms, strict=True)], pure)
+            tensors = self._tensors(arrays[:-1], pure)
             with torch.no_grad():
-                return settle(result(tensors), dest, self.out_perm, tensors, own)
+                return settle(run(tensors), arrays[-1], self.out_perm,
+                              storages_of(tensors) if own else frozenset(), own)
 
         call.__name__ = "fallback_torch_op"
         return call
 
-    def _result(self, env: dict[str, int], shared: threading.local | None, position: int):
-        """tensors -> this node's result: the op's own call, or its group's one call."""
-        if shared is None or position < 0 or len(self.group) < 2:
-            return self.call.bound(env)
-        index, first, last = self.call.index, self.group[0], self.group[-1]
-        if position == first:
-            whole = replace(self.call, index=None).bound(env)
+    def _first(self, whole: Callable, shared: threading.local, pure: bool) -> Callable:
+        """The group's first: the op's one call, its results and its inputs' storages kept
+        in `shared`."""
+        index = self.call.index
 
-            def compute(tensors: list[torch.Tensor]) -> torch.Tensor:
-                shared.results = whole(tensors)
-                return shared.results[index]
+        def call(*arrays: np.ndarray, own: bool = False) -> np.ndarray:
+            tensors = self._tensors(arrays[:-1], pure)
+            with torch.no_grad():
+                shared.results, shared.storages = whole(tensors), storages_of(tensors)
+                return settle(shared.results[index], arrays[-1], self.out_perm,
+                              shared.storages, own)
 
-            return compute
+        call.__name__ = "fallback_torch_op"
+        return call
 
-        alone = self.call.bound(env)
+    def _reader(self, alone: Callable, shared: threading.local, last: bool) -> Callable:
+        """A later member: its result from `shared` (the op itself where none is kept); the
+        group's last reader lets the results go."""
+        index = self.call.index
 
-        def read(tensors: list[torch.Tensor]) -> torch.Tensor:
-            results = getattr(shared, "results", None)
-            if position == last:
-                shared.results = None  # the group's last reader: the results are done
-            return alone(tensors) if results is None else results[index]
+        def call(*arrays: np.ndarray, own: bool = False) -> np.ndarray:
+            results, storages = getattr(shared, "results", None), getattr(shared, "storages", None)
+            if last:
+                shared.results = shared.storages = None
+            if results is None:
+                return alone(*arrays, own=own)
+            with torch.no_grad():
+                return settle(results[index], arrays[-1], self.out_perm, storages, own)
 
-        return read
+        call.__name__ = "fallback_torch_op"
+        return call
+
+
+def storages_of(tensors: list[torch.Tensor]) -> frozenset[int]:
+    """Where the tensors' storages start: what `settle` checks a result's memory against."""
+    return frozenset(t.untyped_storage().data_ptr() for t in tensors)
 
 
 def settle(result: torch.Tensor, dest: np.ndarray, perm: tuple[int, ...],
-           inputs: list[torch.Tensor], own: bool = False) -> np.ndarray:
+           storages: frozenset[int], own: bool = False) -> np.ndarray:
     """The array that holds a fallback's `result`. With `own` (the entry uses what this
     returns in place of the planned buffer `dest`, `codegen`), torch's own memory, viewed
     in the planned physical order, where it has exactly the planned buffer's shape, dtype
-    and dense strides and is memory of its own (no input's: the plan may reuse an input's
-    buffer while this value lives); else `dest`, with the result copied in."""
-    physical = result.permute(perm) if perm != tuple(range(len(perm))) else result
-    storage = result.untyped_storage().data_ptr()
-    if (own and physical.is_contiguous() and tuple(physical.shape) == dest.shape
+    and dense strides and is memory of its own (none of the inputs' `storages`: the plan
+    may reuse an input's buffer while this value lives); else `dest`, with the result
+    copied in."""
+    physical = result if perm == _IDENTITY[len(perm)] else result.permute(perm)
+    if (own and physical.is_contiguous() and physical.shape == dest.shape
             and physical.dtype is not torch.bfloat16 and not physical.requires_grad
-            and physical.numpy().dtype == dest.dtype
-            and all(t.untyped_storage().data_ptr() != storage for t in inputs)):
-        return physical.numpy()
+            and result.untyped_storage().data_ptr() not in storages):
+        array = physical.numpy()
+        if array.dtype == dest.dtype:
+            return array
     logical_view(dest, perm).copy_(result)
     return dest
+
+
+_IDENTITY = [tuple(range(n)) for n in range(33)]  # the order of each rank that moves nothing
 
 
 def fallback_groups(calls: list[tuple[TorchCall, tuple]]) -> list[tuple[int, ...]]:

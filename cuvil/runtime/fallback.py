@@ -30,7 +30,7 @@ from cuvil.lower.inline import runs_in_torch
 from cuvil.lower.physical import layout_perm
 from cuvil.ops import registry
 from cuvil.ops.execute import resolve_attrs
-from cuvil.runtime.calling import logical_view, private, settle
+from cuvil.runtime.calling import logical_view, private, settle, storages_of
 
 
 def _host(array) -> np.ndarray:
@@ -75,7 +75,8 @@ def make_fallback(graph: Graph, node: Node, env: dict[str, int]) -> Callable[...
         with torch.no_grad():
             result = ref(args, attrs)
             if not hasattr(dest, "copy_to_device"):
-                return settle(result, dest, out_perm, args, own)
+                return settle(result, dest, out_perm, storages_of(args) if own else frozenset(),
+                              own)
         host = np.empty(dest.shape, dest.dtype)  # a node on a device, run here: copy it back
         logical_view(host, out_perm).copy_(result)
         dest.copy_to_device(host)

@@ -48,3 +48,20 @@ def test_tensor_inputs_and_an_indexed_result():
 def test_what_has_no_plain_form_has_no_call():
     attrs = {**ATTRS, "args": (1, sympy.Rational(1, 2) * sympy.Symbol("x", real=True), 2)}
     assert TorchCall.of(attrs, lambda d: None) is None
+
+
+def test_a_filler_fills_as_the_template_reads():
+    """`filler` (the template read once) gives what `fill_template` gives: inputs in place
+    of `$i` at any depth, torch objects and escaped strings decoded, the rest as is; a
+    part naming no input is the same value at every call."""
+    from cuvil.ir.torch_template import fill_template, filler
+
+    a, b = torch.zeros(2), torch.ones(3)
+    template = ("$1", ("$0", 2, ("$1",)), "%torch.float32", "%device:cpu", "%str:$0", None,
+                1.5, (3, 4))
+    fill = filler(template)
+    for tensors in ([a, b], [b, a]):
+        got, want = fill(tensors), fill_template(template, tensors)
+        assert got == want and got[0] is tensors[1] and got[1][0] is tensors[0]
+    assert fill([a, b])[7] is fill([b, a])[7]
+    assert filler(("%torch.int64", 2))([]) == (torch.int64, 2)

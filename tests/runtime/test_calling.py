@@ -12,7 +12,15 @@ import torch
 from cuvil.errors import CuvilError
 from cuvil.ir.types import DType
 from cuvil.lower.physical import storage
-from cuvil.runtime.calling import DTYPE_NAMES, Array, CallSpec, Param, logical_view, settle
+from cuvil.runtime.calling import (
+    DTYPE_NAMES,
+    Array,
+    CallSpec,
+    Param,
+    logical_view,
+    settle,
+    storages_of,
+)
 
 
 def test_dtype_names_are_the_irs():
@@ -64,11 +72,12 @@ def test_a_fallback_result_is_copied_into_its_buffer_unless_the_entry_takes_it()
 def test_the_entry_takes_torchs_memory_only_laid_out_as_planned_and_of_its_own():
     x = torch.randn(2, 4, 3, 3)
     nhwc = x.contiguous(memory_format=torch.channels_last)
-    taken = settle(nhwc, np.zeros((2, 3, 3, 4), np.float32), NHWC, [], own=True)
+    taken = settle(nhwc, np.zeros((2, 3, 3, 4), np.float32), NHWC, frozenset(), own=True)
     assert np.shares_memory(taken, nhwc.permute(NHWC).numpy())
     dest = np.zeros((2, 3, 3, 4), np.float32)  # NCHW memory where NHWC is planned: copied
-    assert settle(x, dest, NHWC, [], own=True) is dest
+    assert settle(x, dest, NHWC, frozenset(), own=True) is dest
     torch.testing.assert_close(logical_view(dest, NHWC), x)
     dest = np.zeros((2, 4, 3, 3), np.float32)  # a view of an input: copied
-    assert settle(x.view(2, 4, 9).view(2, 4, 3, 3), dest, (0, 1, 2, 3), [x], own=True) is dest
+    assert settle(x.view(2, 4, 9).view(2, 4, 3, 3), dest, (0, 1, 2, 3), storages_of([x]),
+                  own=True) is dest
     torch.testing.assert_close(torch.from_numpy(dest), x)
