@@ -6,6 +6,7 @@ callers pass."""
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -17,13 +18,19 @@ from numba import njit as plain_njit
 from cuvil.paths import cache_dir
 from cuvil.runtime import numba_cache
 from cuvil.runtime.module_cache import import_file
-from cuvil.targets.cpu.kernels import blas, conv, gemv, vmath
+from cuvil.targets.cpu.kernels import blas, gemv
 
 
-def test_driver_caches_are_under_the_cache_directory():
-    root = cache_dir() / "numba"
-    for fn in (blas.gemm, conv.im2col_nhwc, vmath.vmax):
-        assert fn._cache._cache_path.startswith(str(root))
+def test_driver_caches_are_under_the_cache_directory(tmp_path):
+    """In a fresh process: a dispatcher takes the cache directory of its first use (in this
+    one, a test before may have used a driver under a cache directory of its own)."""
+    code = ("import json\nfrom cuvil.targets.cpu.kernels import blas, conv, vmath\n"
+            "print(json.dumps([f._cache._cache_path for f in "
+            "(blas.gemm, conv.im2col_nhwc, vmath.vmax)]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "CUVIL_CACHE_DIR": str(tmp_path)}, check=True)
+    paths = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(paths) == 3 and all(p.startswith(str(tmp_path / "numba")) for p in paths)
 
 
 def test_a_driver_call_writes_its_cache_there():
