@@ -14,6 +14,7 @@ IR's `format_dim`; a buffer's may also be "threads") and evaluated exactly, with
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Callable
@@ -143,7 +144,7 @@ def settle(result: torch.Tensor, dest: np.ndarray, perm: tuple[int, ...],
     and dense strides and is memory of its own (none of the inputs' `storages`: the plan
     may reuse an input's buffer while this value lives); else `dest`, with the result
     copied in."""
-    physical = result if perm == _IDENTITY[len(perm)] else result.permute(perm)
+    physical = result if perm == _identity(len(perm)) else result.permute(perm)
     if (own and physical.is_contiguous() and physical.shape == dest.shape
             and physical.dtype is not torch.bfloat16 and not physical.requires_grad
             and result.untyped_storage().data_ptr() not in storages):
@@ -154,7 +155,10 @@ def settle(result: torch.Tensor, dest: np.ndarray, perm: tuple[int, ...],
     return dest
 
 
-_IDENTITY = [tuple(range(n)) for n in range(33)]  # the order of each rank that moves nothing
+@functools.cache
+def _identity(rank: int) -> tuple[int, ...]:
+    """The order of dims of this rank that moves none."""
+    return tuple(range(rank))
 
 
 def fallback_groups(calls: list[tuple[TorchCall, tuple]]) -> list[tuple[int, ...]]:
