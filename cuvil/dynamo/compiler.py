@@ -184,12 +184,7 @@ class Program:
         tensors = [args[i].detach() for i in self.tensors]
         try:
             physical = self._physical(tensors)
-            outs = self._program(physical)(*physical)
-            if isinstance(outs, torch.Tensor):
-                outs = (outs,)
-            results = list(self.rest)
-            for i, out in zip(self.keep, outs, strict=True):
-                results[i] = out
+            results = self._with_outputs(self._program(physical)(*physical))
 
             def size(s: Any) -> Any:
                 return s.of(tensors) if isinstance(s, Size | Expr) else s
@@ -200,24 +195,28 @@ class Program:
             eager(self.gm, self.what, e)
             return list(self.gm(*args))
 
-
     def _call_plain(self, args: tuple) -> list[Any]:
         """`__call__` where the program is fixed, no input permuted and each output is a
-        computed tensor or an input."""
+        computed tensor, an input or all of a computed one (`reshaped`)."""
         try:
             outs = self.fixed(*[args[i].detach() for i in self.tensors])
         except CuvilError as e:
             eager(self.gm, self.what, e)
             return list(self.gm(*args))
-        results = list(self.rest)
-        for i, out in zip(self.keep, (outs,) if isinstance(outs, torch.Tensor) else outs,
-                          strict=True):
-            results[i] = out
+        results = self._with_outputs(outs)
         for i, position in self.passed:
             results[i] = args[position]
         for i, (root, shape) in self.reshaped.items():
             results[i] = results[root].view(shape)
         return results[:self.count]
+
+    def _with_outputs(self, outs: Any) -> list[Any]:
+        """`rest` with the program's outputs (`outs`, or one tensor) at the kept places."""
+        results = list(self.rest)
+        for i, out in zip(self.keep, (outs,) if isinstance(outs, torch.Tensor) else outs,
+                          strict=True):
+            results[i] = out
+        return results
 
 
 def real(meta: Any) -> torch.Tensor:

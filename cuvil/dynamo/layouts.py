@@ -117,6 +117,8 @@ def rebuilt(results: list[Any], inputs: Sequence[Any], strided: dict, count: int
 def reshapes(gm: fx.GraphModule, rest: list[Any]) -> dict[int, tuple[int, tuple]]:
     """{output: (root, shape)} for each `ViewOf` in `rest` that is all of a root Cuvil
     computes, in row-major order, its sizes static: `root.view(shape)` rebuilds it."""
+    from torch._prims_common import make_contiguous_strides_for
+
     values = list(next(n for n in gm.graph.nodes if n.op == "output").args[0])
     found = {}
     for i, r in enumerate(rest):
@@ -126,17 +128,10 @@ def reshapes(gm: fx.GraphModule, rest: list[Any]) -> dict[int, tuple[int, tuple]
         sizes = (*r.shape, *r.stride, r.offset, r.root_offset)
         if isinstance(root, torch.Tensor) and all(type(s) is int for s in sizes) and \
                 r.offset == r.root_offset and _row_major(root) and \
-                root.numel() == math.prod(r.shape) and r.stride == _row_major_strides(r.shape):
+                root.numel() == math.prod(r.shape) and \
+                r.stride == tuple(make_contiguous_strides_for(r.shape)):
             found[i] = (r.root, r.shape)
     return found
-
-
-def _row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def dense_order(meta: Any) -> tuple[int, ...] | None:
