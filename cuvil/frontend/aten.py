@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from cuvil.frontend.aten_batch_norm import BATCH_NORM_OPS
 from cuvil.frontend.aten_conv_backward import CONV_BACKWARD_OPS
 from cuvil.frontend.aten_gradients import GRADIENT_OPS, scatter_sum
 from cuvil.frontend.aten_index import INDEX_OPS
@@ -237,18 +238,6 @@ def channel_bias(ix: Importer, bias: Value) -> Value:
     return ix.add("reshape", [bias], {"shape": (ix.type(bias).shape[0], 1, 1)})
 
 
-def batch_norm(ix: Importer, a: Args) -> Value | tuple:
-    need(not a.get("training") and a["running_mean"] is not None, "batch statistics")
-    x = ix.tensor(a["input"])
-    need(ix.type(x).rank >= 2, "batch_norm without a channel dim")
-    channels = ix.type(x).shape[1]
-    params = [ix.tensor(a["weight"]) if a["weight"] is not None else ix.filled(1.0, (channels,)),
-              ix.tensor(a["bias"]) if a["bias"] is not None else ix.filled(0.0, (channels,)),
-              ix.tensor(a["running_mean"]), ix.tensor(a["running_var"])]
-    y = ix.add("batch_norm", [x, *params], {"eps": float(a["eps"])})
-    return y if "training" in a else (y, None, None)  # the `_legit` form returns a triple
-
-
 def softmax(op: str) -> Callable:
     def convert(ix: Importer, a: Args) -> Value:
         need(a.get("dtype") is None and not a.get("half_to_float"), "softmax with a dtype")
@@ -318,6 +307,19 @@ def reduction(op: str) -> Callable:
     return convert
 
 
+def variance(ix: Importer, a: Args) -> Value:
+    """`var` by `correction` or the older `unbiased`. (`var_mean` runs in torch: its
+    Welford mean is NaN where an infinity meets other values, where `mean` is infinite.)"""
+    correction = a.get("correction")
+    if correction is None:
+        correction = 1 if a.get("unbiased", True) else 0
+    need(float(correction).is_integer(), f"a correction of {correction}")
+    dims = a.get("dim")
+    dims = () if dims is None else tuple(dims) if isinstance(dims, tuple | list) else (dims,)
+    return ix.add("var", [ix.tensor(a["input"])], {"dim": dims, "correction": int(correction),
+                                                   "keepdim": bool(a.get("keepdim"))})
+
+
 # -- the table: aten op (overload packet) -> converter ----------------------------------------
 ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     # elementwise arithmetic
@@ -357,7 +359,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "conv2d": conv2d, "conv1d": conv1d,
     "convolution": lambda ix, a: (conv1d if ix.type(ix.tensor(a["weight"])).rank == 3
                                   else conv2d)(ix, a),
-    "batch_norm": batch_norm, "_native_batch_norm_legit_no_training": batch_norm,
+    **BATCH_NORM_OPS,
     **LAYER_NORM_OPS,
     "softmax": softmax("softmax"), "_softmax": softmax("softmax"),
     "log_softmax": softmax("log_softmax"), "_log_softmax": softmax("log_softmax"),
@@ -368,7 +370,7 @@ ATEN: dict[str, Callable[[Importer, Args], Any]] = {
     "scaled_dot_product_attention": attention, **RECURRENT_OPS, **GRADIENT_OPS,
     **CONV_BACKWARD_OPS,
     # reductions
-    "sum": reduction("sum"), "mean": reduction("mean"), "amax": reduction("amax"),
+    "sum": reduction("sum"), "mean": reduction("mean"), "var": variance, "amax": reduction("amax"),
     # shape ops
     **SHAPE_OPS,
     # scans and advanced indexing

@@ -93,6 +93,31 @@ register(OpDef("batch_norm", ("x", "weight", "bias", "mean", "var"),
                shapes=arith.batch_norm))
 
 
+def _batch_norm_weight_grad_type(ts: list[TensorType], a) -> TensorType:
+    dy, x = ts[:2]
+    check(dy.shape == x.shape and dy.dtype == x.dtype and x.dtype.is_float and x.rank >= 2,
+          "batch_norm_weight_grad: dy and x must be float tensors of one shape, rank >= 2")
+    _channel_param_type(ts[1:], a, "batch_norm_weight_grad")
+    check(all(t.dtype == x.dtype for t in ts[2:]),
+          f"batch_norm_weight_grad: mean and invstd must be {x.dtype}")
+    return TensorType((x.shape[1],), x.dtype, "", x.device)
+
+
+def _batch_norm_weight_grad(xs: list[torch.Tensor], a) -> torch.Tensor:
+    dy, x, mean, invstd = xs
+    dims = [d for d in range(x.dim()) if d != 1]
+    per_channel = (-1,) + (1,) * (x.dim() - 2)
+    return (dy * (x - mean.reshape(per_channel))).sum(dims) * invstd
+
+
+register(OpDef("batch_norm_weight_grad", ("dy", "x", "mean", "invstd"), (),
+               _batch_norm_weight_grad_type, _batch_norm_weight_grad, NORM,
+               flops=lambda ts, out, a: 3 * numel(ts[0].shape),
+               doc="a training batch norm's weight gradient from the batch mean and 1/std it "
+                   "saved: sum(dy * (x - mean) * invstd) over every dim but the channels (1)",
+               shapes=arith.batch_norm_weight_grad))
+
+
 def _layer_norm_type(ts: list[TensorType], a) -> TensorType:
     x = ts[0]
     ns = tuple(a["normalized_shape"])

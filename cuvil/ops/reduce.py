@@ -1,4 +1,5 @@
-"""Reductions over a tuple of dims (empty: all dims), with or without `keepdim`."""
+"""Reductions over a tuple of dims (empty: all dims), with or without `keepdim`: sum, mean,
+amax, and the variance about the mean (`var`, with torch's `correction`)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,20 @@ for _name, _fn, _rule in [("sum", torch.sum, _sum_dtype), ("mean", torch.mean, _
     register(OpDef(_name, ("x",), _ATTRS, _reduce_type(_name, _rule), _ref(_fn), REDUCTION,
                    flops=lambda ts, out, a: numel(ts[0].shape),
                    doc=f"{_name} over dim (empty: all dims)", shapes=arith.reduction))
+
+
+def _var_type(ts: list[TensorType], a) -> TensorType:
+    check(ts[0].dtype.is_float, f"var: input must be float, not {ts[0].dtype}")
+    return _reduce_type("var", lambda d: d)(ts, a)
+
+
+def _var(xs, a):
+    dims = norm_dims(a["dim"], xs[0].dim(), "var")
+    return torch.var(xs[0], dim=dims, correction=a["correction"], keepdim=a["keepdim"])
+
+
+register(OpDef("var", ("x",), (*_ATTRS, AttrSpec("correction", "int", 1, samples=(0, 1))),
+               _var_type, _var, REDUCTION, flops=lambda ts, out, a: 3 * numel(ts[0].shape),
+               doc="sum((x - mean(x))^2) / (n - correction) over dim (empty: all dims), "
+                   "n the count of values reduced: batch norm's statistics",
+               shapes=arith.reduction))

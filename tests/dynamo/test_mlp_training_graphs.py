@@ -11,10 +11,10 @@ import copy
 
 import pytest
 import torch
+from program_support import compiled
 from torch import nn
 
 from cuvil import zoo
-from cuvil.dynamo import compiler
 
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -25,24 +25,6 @@ def train_step(model: nn.Module, x: torch.Tensor, labels: torch.Tensor) -> torch
     loss = nn.functional.cross_entropy(model(x), labels)
     loss.backward()
     return loss
-
-
-@pytest.fixture
-def programs(monkeypatch) -> list:
-    """The `compiler.Program`s built while the test runs (one per compiled graph)."""
-    built = []
-    init = compiler.Program.__init__
-
-    def record(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        built.append(self)
-    monkeypatch.setattr(compiler.Program, "__init__", record)
-    return built
-
-
-def compiled(program: compiler.Program):
-    """The compiled model a `Program` calls (for symbolic dims, else its one static one)."""
-    return program.dynamic or next(iter(program.static.values()))
 
 
 @pytest.mark.parametrize("batch", [32, 1])

@@ -107,3 +107,43 @@ def test_layer_norm_rstd_is_a_row_kernel(lower, dtype, ns):
         assert_matches_reference(g, compiled, (xs,), tol=1e-5 if dtype == "f32" else 1e-12)
         want = torch.ops.aten.native_layer_norm(xs, list(ns), None, None, 1e-3)[2]
         torch.testing.assert_close(compiled(xs), want)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_variances_are_row_kernels(lower, dtype):
+    """`var` over every dim but the channels (batch norm's), over the last dim and over the
+    last two, with correction 0 and 1, equals torch.var; about its mean, so a large offset
+    costs no precision."""
+    g = Graph("var")
+    x = g.input("x", t(B, 6, 5, 7, dtype=dtype))
+    g.set_outputs({
+        "channels": g.add("var", [x], {"dim": (0, 2, 3), "correction": 0}),
+        "channels_unbiased": g.add("var", [x], {"dim": (0, 2, 3), "keepdim": True}),
+        "last": g.add("var", [x], {"dim": (-1,), "correction": 0}),
+        "last_two": g.add("var", [x], {"dim": (2, 3), "correction": 1}),
+    })
+    compiled = lower(g)
+    assert not compiled.report.fallbacks
+    torch_dtype = {"f32": torch.float32, "f64": torch.float64}[dtype]
+    for batch in (1, 4):
+        xs = torch.randn(batch, 6, 5, 7, dtype=torch_dtype) * 3 + 1000
+        assert_matches_reference(g, compiled, (xs,), tol=1e-4 if dtype == "f32" else 1e-12)
+
+
+@pytest.mark.parametrize("shape", [(8, 6), (4, 6, 9), (4, 6, 5, 7)])
+def test_batch_norm_weight_gradient_is_a_row_kernel(lower, shape):
+    """`batch_norm_weight_grad` from the batch mean and 1/std a training forward saved equals
+    autograd's gradient of a training `F.batch_norm`'s weight, at ranks 2 to 4."""
+    g = Graph("bn_wgrad")
+    dy, x = g.input("dy", t(B, *shape[1:])), g.input("x", t(B, *shape[1:]))
+    mean, invstd = g.input("mean", t(6)), g.input("invstd", t(6))
+    g.set_outputs(g.add("batch_norm_weight_grad", [dy, x, mean, invstd]))
+    compiled = lower(g)
+    assert not compiled.report.fallbacks
+    xs = torch.randn(shape) * 2 + 3
+    _, m, r = torch.ops.aten._native_batch_norm_legit(xs, None, None, True, 0.1, 1e-5)
+    grad = torch.randn(shape)
+    weight = torch.ones(6, requires_grad=True)
+    want, = torch.autograd.grad(torch.nn.functional.batch_norm(
+        xs, None, None, weight, None, training=True, eps=1e-5), weight, grad)
+    torch.testing.assert_close(compiled(grad, xs, m, r), want, rtol=1e-4, atol=1e-4)

@@ -66,6 +66,14 @@ def _reduce(dtypes):
     return draw
 
 
+def _var(data):
+    """A float reduction's draw with a correction of 0 or 1 (0 where one value is reduced)."""
+    (x,), attrs = _reduce(FLOATS)(data)
+    dims = attrs["dim"] or tuple(range(x.dim()))
+    count = int(torch.tensor([x.shape[d] for d in dims]).prod()) if x.dim() else 1
+    return [x], {**attrs, "correction": data.draw(st.integers(0, 1)) if count > 1 else 0}
+
+
 def _reduced(fn):
     return lambda xs, a: fn(xs[0], dim=a["dim"] or None, keepdim=a["keepdim"])
 
@@ -158,6 +166,9 @@ CASES: dict[str, Case] = {
     "masked_fill": Case(_masked_fill, lambda xs, a: torch.masked_fill(xs[0], xs[1], a["value"])),
     "sum": Case(_reduce(NUMERIC + [torch.bool]), _reduced(torch.sum)),
     "mean": Case(_reduce(FLOATS), _reduced(torch.mean)),
+    "var": Case(_var, lambda xs, a: torch.var(xs[0], dim=a["dim"] or None,
+                                              correction=a["correction"], keepdim=a["keepdim"]),
+                tol=1e-5),
     "amax": Case(_reduce(NUMERIC), lambda xs, a: torch.amax(xs[0], a["dim"], a["keepdim"])),
     "cast": Case(_cast, lambda xs, a: xs[0].to(DType(a["dtype"]).torch)),
     "to_layout": Case(_layout, lambda xs, a: xs[0]),

@@ -92,6 +92,21 @@ def _layer_norm_autograd(xs, a):
     return torch.autograd.grad(out, leaf, dy)[0]
 
 
+def _batch_norm_weight_grad(data):
+    """dy, x, and the batch mean and 1/std a training batch norm saves for x."""
+    x = rand(data, batch_shape(data, 2, 4), _float(data))
+    _, mean, invstd = torch.ops.aten._native_batch_norm_legit(x, None, None, True, 0.1, 1e-5)
+    return [torch.randn_like(x), x, mean, invstd], {}
+
+
+def _batch_norm_autograd(xs, a):
+    """The gradient of a training `F.batch_norm`'s weight for dy, by autograd."""
+    dy, x = xs[:2]
+    weight = torch.ones(x.shape[1], dtype=x.dtype, requires_grad=True)
+    out = F.batch_norm(x, None, None, weight, None, training=True, eps=1e-5)
+    return torch.autograd.grad(out, weight, dy)[0]
+
+
 def _softmax(data):
     x = rand(data, batch_shape(data, 1, 4), _float(data))
     return [x], {"dim": dim_of(data, x.dim())}
@@ -326,6 +341,7 @@ CASES: dict[str, Case] = {
                             tol=1e-5),
     "layer_norm_grad": Case(_layer_norm_grad, _layer_norm_autograd,
                             shape_attrs=("normalized_shape",), tol=1e-4),
+    "batch_norm_weight_grad": Case(_batch_norm_weight_grad, _batch_norm_autograd, tol=1e-4),
     "softmax": Case(_softmax, lambda xs, a: F.softmax(xs[0], a["dim"])),
     "log_softmax": Case(_softmax, lambda xs, a: F.log_softmax(xs[0], a["dim"]), tol=1e-5),
     "max_pool2d": Case(_max_pool, lambda xs, a: F.max_pool2d(xs[0], **_pool_args(a))),

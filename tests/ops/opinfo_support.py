@@ -59,7 +59,7 @@ OPINFO_NAMES = (
     "nn.functional.adaptive_avg_pool2d", "nn.functional.embedding",
     "nn.functional.scaled_dot_product_attention",
     # reductions
-    "sum", "mean", "amax",
+    "sum", "mean", "amax", "var",
     # shape ops
     "reshape", "view", "unflatten", "expand", "expand_as", "view_as", "reshape_as",
     "permute", "flip", "flatten", "unsqueeze", "squeeze", "cat", "split", "split_with_sizes",

@@ -248,6 +248,18 @@ def batch_norm(ctx, want, attrs, args):
         yield Want((x.shape[1],), x.dtype, None, x.device, POSITIVE if i == 4 else None)
 
 
+def batch_norm_weight_grad(ctx, want, attrs, args):
+    """dy and x of one shape (rank 2-4), the channel mean and a positive invstd."""
+    dtype = want.dtype if want.dtype in (DType.f32, DType.f64) else DType.f32
+    shape = list(ctx.fill(None, ctx.rank(2, 4)))
+    if want.shape and want.shape[0] is not None:
+        shape[1] = want.shape[0]
+    dy = yield Want(tuple(shape), dtype, None, want.device)
+    yield Want(dy.shape, dy.dtype, None, dy.device)
+    yield Want((dy.shape[1],), dy.dtype, None, dy.device)
+    yield Want((dy.shape[1],), dy.dtype, None, dy.device, POSITIVE)
+
+
 def scalar(ctx, want, attrs, args):
     attrs.get("value", ctx.scalar)
     attrs.get("dtype", str(want.dtype) if want.dtype else "f32")

@@ -5,10 +5,11 @@ The input is viewed as `[outer, R, inner]` where `R` spans the reduced dims (whi
 adjacent). With `inner == 1` (the usual last-dim case) each row is contiguous and rows run
 in `prange`; otherwise the kernel walks `inner` columns side by side.
 
-A sum or mean over every dim but an adjacent block (batch norm's statistics: all but the
-channels of NCHW) views the input as `[A, K, B]` and reduces A and B for each of the K kept
-values, in `prange` over K: each contiguous run of B summed in the input's precision, the
-runs added in float64.
+A sum, mean or variance over every dim but an adjacent block (batch norm's statistics: all
+but the channels of NCHW), and batch norm's weight gradient, view the input as `[A, K, B]`
+and reduce A and B for each of the K kept values, in `prange` over K: each contiguous run of
+B summed in the input's precision, the runs added in float64; the variance takes a second
+pass about the mean.
 """
 
 from __future__ import annotations
@@ -29,7 +30,18 @@ def reduced_dims(node: Node, rank: int) -> tuple[int, ...]:
         return norm_dims(node.attrs["dim"], rank, node.op)
     if node.op in ("layer_norm", "layer_norm_grad", "layer_norm_rstd"):
         return tuple(range(rank - len(node.attrs["normalized_shape"]), rank))
+    if node.op == "batch_norm_weight_grad":
+        return tuple(d for d in range(rank) if d != 1)
     return norm_dims(node.attrs["dim"], rank, node.op)
+
+
+def _keeps_a_block(node: Node, dims: tuple[int, ...], rank: int) -> bool:
+    """Whether the reduction keeps a block of dims between reduced ones: dims apart, batch
+    norm's weight gradient, a variance over dims that are not the trailing ones."""
+    if node.op == "batch_norm_weight_grad":
+        return True
+    apart = bool(dims) and list(dims) != list(range(dims[0], dims[-1] + 1))
+    return apart or node.op == "var" and bool(dims) and dims[-1] < rank - 1
 
 
 def generate(group, ctx) -> KernelSpec:
@@ -42,7 +54,7 @@ def generate(group, ctx) -> KernelSpec:
     if library is not None:
         return library
     dims = reduced_dims(node, x.rank)
-    if dims and list(dims) != list(range(dims[0], dims[-1] + 1)):
+    if _keeps_a_block(node, dims, x.rank):
         return _kept_block(node, x, dims, group, ctx)
     lo, hi = (dims[0], dims[-1] + 1) if dims else (0, 0)
     inner_one = all(is_static(d) and d == 1 for d in x.shape[hi:])
@@ -76,29 +88,59 @@ def generate(group, ctx) -> KernelSpec:
 
 
 def _kept_block(node: Node, x, dims: tuple[int, ...], group, ctx) -> KernelSpec:
-    """A sum or mean over every dim but the adjacent block [klo, khi): see the module."""
+    """A reduction over every dim but the adjacent block [klo, khi): see the module."""
     kept = [d for d in range(x.rank) if d not in dims]
-    klo, khi = kept[0], kept[-1] + 1
-    if node.op not in ("sum", "mean") or kept != list(range(klo, khi)) or \
+    if node.op not in _KEPT or not kept or kept != list(range(kept[0], kept[-1] + 1)) or \
             not node.type.dtype.is_float or \
             any(layout_perm(ctx.type(v)) != tuple(range(ctx.type(v).rank))
-                for v in (node.inputs[0], node.name)):
-        raise Unsupported(f"{node.op} over non-adjacent dims {dims}")
+                for v in (*node.inputs[:2], node.name)):
+        raise Unsupported(f"{node.op} over dims {dims}")
+    klo, khi = kept[0], kept[-1] + 1
     shape = [f"x0.shape[{i}]" for i in range(x.rank)]
     na, nk, nb = (" * ".join(shape[a:b]) or "1" for a, b in ((0, klo), (klo, khi),
                                                                (khi, x.rank)))
-    acc = np_name(node.type.dtype)
-    scale = " / (na * nb)" if node.op == "mean" else ""
-    per = ["s = 0.0", "for a in range(na):", f"    r = {literal(0, node.type.dtype)}",
-           "    for b in range(nb):", "        r += x[a, k, b]", "    s += r",
-           f"o[k] = {acc}(s{scale})"]
     lines = [f"na = {na}", f"nk = {nk}", f"nb = {nb}", "x = x0.reshape((na, nk, nb))",
              "o = out.reshape((nk,))"]
+    params, args = ["x0"], [node.inputs[0]]
+    if node.op == "batch_norm_weight_grad":
+        lines += ["xv = x1.reshape((na, nk, nb))", "mu = x2.reshape((nk,))",
+                  "rs = x3.reshape((nk,))"]
+        params, args = ["x0", "x1", "x2", "x3"], list(node.inputs[:4])
     parallel = ctx.worth_parallel(x.shape)
     loop = "prange" if parallel else "range"
-    return KernelSpec("rows", ["x0", "out"], [node.inputs[0], group.output],
+    per = _KEPT[node.op](node, node.type.dtype)
+    return KernelSpec("rows", [*params, "out"], [*args, group.output],
                       lines + [f"for k in {loop}(nk):"] + indent(per, 1), parallel,
                       fastmath="rows")
+
+
+def _block_sum(term: str, dtype: DType, into: str = "s") -> list[str]:
+    """`into` = the sum of `term` over a and b for this k: each run of b in `dtype`, the
+    runs in float64."""
+    return [f"{into} = 0.0", "for a in range(na):", f"    r = {literal(0, dtype)}",
+            "    for b in range(nb):", f"        r += {term}", f"    {into} += r"]
+
+
+def _kept_sum(node: Node, dtype: DType) -> list[str]:
+    scale = " / (na * nb)" if node.op == "mean" else ""
+    return _block_sum("x[a, k, b]", dtype) + [f"o[k] = {np_name(dtype)}(s{scale})"]
+
+
+def _kept_var(node: Node, dtype: DType) -> list[str]:
+    """The mean first, then the squares about it (rounded to `dtype`, as torch's is)."""
+    count = f"max(na * nb - {int(node.attrs['correction'])}, 0)"  # none left: inf or NaN
+    return (_block_sum("x[a, k, b]", dtype) + [f"m = {np_name(dtype)}(s / (na * nb))"]
+            + _block_sum("(x[a, k, b] - m) * (x[a, k, b] - m)", dtype, "v")
+            + [f"o[k] = {np_name(dtype)}(v / {count})"])
+
+
+def _kept_weight_grad(node: Node, dtype: DType) -> list[str]:
+    return (["m = mu[k]"] + _block_sum("x[a, k, b] * (xv[a, k, b] - m)", dtype)
+            + [f"o[k] = {np_name(dtype)}(s * rs[k])"])
+
+
+_KEPT = {"sum": _kept_sum, "mean": _kept_sum, "var": _kept_var,
+         "batch_norm_weight_grad": _kept_weight_grad}
 
 
 def _views(rank: int, lo: int, hi: int, inner_one: bool, keeps_shape: bool) -> list[str]:
@@ -171,6 +213,14 @@ def _layer_norm_grad(node: Node, acc: DType) -> list[str]:
             "    o[r, j] = s * (x[r, j] * w[j] - a - (xv[r, j] - m) * s * c)"]
 
 
+def _var(node: Node, acc: DType) -> list[str]:
+    """Row r's variance about its mean (two passes), over rl - correction."""
+    zero = literal(0, acc)
+    return [f"s = {zero}", "for j in range(rl):", "    s += x[r, j]", "mean = s / fr",
+            f"v = {zero}", "for j in range(rl):", "    d = x[r, j] - mean", "    v += d * d",
+            f"o[r] = v / max(fr - {int(node.attrs['correction'])}, 0)"]  # none left: inf or NaN
+
+
 def _reduce(node: Node, acc: DType) -> list[str]:
     if node.op == "amax":
         return ["o[r] = vamax(x[r])"]
@@ -204,6 +254,6 @@ def _softmax_strided(node: Node, acc: DType) -> list[str]:
 
 _ROW = {"softmax": _softmax, "log_softmax": _softmax, "layer_norm": _layer_norm,
         "layer_norm_grad": _layer_norm_grad, "layer_norm_rstd": _layer_norm_rstd,
-        "sum": _reduce, "mean": _reduce, "amax": _reduce}
+        "sum": _reduce, "mean": _reduce, "amax": _reduce, "var": _var}
 _STRIDED = {"softmax": _softmax_strided, "log_softmax": _softmax_strided,
             "sum": _reduce_strided, "mean": _reduce_strided, "amax": _reduce_strided}
