@@ -12,8 +12,10 @@ model from the same weights, with its own optimizer: `torch.compile(model)` (ind
 run as eager PyTorch in all three. Per model and system: the time per step (the best of
 several block medians, `bench/models.py`'s `block_times`), its ratio to eager and to
 inductor (lower is faster), the first step's time (it compiles), and the first step's loss
-and largest relative parameter-gradient error against eager's. The models, at batch 32 by
-default: the zoo's MLP (784-512-512-10), a small CNN with batch norm (the zoo's), one
+and largest relative parameter-gradient error against eager's ("grad err") and against
+a float64 eager step's ("f64 err": eager's own row is float32 rounding's share). The
+models, at batch 32 by default: the zoo's MLP (784-512-512-10), a small CNN with batch norm
+(the zoo's), one
 `nn.TransformerEncoderLayer(256, 4, 1024)` (dropout off, so losses compare) on 64 tokens,
 torchvision's ResNet-18 (10 classes) on 64x64 images. All in train mode.
 
@@ -112,10 +114,20 @@ def grad_error(params: list[nn.Parameter], reference: list[nn.Parameter]) -> flo
     return max((p - q).norm().item() / max(q.norm().item(), floor, 1e-30) for p, q in pairs)
 
 
+def float64_step(model: nn.Module, x: torch.Tensor, loss: Callable) -> list[nn.Parameter]:
+    """The parameters of a float64 copy of `model` after eager's first step's backward: the
+    gradients each system's float32 ones are measured against ("f64 err"; eager's own row
+    says how far float32 rounding alone goes)."""
+    exact = copy.deepcopy(model).double()
+    loss(exact(x.double()).float()).backward()
+    return list(exact.parameters())
+
+
 def train_case(name: str, args: argparse.Namespace) -> list[dict]:
     """One row per system for training model `name`."""
     model, x = build(name, args.batch)
     loss = loss_of(model, x)
+    exact = float64_step(model, x, loss)
     steps, rows = {}, {}
     for system in SYSTEMS:
         if system in args.skip:
@@ -128,6 +140,7 @@ def train_case(name: str, args: argparse.Namespace) -> list[dict]:
             if "eager" in steps:  # the first step's gradients, at the same weights
                 rows[system]["grad_err"] = grad_error(steps[system].params,
                                                       steps["eager"].params)
+            rows[system]["f64_err"] = grad_error(steps[system].params, exact)
         except Exception as e:  # a system that fails is a row of "-", not an abort
             print(f"{name}: {system} failed: {type(e).__name__}: "
                   f"{(str(e).strip().splitlines() or [''])[0][:200]}", file=sys.stderr)
@@ -140,7 +153,8 @@ def train_case(name: str, args: argparse.Namespace) -> list[dict]:
              "vs_inductor": _ratio(times.get(s), times.get("inductor")),
              "first_s": r.get("first_s"), "failed": r.get("failed", False),
              "loss_err": None if eager_loss is None or "loss" not in r
-             else abs(r["loss"] - eager_loss), "grad_err": r.get("grad_err")}
+             else abs(r["loss"] - eager_loss), "grad_err": r.get("grad_err"),
+             "f64_err": r.get("f64_err")}
             for s, r in rows.items()]
 
 
@@ -184,11 +198,11 @@ def _sci(value: float | None) -> str:
 
 def render_training(rows: list[dict], markdown: bool) -> str:
     header = ["model", "system", "ms/step", "x eager", "x inductor", "first step s",
-              "loss err", "grad err"]
+              "loss err", "grad err", "f64 err"]
     cells = [[r["case"], r["system"] + (" (failed)" if r["failed"] else ""),
               _fmt(r["ms"], 2), _fmt(r["vs_eager"], 2), _fmt(r["vs_inductor"], 2),
               _fmt(r["first_s"], 1),
-              _sci(r["loss_err"]), _sci(r["grad_err"])] for r in rows]
+              _sci(r["loss_err"]), _sci(r["grad_err"]), _sci(r["f64_err"])] for r in rows]
     return table(header, cells, markdown)
 
 
