@@ -1,8 +1,7 @@
 """tests/dynamo/test_training_bench.py: `bench/training.py` at a tiny size (the MLP at
 batch 4, inductor skipped): the cuvil backend's first training step has eager's gradients
-(and a float64 step's, to rounding), and
-its inference output matches `cuvil.compile`'s and eager's (timings are printed, never
-asserted)."""
+(and a float64 step's, to rounding), and its inference output matches `cuvil.compile`'s and
+eager's (timings are printed, never asserted)."""
 
 from __future__ import annotations
 
