@@ -19,7 +19,7 @@ import re
 
 from cuvil.ir.devices import HOST
 
-COPY_PREFIX, COPY_SUFFIX = "np.copyto(out, ", ")"
+COPY_PREFIX, COPY_SUFFIX = "copy_into(out, ", ")"
 
 
 def fallback_views(ctx, groups, specs: dict, outputs: set[str]) -> dict[str, tuple]:
@@ -58,7 +58,7 @@ def view_code(view: str, source_code: str) -> str:
 
 
 def _copy_view(spec) -> str | None:
-    """The numpy view a movement copy writes (`np.copyto(out, <view>)`), or None."""
+    """The numpy view a movement copy writes (`copy_into(out, <view>)`), or None."""
     if spec is None or spec.template != "copy" or not spec.python or len(spec.body) != 1:
         return None
     body = spec.body[0]

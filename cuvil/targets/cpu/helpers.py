@@ -35,7 +35,7 @@ HELPERS = {"gemm": f"{KERNELS}.blas", "gemm_weight": f"{KERNELS}.blas",
            "depthwise_nchw_post": f"{KERNELS}.depthwise",
            "attention_post": f"{KERNELS}.attention",
            "pool_inside_nchw": f"{KERNELS}.pool", "global_average_nchw": f"{KERNELS}.pool",
-           "layer_norm_rows": f"{KERNELS}.rows",
+           "layer_norm_rows": f"{KERNELS}.rows", "copy_into": f"{KERNELS}.copies",
            "binary_mapped": f"{KERNELS}.mapped",
            "lstm_layer_run": f"{KERNELS}.recurrent", "gru_layer_run": f"{KERNELS}.recurrent",
            **{name: f"{KERNELS}.vmath"

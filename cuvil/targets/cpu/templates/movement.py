@@ -2,8 +2,9 @@
 `cat`, `embedding`, and `arange` (made from its size). They need no compiling (a Numba
 kernel costs 0.3-1 s to compile here) and numpy's strided copy is as fast as a serial loop.
 
-A single movement op becomes `np.copyto(out, <view of the input>)`; views are taken on the
-physical arrays, so a layout conversion (`to_layout` NCHW -> NHWC) is one transpose-copy.
+A single movement op becomes `copy_into(out, <view of the input>)` (`kernels.copies`:
+numpy's copy, or torch's on its threads for a large one); views are taken on the physical
+arrays, so a layout conversion (`to_layout` NCHW -> NHWC) is one transpose-copy.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def generate(group, ctx) -> KernelSpec:
         raise Unsupported(f"no numpy form for {node.op}")
     params = ["x0", *(f"n_{s}" for s in symbols)]
     return _spec("copy", params, [nodes[0].inputs[0], *(f"#sym:{s}" for s in symbols),
-                                  node.name], [f"np.copyto(out, {view})"])
+                                  node.name], [f"copy_into(out, {view})"])
 
 
 def is_move(group, ctx) -> bool:
@@ -55,7 +56,7 @@ def chain_view(nodes, ctx) -> tuple[str | None, list[str]]:
     expr, symbols = "x0", set()
     for k, node in enumerate(nodes):
         if node.op == "expand" and k < len(nodes) - 1:
-            return None, []  # np.copyto broadcasts the last step only
+            return None, []  # the copy broadcasts the last step only
         if is_alias(node.op):
             shape = physical_shape(node.type)
             symbols.update(str(s) for d in shape if not isinstance(d, int)
@@ -101,7 +102,7 @@ def move_view(node, ctx, src: str = "x0") -> str | None:
         d = norm_dims(a["dim"], t.rank, "select")[0]
         return f"{src}[" + ":, " * d + f"{a['index']}]"
     if node.op == "expand":
-        return src  # np.copyto(out, src) broadcasts like expand
+        return src  # the copy broadcasts src like expand
     return None
 
 
