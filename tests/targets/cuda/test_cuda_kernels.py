@@ -60,6 +60,7 @@ ROWS = {
     "sum": ({"dim": [-1], "keepdim": True}, [(4, 6)]),
     "mean": ({"dim": [-1], "keepdim": False}, [(4, 6)]),
     "amax": ({"dim": [-1], "keepdim": True}, [(3, 5)]),
+    "var": ({"dim": [-1], "keepdim": False, "correction": 1}, [(4, 6)]),
 }
 
 

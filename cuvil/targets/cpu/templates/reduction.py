@@ -1,5 +1,5 @@
 """The row template: softmax, log_softmax, layer_norm (its rstd, its input gradient), sum,
-mean and amax as row kernels.
+mean, amax and var as row kernels.
 
 The input is viewed as `[outer, R, inner]` where `R` spans the reduced dims (which must be
 adjacent). With `inner == 1` (the usual last-dim case) each row is contiguous and rows run

@@ -1,5 +1,5 @@
 """CUDA row kernels: softmax, log-softmax, layer norm (its rstd, its input gradient) and
-sum/mean/amax over trailing dims, one thread a row (grid-stride), with the CPU template's
+sum/mean/amax/var over trailing dims, one thread a row (grid-stride), with the CPU template's
 per-row code (`cuvil.targets.cpu.templates.reduction`) spelled for the device; sum/mean/amax
 over other dims and softmax / log-softmax along another dim, one thread an output element."""
 
