@@ -58,9 +58,9 @@ class TorchFallback:
     """A fallback that is a `torch_op` on the CPU, as plain data: made without the graph.
 
     Results of one call of an op that returns several (`convolution_backward`'s input and
-    weight gradients, training batch norm's output and statistics) are nodes of their own;
-    `group` lists the positions (among the spec's fallbacks, in the order the entry calls
-    them) of the nodes that share this one's call and inputs, itself included. The first
+    weight gradients, a 16-bit training batch norm's output and statistics) are nodes of
+    their own; `group` lists the positions (among the spec's fallbacks, in the order the
+    entry calls them) of the nodes that share this one's call and inputs, itself included. The first
     of them runs the op and keeps its results for the others (per thread: concurrent calls
     of a graph each have their own), so the op runs once per call, as in eager."""
 
