@@ -56,6 +56,7 @@ def _in_place(ix: Importer, a: Args) -> Value | tuple:
 def _training(ix: Importer, a: Args, x: Value) -> tuple:
     """(y, mean, invstd[, running mean, running var]) of a training forward."""
     n = _count(ix, x)
+    need(n > 1 or a.get("running_mean") is None, "a batch of one value a channel")
     dims = {"dim": tuple(d for d in range(ix.type(x).rank) if d != 1), "keepdim": False}
     mean = ix.add("mean", [x], dims)
     var = ix.add("var", [x], {**dims, "correction": 0})
@@ -64,7 +65,6 @@ def _training(ix: Importer, a: Args, x: Value) -> tuple:
     invstd = ix.add("rsqrt", [ix.add("add", [var, ix.tensor(eps)])])
     if a.get("running_mean") is None:
         return y, mean, invstd
-    need(n > 1, "a batch of one value a channel")
     unbiased = ix.add("mul", [var, ix.tensor(n / (n - 1))])
     return (y, mean, invstd, _moved(ix, a["running_mean"], mean, a["momentum"]),
             _moved(ix, a["running_var"], unbiased, a["momentum"]))
