@@ -35,3 +35,10 @@ def test_a_read_only_source_is_copied_by_numpy():
     out = np.empty(src.shape, np.float32)
     copy_into(out, src)
     np.testing.assert_array_equal(out, src)
+
+
+def test_a_reversed_destination_is_written_by_numpy():
+    src = np.arange(LARGE * 2, dtype=np.float32).reshape(-1, 64)
+    out = np.zeros_like(src)
+    copy_into(out[::-1], src)
+    np.testing.assert_array_equal(out[::-1], src)
