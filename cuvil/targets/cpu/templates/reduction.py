@@ -186,13 +186,17 @@ def _softmax(node: Node, acc: DType) -> list[str]:
                     "    o[r, j] = x[r, j] - lse"]
 
 
-def _row_statistics(node: Node, acc: DType) -> list[str]:
-    """Row r's `mean` and `inv` = 1 / sqrt(var + eps), the variance about the mean (two
-    passes)."""
-    zero, eps = literal(0, acc), literal(node.attrs["eps"], acc)
+def _centred_squares(acc: DType) -> list[str]:
+    """Row r's `mean`, then `v`, the sum of squares about it (two passes)."""
+    zero = literal(0, acc)
     return [f"s = {zero}", "for j in range(rl):", "    s += x[r, j]", "mean = s / fr",
-            f"v = {zero}", "for j in range(rl):", "    d = x[r, j] - mean", "    v += d * d",
-            f"inv = {literal(1, acc)} / np.sqrt(v / fr + {eps})"]
+            f"v = {zero}", "for j in range(rl):", "    d = x[r, j] - mean", "    v += d * d"]
+
+
+def _row_statistics(node: Node, acc: DType) -> list[str]:
+    """Row r's `mean` and `inv` = 1 / sqrt(var + eps), the variance about the mean."""
+    eps = literal(node.attrs["eps"], acc)
+    return _centred_squares(acc) + [f"inv = {literal(1, acc)} / np.sqrt(v / fr + {eps})"]
 
 
 def _layer_norm(node: Node, acc: DType) -> list[str]:
@@ -214,11 +218,9 @@ def _layer_norm_grad(node: Node, acc: DType) -> list[str]:
 
 
 def _var(node: Node, acc: DType) -> list[str]:
-    """Row r's variance about its mean (two passes), over rl - correction."""
-    zero = literal(0, acc)
-    return [f"s = {zero}", "for j in range(rl):", "    s += x[r, j]", "mean = s / fr",
-            f"v = {zero}", "for j in range(rl):", "    d = x[r, j] - mean", "    v += d * d",
-            f"o[r] = v / max(fr - {int(node.attrs['correction'])}, 0)"]  # none left: inf or NaN
+    """Row r's variance about its mean, over rl - correction (none left: inf or NaN)."""
+    return _centred_squares(acc) + [
+        f"o[r] = v / max(fr - {int(node.attrs['correction'])}, 0)"]
 
 
 def _reduce(node: Node, acc: DType) -> list[str]:
